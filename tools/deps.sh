@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the Debian packages ratchet builds against. Idempotent: when every
+# package is already present it prints nothing and touches no package list.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config clang-format
+  libsqlitecpp-dev libsqlite3-dev sqlite3
+  libboost-dev libboost-filesystem-dev
+  libcurl4-openssl-dev
+  libtomlplusplus-dev
+  libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
+  libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcpp-httplib-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "ratchet: installing ${missing[*]}" >&2
+sudo_cmd=()
+[ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq >/dev/null
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
