@@ -1,0 +1,52 @@
+// Argument templates of job steps: JSON whose strings may hold placeholders
+// {{args.X}}, {{args.a.b}} and {{steps.NAME.output.Y}}, filled in from the
+// job's arguments and the outputs of the steps it already ran.
+//
+// A string that is exactly one placeholder takes the referenced JSON value
+// with its type ("{{args.count}}" -> 3); placeholders inside longer strings
+// are replaced by text (strings as they are, other values as compact JSON).
+// Objects and arrays are rendered recursively; object keys are not templates.
+// A path segment that is a number indexes an array ("{{args.ids.0}}").
+//
+// Pure functions over values; safe to call from any thread.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ratchet/status.hpp"
+
+namespace ratchet::config {
+
+// A parsed placeholder expression such as "steps.imdb.output.rating".
+struct TemplateRef {
+  enum class Root { kArgs, kSteps };
+  Root root = Root::kArgs;
+  std::string step;               // the step name when root is kSteps
+  std::vector<std::string> path;  // after "args." or after "steps.NAME.output."
+  std::string text;               // the expression as written, without braces
+};
+
+// Parses the inside of one placeholder. Refuses anything that is not
+// args.<key>[.<key>...] or steps.<name>.output[.<key>...].
+Result<TemplateRef> parse_template_ref(std::string_view expression);
+
+// Every placeholder expression in `tmpl` (inside "{{" and "}}", surrounding
+// spaces trimmed), in document order, repeats included. Malformed
+// expressions are listed too, so a validator can report them with
+// parse_template_ref; an unterminated "{{" is not listed (see template_errors).
+std::vector<std::string> placeholders(const nlohmann::json& tmpl);
+
+// Syntax problems in `tmpl`, one message each: an unterminated "{{" and
+// expressions parse_template_ref refuses. Empty when the template is usable.
+std::vector<std::string> template_errors(const nlohmann::json& tmpl);
+
+// Fills in `tmpl` from `context` = {"args": ..., "steps": {"NAME": {"output": ...}}}.
+// A reference that is missing from the context is an invalid_argument error
+// naming the placeholder and how far its path resolved.
+Result<nlohmann::json> render_template(const nlohmann::json& tmpl, const nlohmann::json& context);
+
+}  // namespace ratchet::config
