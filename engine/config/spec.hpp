@@ -132,7 +132,11 @@ struct PluginSpec {
   nlohmann::json settings = nlohmann::json::object();  // free-form keys, ${ENV} resolved
   std::set<std::string> secret_paths;                  // JSON pointers into settings that hold secrets
   CallPolicy policy;                                   // plugin-wide limits apply to all operations
-  std::map<std::string, CallPolicy> operations;        // per-operation overrides, fully merged
+  // Per-operation overrides, fully merged: every field not declared for the
+  // operation is the plugin's, except `limits`, which holds only the limits
+  // declared for that operation (the plugin's own limits in `policy.limits`
+  // are shared by all its operations and apply in addition).
+  std::map<std::string, CallPolicy> operations;
   SourceRef source;
 };
 
@@ -147,6 +151,7 @@ struct StepSpec {
   nlohmann::json args = nlohmann::json::object();
   std::vector<std::string> after;        // steps this one needs; no dependency means concurrent
   std::optional<microseconds> max_wait;  // overrides the plugin's throttling bound
+  std::set<std::string> secret_paths;    // JSON pointers into args whose value came from ${ENV}
   SourceRef source;
 };
 
@@ -192,6 +197,9 @@ struct Config {
   EngineSpec engine;
   std::map<std::string, PluginSpec> plugins;
   std::map<std::string, JobTypeSpec> jobs;
+  // Key paths outside plugin settings and step args (e.g. "engine.database")
+  // whose value came from ${ENV}; summaries mask them like secrets.
+  std::set<std::string> env_keys;
 
   // The policy for one operation: the override if declared, else the plugin's.
   const CallPolicy& policy_for(const std::string& plugin, const std::string& operation) const;

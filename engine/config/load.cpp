@@ -1,0 +1,102 @@
+#include "config/load.hpp"
+
+#include <algorithm>
+#include <array>
+#include <fstream>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+#include "config/reader.hpp"
+#include "config/sections.hpp"
+
+namespace ratchet::config {
+namespace {
+
+constexpr std::array<std::string_view, 3> kTopKeys = {"engine", "plugin", "job"};
+
+LoadResult load_document(std::string_view text, const std::string& file_name,
+                         const std::filesystem::path& base, const std::filesystem::path& file_path,
+                         const EnvLookup& env) {
+  detail::Reader r(file_name, env);
+  toml::table doc;
+#if TOML_EXCEPTIONS
+  try {
+    doc = toml::parse(text, file_name);
+  } catch (const toml::parse_error& e) {
+    r.error(e.source(), "", "TOML syntax error: " + std::string(e.description()));
+    return std::unexpected(std::move(r.diagnostics()));
+  }
+#else
+  auto parsed = toml::parse(text, file_name);
+  if (!parsed) {
+    r.error(parsed.error().source(), "", "TOML syntax error: " + std::string(parsed.error().description()));
+    return std::unexpected(std::move(r.diagnostics()));
+  }
+  doc = std::move(parsed).table();
+#endif
+
+  auto config = std::make_shared<Config>();
+  config->file = file_path;
+  r.check_keys(doc, "", kTopKeys, "the file (top level)");
+
+  if (const toml::node* engine = doc.get("engine")) {
+    if (const auto* t = r.table(*engine, "engine")) config->engine = detail::read_engine(r, *t, base);
+  } else {
+    toml::table empty;
+    config->engine = detail::read_engine(r, empty, base);
+  }
+  if (const toml::node* plugins = doc.get("plugin")) {
+    if (const auto* t = r.table(*plugins, "plugin")) {
+      for (auto&& [key, value] : *t) {
+        std::string name(key.str());
+        if (const auto* p = r.table(value, detail::child_path("plugin", name))) {
+          config->plugins.emplace(name, detail::read_plugin(r, name, *p));
+        }
+      }
+    }
+  }
+  if (const toml::node* jobs = doc.get("job")) {
+    if (const auto* t = r.table(*jobs, "job")) {
+      for (auto&& [key, value] : *t) {
+        std::string name(key.str());
+        if (const auto* j = r.table(value, detail::child_path("job", name))) {
+          config->jobs.emplace(name, detail::read_job(r, name, *j));
+        }
+      }
+    }
+  }
+  config->env_keys = std::move(r.env_keys());
+
+  auto& diagnostics = r.diagnostics();
+  if (!diagnostics.empty()) {
+    std::stable_sort(diagnostics.begin(), diagnostics.end(), [](const Diagnostic& a, const Diagnostic& b) {
+      return std::pair(a.where.line, a.where.column) < std::pair(b.where.line, b.where.column);
+    });
+    return std::unexpected(std::move(diagnostics));
+  }
+  return ConfigPtr(std::move(config));
+}
+
+}  // namespace
+
+LoadResult load_file(const std::filesystem::path& path, const EnvLookup& env) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return std::unexpected(std::vector<Diagnostic>{Diagnostic{
+        SourceRef{path.string(), 0, 0, ""}, "cannot read the file (check that it exists and is readable)"}});
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::error_code ec;
+  std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+  if (ec) absolute = path;
+  return load_document(text.str(), path.string(), absolute.parent_path(), path, env);
+}
+
+LoadResult load_string(std::string_view text, const std::string& file_name, const EnvLookup& env) {
+  std::filesystem::path file(file_name);
+  return load_document(text, file_name, file.parent_path(), file, env);
+}
+
+}  // namespace ratchet::config

@@ -1,0 +1,66 @@
+#include <array>
+
+#include "config/sections.hpp"
+
+namespace ratchet::config::detail {
+namespace {
+
+constexpr std::array<std::string_view, 11> kEngineKeys = {
+    "database",  "plugins",        "workers",       "synchronous",    "busy_timeout",      "lease",
+    "heartbeat", "park_threshold", "poll_interval", "shutdown_grace", "max_lease_expiries"};
+
+}  // namespace
+
+EngineSpec read_engine(Reader& r, const toml::table& t, const std::filesystem::path& base) {
+  const std::string path = "engine";
+  EngineSpec e;
+  r.check_keys(t, path, kEngineKeys, "[engine]");
+  auto resolve = [&](const std::filesystem::path& p) {
+    return p.is_absolute() ? p : (base / p).lexically_normal();
+  };
+  e.database = resolve(e.database);
+  e.plugins = resolve(e.plugins);
+  for (auto&& [key, node] : t) {
+    const std::string k(key.str());
+    const std::string at = child_path(path, k);
+    if (k == "database" || k == "plugins") {
+      if (auto v = r.string(node, at)) {
+        if (v->value.empty()) {
+          r.error(node, at, "must not be empty");
+        } else {
+          (k == "database" ? e.database : e.plugins) = resolve(v->value);
+        }
+      }
+    } else if (k == "workers") {
+      if (auto v = r.integer(node, at, 1, 1024)) e.workers = static_cast<int>(*v);
+    } else if (k == "synchronous") {
+      if (auto v = r.choice<bool>(node, at, {{"normal", false}, {"full", true}})) e.synchronous_full = *v;
+    } else if (k == "busy_timeout") {
+      if (auto v = r.duration(node, at, Bound::kNonNegative)) e.busy_timeout = *v;
+    } else if (k == "lease") {
+      if (auto v = r.duration(node, at, Bound::kPositive)) e.lease = *v;
+    } else if (k == "heartbeat") {
+      if (auto v = r.duration(node, at, Bound::kPositive)) e.heartbeat = *v;
+    } else if (k == "park_threshold") {
+      if (auto v = r.duration(node, at, Bound::kNonNegative)) e.park_threshold = *v;
+    } else if (k == "poll_interval") {
+      if (auto v = r.duration(node, at, Bound::kPositive)) e.poll_interval = *v;
+    } else if (k == "shutdown_grace") {
+      if (auto v = r.duration(node, at, Bound::kNonNegative)) e.shutdown_grace = *v;
+    } else if (k == "max_lease_expiries") {
+      if (auto v = r.integer(node, at, 1, 1000)) e.max_lease_expiries = static_cast<int>(*v);
+    }
+  }
+  // A lease renewed no more often than it lasts expires under a live worker.
+  if (e.heartbeat >= e.lease) {
+    const toml::node* heartbeat = t.get("heartbeat");
+    const toml::node* n = heartbeat != nullptr ? heartbeat : t.get("lease");
+    r.error(n != nullptr ? n->source() : t.source(),
+            heartbeat != nullptr ? "engine.heartbeat" : "engine.lease",
+            "heartbeat must be shorter than lease (a lease renewed less often than it lasts expires under a "
+            "live worker)");
+  }
+  return e;
+}
+
+}  // namespace ratchet::config::detail

@@ -1,0 +1,30 @@
+// A short, human-readable account of what a configuration declares: what
+// `ratchet config check FILE` prints when the file is valid, and what a
+// reload compares to say what changed.
+//
+// Secrets (values from ${NAME}) are shown as ***. Pure functions; safe from
+// any thread.
+#pragma once
+
+#include <string>
+
+#include "config/spec.hpp"
+
+namespace ratchet::config {
+
+// Every part of the summary, one section after another.
+std::string summarize(const Config& config);
+
+// One section each, as it appears in summarize(): the engine line, one
+// plugin (its policy and operations), one job type (its steps).
+std::string summarize_engine(const Config& config);
+std::string summarize_plugin(const PluginSpec& plugin);
+std::string summarize_job(const JobTypeSpec& job);
+
+// One policy on one line: limits, concurrency, retry, breaker, timeouts.
+std::string summarize_policy(const CallPolicy& policy);
+
+// JSON with each listed pointer's value replaced by "***".
+nlohmann::json mask(nlohmann::json value, const std::set<std::string>& secret_paths);
+
+}  // namespace ratchet::config
