@@ -1,0 +1,195 @@
+// Each class of configuration error, with its exact place in the file.
+#include <gtest/gtest.h>
+
+#include "load_helpers.hpp"
+
+namespace ratchet::config {
+namespace {
+
+using testing::errors;
+using testing::load;
+
+TEST(LoadErrors_TomlSyntax, ReportsFileLineColumn) {
+  auto r = load("[engine]\nworkers = 4\nplugins = \n");
+  ASSERT_FALSE(r.has_value());
+  ASSERT_EQ(r.error().size(), 1u);
+  EXPECT_EQ(r.error()[0].where.file, "t.toml");
+  EXPECT_EQ(r.error()[0].where.line, 3);
+  EXPECT_GT(r.error()[0].where.column, 0);
+  EXPECT_NE(r.error()[0].message.find("TOML syntax error"), std::string::npos);
+}
+
+TEST(LoadErrors_UnknownKey, NamesKeyPositionAndSuggestion) {
+  auto r = load("[engine]\nworkerz = 4\n");
+  EXPECT_DIAGNOSTIC(
+      r, "t.toml:2:1: engine.workerz: ", "unknown key \"workerz\" in [engine] (did you mean \"workers\"?)");
+}
+
+TEST(LoadErrors_UnknownKeyInEveryReservedTable, IsReported) {
+  auto r = load(R"([enigne]
+[plugin.p]
+free_setting = 1
+[[plugin.p.limit]]
+rate = 1
+per = "1s"
+brust = 2
+[plugin.p.retry]
+attemps = 2
+[plugin.p.circuit_breaker]
+open_fr = "1s"
+[plugin.p.operation.op]
+timeout = "1s"
+retyr = 3
+[job.j]
+atempts = 3
+backoff = { kind = "linear", inital = "1s" }
+args = { a = { type = "string", requird = false } }
+steps = [{ name = "s", call = "p.op", args = { v = "{{args.a}}" }, aftr = [] }]
+)");
+  EXPECT_DIAGNOSTIC(r, "t.toml:1:2: enigne: ", "did you mean \"engine\"?");
+  EXPECT_DIAGNOSTIC(r, "t.toml:7:1: plugin.p.limit[0].brust: ", "did you mean \"burst\"?");
+  EXPECT_DIAGNOSTIC(r, "t.toml:9:1: plugin.p.retry.attemps: ", "did you mean \"attempts\"?");
+  EXPECT_DIAGNOSTIC(r, "t.toml:11:1: plugin.p.circuit_breaker.open_fr: ", "did you mean \"open_for\"?");
+  EXPECT_DIAGNOSTIC(r, "t.toml:14:1: plugin.p.operation.op.retyr: ", "did you mean \"retry\"?");
+  EXPECT_DIAGNOSTIC(r, "t.toml:16:1: job.j.atempts: ", "did you mean \"attempts\"?");
+  EXPECT_DIAGNOSTIC(r, "t.toml:17:30: job.j.backoff.inital: ", "did you mean \"initial\"?");
+  EXPECT_DIAGNOSTIC(r, "t.toml:18:33: job.j.args.a.requird: ", "did you mean \"required\"?");
+  EXPECT_DIAGNOSTIC(r, "t.toml:19:68: job.j.steps[0].aftr: ", "did you mean \"after\"?");
+  EXPECT_EQ(errors(r).size(), 9u) << testing::joined(errors(r));
+}
+
+TEST(LoadErrors_FarFetchedKey, HasNoSuggestion) {
+  auto r = load("[engine]\ncolour = \"red\"\n");
+  ASSERT_EQ(errors(r).size(), 1u);
+  EXPECT_EQ(errors(r)[0].find("did you mean"), std::string::npos) << errors(r)[0];
+}
+
+TEST(LoadErrors_WrongTypes, NameExpectedAndActual) {
+  auto r = load(R"([engine]
+workers = "eight"
+lease = 30
+[plugin.p]
+concurrency = 2.5
+limit = "10/s"
+[plugin.p.circuit_breaker]
+enabled = "yes"
+[job.j]
+steps = "s"
+)");
+  EXPECT_DIAGNOSTIC(r, "t.toml:2:11: engine.workers: ", "expected an integer, got a string");
+  EXPECT_DIAGNOSTIC(r, "t.toml:3:9: engine.lease: ", "a duration needs a unit");
+  EXPECT_DIAGNOSTIC(r, "t.toml:5:15: plugin.p.concurrency: ", "expected an integer, got a float");
+  EXPECT_DIAGNOSTIC(r, "t.toml:6:9: plugin.p.limit: ", "got a string");
+  EXPECT_DIAGNOSTIC(
+      r, "t.toml:8:11: plugin.p.circuit_breaker.enabled: ", "expected true or false, got a string");
+  EXPECT_DIAGNOSTIC(r, "t.toml:10:9: job.j.steps: ", "expected an array, got a string");
+}
+
+TEST(LoadErrors_OutOfRange, EachBoundIsChecked) {
+  auto r = load(R"([engine]
+workers = 1025
+[plugin.p]
+concurrency = 0
+max_redirects = 51
+[[plugin.p.limit]]
+rate = 0
+per = "0s"
+burst = 0
+[plugin.p.retry]
+attempts = 0
+multiplier = 0.5
+statuses = [99]
+[plugin.p.circuit_breaker]
+failure_ratio = 1.5
+[job.j]
+attempts = 0
+steps = [{ name = "s", call = "p.op" }]
+)");
+  EXPECT_DIAGNOSTIC(r, "t.toml:2:11: engine.workers: ", "must be between 1 and 1024, got 1025");
+  EXPECT_DIAGNOSTIC(r, "t.toml:4:15: plugin.p.concurrency: ", "must be between 1 and");
+  EXPECT_DIAGNOSTIC(r, "t.toml:5:17: plugin.p.max_redirects: ", "must be between 0 and 50, got 51");
+  EXPECT_DIAGNOSTIC(r, "t.toml:7:8: plugin.p.limit[0].rate: ", "must be at least 1, got 0");
+  EXPECT_DIAGNOSTIC(r, "t.toml:8:7: plugin.p.limit[0].per: ", "must be longer than 0s");
+  EXPECT_DIAGNOSTIC(r, "t.toml:9:9: plugin.p.limit[0].burst: ", "must be at least 1, got 0");
+  EXPECT_DIAGNOSTIC(r, "t.toml:11:12: plugin.p.retry.attempts: ", "must be between 1 and 1000, got 0");
+  EXPECT_DIAGNOSTIC(r, "t.toml:12:14: plugin.p.retry.multiplier: ", "must be between 1 and 100");
+  EXPECT_DIAGNOSTIC(r, "t.toml:13:13: plugin.p.retry.statuses[0]: ", "must be between 100 and 599, got 99");
+  EXPECT_DIAGNOSTIC(r, "t.toml:15:17: plugin.p.circuit_breaker.failure_ratio: ", "(0, 1]");
+  EXPECT_DIAGNOSTIC(r, "t.toml:17:12: job.j.attempts: ", "must be between 1 and");
+  EXPECT_EQ(errors(r).size(), 11u) << testing::joined(errors(r));
+}
+
+TEST(LoadErrors_BadChoice, SuggestsTheNearestWord) {
+  auto r = load(R"([engine]
+synchronous = "fulll"
+[[plugin.p.limit]]
+rate = 1
+per = "1s"
+algorithm = "token-bucket"
+scope = "global"
+)");
+  EXPECT_DIAGNOSTIC(r, "t.toml:2:15: engine.synchronous: ",
+                    "\"fulll\" is not one of \"normal\", \"full\" (did you mean \"full\"?)");
+  EXPECT_DIAGNOSTIC(r, "t.toml:6:13: plugin.p.limit[0].algorithm: ", "did you mean \"token_bucket\"?");
+  EXPECT_DIAGNOSTIC(
+      r, "t.toml:7:9: plugin.p.limit[0].scope: ", "\"global\" is not one of \"process\", \"database\"");
+}
+
+TEST(LoadErrors_MissingRequired, NamesTheKeyAtItsTable) {
+  auto r = load("[[plugin.p.limit]]\nper = \"1s\"\n[job.j]\nattempts = 2\n");
+  EXPECT_DIAGNOSTIC(r, "t.toml:1:1: plugin.p.limit[0]: ", "\"rate\" is required");
+  EXPECT_DIAGNOSTIC(r, "t.toml:3:1: job.j: ", "\"steps\" is required");
+}
+
+TEST(LoadErrors_BadDuration, QuotesTheTextAndTheAccepted) {
+  auto r = load("[engine]\nlease = \"30 seconds\"\n");
+  EXPECT_DIAGNOSTIC(r, "t.toml:2:9: engine.lease: ", "invalid duration \"30 seconds\"");
+}
+
+TEST(LoadErrors_CrossField, HeartbeatNotShorterThanLeaseAndBackoffInitialAboveMax) {
+  auto r = load(R"([engine]
+lease = "10s"
+heartbeat = "10s"
+[plugin.p.retry]
+initial = "1m"
+max = "1s"
+)");
+  EXPECT_DIAGNOSTIC(r, "t.toml:3:13: engine.heartbeat: ", "shorter than lease");
+  EXPECT_DIAGNOSTIC(r, "t.toml:4:1: plugin.p.retry: ", "initial backoff is longer than max");
+}
+
+TEST(LoadErrors_BurstWithAWindowAlgorithm, IsRefused) {
+  auto r = load("[[plugin.p.limit]]\nrate = 5\nper = \"1s\"\nburst = 2\nalgorithm = \"fixed_window\"\n");
+  EXPECT_DIAGNOSTIC(
+      r, "t.toml:5:13: plugin.p.limit[0].algorithm: ", "burst applies only to algorithm = \"token_bucket\"");
+}
+
+TEST(LoadErrors_SeveralAtOnce, AllAreReportedInFileOrder) {
+  auto r = load(R"([engine]
+workers = 0
+lease = "soon"
+[plugin.p]
+timeout = 5
+[job.j]
+priority = "high"
+steps = [{ name = "s", call = "nodot" }]
+)");
+  auto e = errors(r);
+  ASSERT_EQ(e.size(), 5u) << testing::joined(e);
+  EXPECT_EQ(e[0].rfind("t.toml:2:", 0), 0u);
+  EXPECT_EQ(e[1].rfind("t.toml:3:", 0), 0u);
+  EXPECT_EQ(e[2].rfind("t.toml:5:", 0), 0u);
+  EXPECT_EQ(e[3].rfind("t.toml:7:", 0), 0u);
+  EXPECT_EQ(e[4].rfind("t.toml:8:", 0), 0u);
+}
+
+TEST(LoadErrors_UnreadableFile, NamesTheFile) {
+  auto r = load_file("/nonexistent/ratchet.toml", testing::fixed_env({}));
+  ASSERT_FALSE(r.has_value());
+  ASSERT_EQ(r.error().size(), 1u);
+  EXPECT_EQ(r.error()[0].where.file, "/nonexistent/ratchet.toml");
+  EXPECT_NE(r.error()[0].message.find("cannot read"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ratchet::config
