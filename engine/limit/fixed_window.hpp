@@ -1,0 +1,40 @@
+// In-memory (process scope) fixed-window limiter: at most `rate` call starts
+// in each window [k * per, (k + 1) * per) aligned to the Unix epoch. Note that
+// two adjacent windows can together put 2 * rate starts into one unaligned
+// interval; use it only for servers that count exactly these windows.
+//
+// Thread-safety: all members are safe to call concurrently (one mutex).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+
+#include "limit/limiter.hpp"
+
+namespace ratchet::limit {
+
+class FixedWindowLimiter final : public Limiter {
+ public:
+  // rate >= 1, per_us >= 1.
+  FixedWindowLimiter(std::int64_t rate, std::int64_t per_us);
+
+  Result<std::int64_t> earliest(std::int64_t now_us, std::int64_t t_us) override;
+  Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) override;
+  Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
+  Status cancel(const Slot& slot) override;
+  std::string describe() const override;
+
+ private:
+  std::int64_t advance(std::int64_t now_us);  // raises the high-water mark and prunes; needs mu_
+  std::int64_t find(std::int64_t t_us) const;
+  void release(std::int64_t at_us);
+
+  const std::int64_t rate_;
+  const std::int64_t per_;
+  std::mutex mu_;
+  std::int64_t high_water_ = 0;
+  std::map<std::int64_t, std::int64_t> counts_;  // window index -> starts and reservations
+};
+
+}  // namespace ratchet::limit

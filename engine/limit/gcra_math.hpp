@@ -1,0 +1,63 @@
+// The generic cell rate algorithm (GCRA), the exact form of a token bucket of
+// rate `rate` per `per` and size `burst`, as pure arithmetic on the
+// theoretical arrival time (TAT). Shared by the in-memory and SQLite limiters.
+//
+// The emission interval is per / rate rounded UP to a microsecond, so rounding
+// can only make the limiter slower than declared, never faster.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+#include "limit/limiter.hpp"
+
+namespace ratchet::limit {
+
+struct Gcra {
+  std::int64_t interval_us;   // per / rate, rounded up
+  std::int64_t tolerance_us;  // (burst - 1) * interval: how far ahead of the TAT a start may be
+
+  static Gcra make(std::int64_t rate, std::int64_t per_us, std::int64_t burst) {
+    const std::int64_t interval = (per_us + rate - 1) / rate;
+    return {interval, (std::max<std::int64_t>(burst, 1) - 1) * interval};
+  }
+
+  // A TAT that allows a full burst at any time after the epoch.
+  static constexpr std::int64_t kIdle = std::numeric_limits<std::int64_t>::min() / 4;
+
+  std::int64_t earliest(std::int64_t tat, std::int64_t t) const { return std::max(t, tat - tolerance_us); }
+
+  // Grants the earliest slot at or after t and advances tat.
+  Slot grant(std::int64_t& tat, std::int64_t t) const {
+    Slot s;
+    s.at_us = earliest(tat, t);
+    s.tat_before_us = tat;
+    s.tat_after_us = std::max(tat, s.at_us) + interval_us;
+    tat = s.tat_after_us;
+    return s;
+  }
+
+  // Uses `slot` at now >= slot.at_us. On time, or late while it is still the
+  // latest slot granted (its bucket charge can be recomputed), it starts; late
+  // behind later slots it cannot move back without breaking them, so it keeps
+  // its charge (a lost token, never an excess call) and a new slot is granted.
+  UseResult use(std::int64_t& tat, Slot& slot, std::int64_t now) const {
+    if (now == slot.at_us) return UseResult::kStarted;
+    if (tat == slot.tat_after_us) {
+      tat = std::max(slot.tat_before_us, now) + interval_us;
+      slot.at_us = now;
+      slot.tat_after_us = tat;
+      return UseResult::kStarted;
+    }
+    slot = grant(tat, now);
+    return slot.at_us == now ? UseResult::kStarted : UseResult::kMoved;
+  }
+
+  // Gives a slot back when it is the latest granted; otherwise keeps its charge.
+  void give_back(std::int64_t& tat, const Slot& slot) const {
+    if (tat == slot.tat_after_us) tat = slot.tat_before_us;
+  }
+};
+
+}  // namespace ratchet::limit

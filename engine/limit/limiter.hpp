@@ -1,0 +1,72 @@
+// The interface every rate limiter implements: sliding window, token bucket
+// (GCRA) and fixed window, each in process or database scope, and the
+// adaptive pacer learned from server replies.
+//
+// A limiter answers "when may one more call start?" and holds the answer as a
+// reservation (a Slot) so that a caller who must wait can park and come back:
+//   reserve(now, t)  -> the earliest slot at or after max(now, t), held until used or cancelled
+//   start(slot, now) -> the call starts now (now >= slot.at_us); see UseResult
+//   cancel(slot)     -> the slot is given back
+// Slots are granted in request order: a granted slot never moves, and a later
+// request only gets an earlier time if no earlier request could use it.
+//
+// Times are whole microseconds since the Unix epoch (limit/micros.hpp). `now`
+// is the caller's clock reading; a limiter never answers earlier than the
+// latest `now` it has seen, so a caller whose reading is a little stale does
+// not get a time whose history was already pruned.
+//
+// Thread-safety: every Limiter is safe to call from many threads at once.
+// Ownership: limiters are shared (std::shared_ptr) by every operation and
+// step that the limit applies to; a Slot is a plain value owned by one caller.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ratchet/status.hpp"
+
+namespace ratchet::limit {
+
+// One held place in one limiter.
+struct Slot {
+  std::int64_t at_us = 0;  // the start time the slot is for
+  // Token bucket bookkeeping: the theoretical arrival time before and after
+  // this slot was granted (to give it back exactly when it is the latest).
+  std::int64_t tat_before_us = 0;
+  std::int64_t tat_after_us = 0;
+};
+
+enum class UseResult {
+  kStarted,  // the call is counted as starting at `now`; go
+  // Used late, the start at `now` would have broken the limit because other
+  // slots were granted after this one; the slot now holds the next time that
+  // keeps the limit (slot.at_us > now). Wait for it. Used on time, a slot is
+  // always honoured.
+  kMoved,
+};
+
+class Limiter {
+ public:
+  virtual ~Limiter() = default;
+
+  // The earliest time >= max(now_us, t_us) at which one more call could
+  // start. Changes nothing; another caller may take that time first.
+  virtual Result<std::int64_t> earliest(std::int64_t now_us, std::int64_t t_us) = 0;
+
+  // Reserves the earliest slot at or after max(now_us, t_us).
+  virtual Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) = 0;
+
+  // Uses a reserved slot for a call starting at now_us. now_us < slot.at_us is
+  // a caller bug and fails with kInvalidArgument.
+  virtual Result<UseResult> start(Slot& slot, std::int64_t now_us) = 0;
+
+  // Gives back a slot that was reserved and not started, or started at
+  // slot.at_us (a call that never reached the server). Giving back a token
+  // bucket slot that later slots depend on keeps the limit but loses the slot.
+  virtual Status cancel(const Slot& slot) = 0;
+
+  // "10/1s sliding window" for messages and logs.
+  virtual std::string describe() const = 0;
+};
+
+}  // namespace ratchet::limit

@@ -1,0 +1,134 @@
+#include "limit/limiter_stack.hpp"
+
+#include <algorithm>
+
+#include "limit/micros.hpp"
+
+namespace ratchet::limit {
+
+Reservation::Reservation(Reservation&& other) noexcept
+    : slots_(std::move(other.slots_)), at_us_(other.at_us_), held_(other.held_), started_(other.started_) {
+  other.slots_.clear();
+  other.held_ = false;
+}
+
+Reservation& Reservation::operator=(Reservation&& other) noexcept {
+  if (this != &other) {
+    (void)cancel();
+    slots_ = std::move(other.slots_);
+    at_us_ = other.at_us_;
+    held_ = other.held_;
+    started_ = other.started_;
+    other.slots_.clear();
+    other.held_ = false;
+  }
+  return *this;
+}
+
+Reservation::~Reservation() { (void)cancel(); }
+
+TimePoint Reservation::at() const { return from_micros(at_us_); }
+
+Status Reservation::cancel() {
+  Status out;
+  if (held_) {
+    for (auto& [limiter, slot] : slots_) {
+      Status s = limiter->cancel(slot);
+      if (!s && out) out = std::move(s);
+    }
+  }
+  slots_.clear();
+  held_ = false;
+  return out;
+}
+
+LimiterStack::LimiterStack(std::vector<std::shared_ptr<Limiter>> limiters) : limiters_(std::move(limiters)) {}
+
+Result<Reservation> LimiterStack::reserve_from(std::int64_t now_us, std::int64_t t_us) {
+  Reservation r;
+  r.held_ = true;
+  // Rarely more than two rounds: a round fails only when another caller took
+  // the agreed time in one limiter between the query and the reservation.
+  for (int round = 0; round < 1000; ++round) {
+    if (limiters_.size() > 1) {
+      // Agree on a time all allow: each answer can only push it later.
+      for (bool moved = true; moved;) {
+        moved = false;
+        for (auto& l : limiters_) {
+          auto e = l->earliest(now_us, t_us);
+          if (!e) return fail(e.error());
+          if (*e > t_us) {
+            t_us = *e;
+            moved = true;
+          }
+        }
+      }
+    }
+    bool agreed = true;
+    for (auto& l : limiters_) {
+      auto s = l->reserve(now_us, t_us);
+      if (!s) {
+        (void)r.cancel();
+        return fail(s.error());
+      }
+      r.slots_.emplace_back(l, *s);
+      if (s->at_us > t_us) {
+        t_us = s->at_us;
+        agreed = false;
+        break;
+      }
+    }
+    if (agreed) {
+      r.at_us_ = std::max(t_us, now_us);
+      return r;
+    }
+    Status st = r.cancel();
+    if (!st) return fail(st.error());
+    r.held_ = true;
+  }
+  return fail(Error::internal("stacked limiters did not agree on a start time after 1000 rounds"));
+}
+
+Result<Reservation> LimiterStack::reserve(TimePoint now) {
+  const std::int64_t now_us = to_micros(now);
+  return reserve_from(now_us, now_us);
+}
+
+Result<bool> LimiterStack::start(Reservation& r, TimePoint now) {
+  if (!r.held_) return fail(Error::invalid_argument("a limiter reservation was used twice or after cancel"));
+  const std::int64_t now_us = to_micros(now);
+  if (now_us < r.at_us_) return false;
+  std::int64_t later = 0;
+  std::size_t done = 0;
+  for (; done < r.slots_.size(); ++done) {
+    auto& [limiter, slot] = r.slots_[done];
+    auto u = limiter->start(slot, now_us);
+    if (!u) return fail(u.error());
+    if (*u == UseResult::kMoved) {
+      later = slot.at_us;
+      break;
+    }
+  }
+  if (done == r.slots_.size()) {
+    r.held_ = false;
+    r.started_ = true;
+    return true;
+  }
+  // One limiter could not honour a late start: give back every slot (the
+  // started ones too; the call does not happen now) and reserve them all anew.
+  Status st = r.cancel();
+  if (!st) return fail(st.error());
+  auto fresh = reserve_from(now_us, later);
+  if (!fresh) return fail(fresh.error());
+  r = std::move(*fresh);
+  return false;
+}
+
+Result<bool> LimiterStack::try_acquire(TimePoint now) {
+  auto r = reserve(now);
+  if (!r) return fail(r.error());
+  if (r->at_us_ > to_micros(now)) return false;  // the destructor gives the slots back
+  return start(*r, now);
+}
+
+}  // namespace ratchet::limit

@@ -1,0 +1,79 @@
+// Stacked limits: several limiters on one call (e.g. 10/s and 10,000/day, the
+// plugin's limits and the operation's, the learned pace). A call starts only
+// when every limiter allows it; a stacked reservation holds one slot at the
+// same time in each.
+//
+//   LimiterStack stack({per_second, per_day});
+//   auto r = stack.reserve(now);           // r->at(): earliest time all allow
+//   ... park until r->at() ...
+//   auto go = stack.start(*r, clock.now()); // true: call now; false: wait for r->at() again
+//
+// A Reservation gives its slots back when destroyed unless started, so a job
+// that gives up (cancelled, failed elsewhere) never leaks capacity.
+//
+// Thread-safety: LimiterStack is safe to share between threads; a Reservation
+// belongs to one caller at a time.
+#pragma once
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "limit/limiter.hpp"
+#include "ratchet/clock.hpp"
+
+namespace ratchet::limit {
+
+class Reservation {
+ public:
+  Reservation() = default;  // holds nothing
+  Reservation(Reservation&& other) noexcept;
+  Reservation& operator=(Reservation&& other) noexcept;
+  Reservation(const Reservation&) = delete;
+  Reservation& operator=(const Reservation&) = delete;
+  ~Reservation();
+
+  TimePoint at() const;                    // when the call may start
+  bool held() const { return held_; }  // reserved, not yet started or cancelled
+  bool started() const { return started_; }
+
+  // Gives the slots back now (also done by the destructor). Errors from
+  // database-scope limiters are returned; the slots are forgotten either way.
+  Status cancel();
+
+ private:
+  friend class LimiterStack;
+  std::vector<std::pair<std::shared_ptr<Limiter>, Slot>> slots_;
+  std::int64_t at_us_ = 0;
+  bool held_ = false;  // reserved (possibly on an empty stack) and not yet started or cancelled
+  bool started_ = false;
+};
+
+class LimiterStack {
+ public:
+  LimiterStack() = default;  // no limits: every call may start at once
+  explicit LimiterStack(std::vector<std::shared_ptr<Limiter>> limiters);
+
+  // The earliest time >= now at which every limiter allows a call, reserved
+  // in all of them.
+  Result<Reservation> reserve(TimePoint now);
+
+  // Starts the call held by `r` at `now`. Returns true when the call may go
+  // (the slots now count it). Returns false when now < r.at() (nothing
+  // changes), or when a slot used late could not be honoured without breaking
+  // a limit: `r` then holds a new, later time to wait for.
+  Result<bool> start(Reservation& r, TimePoint now);
+
+  // reserve + start when the earliest time is now; otherwise gives the slots
+  // back and returns false. For callers that never wait.
+  Result<bool> try_acquire(TimePoint now);
+
+  std::size_t size() const { return limiters_.size(); }
+
+ private:
+  Result<Reservation> reserve_from(std::int64_t now_us, std::int64_t t_us);
+
+  std::vector<std::shared_ptr<Limiter>> limiters_;
+};
+
+}  // namespace ratchet::limit

@@ -1,0 +1,29 @@
+// Builds the limiter a LimitSpec declares: its algorithm in its scope.
+//
+// The integrator keeps one limiter per declared limit and shares it (by
+// shared_ptr) between every operation the limit applies to; database-scope
+// limits need a connection factory and a key naming the limit.
+// Thread-safety: a free function; the limiters it returns are thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "config/spec.hpp"
+#include "limit/database_limiter.hpp"
+#include "limit/limiter.hpp"
+
+namespace ratchet::limit {
+
+// A token bucket without a declared burst gets a burst of 1 (strict spacing
+// per/rate), which also keeps the sliding-window rule. `connect` may be empty
+// for process-scope limits. Fails with kInvalidArgument on a spec that the
+// loader should have refused (rate, per or burst not positive).
+Result<std::shared_ptr<Limiter>> make_limiter(const config::LimitSpec& spec, const std::string& key,
+                                              const ConnectionFactory& connect = {});
+
+// A key for a database-scope limit that changes when its shape changes,
+// e.g. "imdb/get_rating/10per86400000000us/sliding".
+std::string limiter_key(const std::string& owner, const config::LimitSpec& spec);
+
+}  // namespace ratchet::limit

@@ -1,0 +1,298 @@
+#include "limit/rate_headers.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <string_view>
+
+#include "common/duration.hpp"
+#include "limit/http_date.hpp"
+
+namespace ratchet::limit {
+namespace {
+
+using std::chrono::duration_cast;
+using std::chrono::microseconds;
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+// Every value of a header, joined with ", " as HTTP allows for list headers.
+std::optional<std::string> header(std::span<const HttpHeader> headers, std::string_view name) {
+  std::optional<std::string> out;
+  for (const auto& [n, v] : headers) {
+    if (!iequals(trim(n), name)) continue;
+    if (out) {
+      *out += ", ";
+      *out += v;
+    } else {
+      out = v;
+    }
+  }
+  return out;
+}
+
+// A non-negative decimal ("30", "1.5"); no sign, exponent or junk.
+std::optional<double> number(std::string_view s) {
+  s = trim(s);
+  if (s.empty() || s.size() > 24) return std::nullopt;
+  double v = 0;
+  double scale = 0;
+  bool digits = false;
+  for (char c : s) {
+    if (c >= '0' && c <= '9') {
+      digits = true;
+      if (scale == 0) {
+        v = v * 10 + (c - '0');
+      } else {
+        v += (c - '0') * scale;
+        scale /= 10;
+      }
+    } else if (c == '.' && scale == 0) {
+      scale = 0.1;
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (!digits) return std::nullopt;
+  return v;
+}
+
+std::optional<std::int64_t> count(std::string_view s) {
+  auto v = number(s);
+  if (!v || *v != std::floor(*v) || *v > 1e15) return std::nullopt;
+  return static_cast<std::int64_t>(*v);
+}
+
+Duration seconds(double s) { return duration_cast<Duration>(std::chrono::duration<double>(s)); }
+
+std::string show(Duration d) { return common::format_duration(std::chrono::ceil<microseconds>(d)); }
+
+// Reads the server's "now" from Date, so absolute times are measured on its clock.
+struct Reader {
+  std::span<const HttpHeader> headers;
+  TimePoint now;
+  TimePoint server_now;
+  const RateHeaderOptions& options;
+  PaceHint& hint;
+
+  // Cuts a wait to [0, max_wait], noting a cut.
+  Duration bound(Duration wait, std::string_view what, std::string_view value) {
+    if (wait < Duration::zero()) return Duration::zero();
+    if (wait > options.max_wait) {
+      hint.clamped = std::string(what) + ": " + std::string(trim(value)) + " is " + show(wait) +
+                     " ahead; waiting " + show(options.max_wait) + " at most";
+      return options.max_wait;
+    }
+    return wait;
+  }
+
+  void ignore(std::string_view what, std::string_view value, std::string_view why) {
+    hint.ignored.push_back(std::string(what) + ": " + std::string(trim(value)) + " (" + std::string(why) + ")");
+  }
+
+  std::optional<Duration> retry_after() {
+    auto v = header(headers, "Retry-After");
+    if (!v) return std::nullopt;
+    if (auto s = number(*v)) {
+      if (*s > 1e12) return bound(options.max_wait + std::chrono::seconds(1), "Retry-After", *v);
+      return bound(seconds(*s), "Retry-After", *v);
+    }
+    if (auto date = parse_http_date(*v)) return bound(*date - server_now, "Retry-After", *v);
+    ignore("Retry-After", *v, "not delta seconds or an HTTP-date");
+    return std::nullopt;
+  }
+
+  // X-RateLimit-Reset style: delta seconds, Unix seconds or Unix milliseconds.
+  std::optional<Duration> reset_value(std::string_view name, std::string_view v, bool delta_only) {
+    auto s = number(v);
+    if (!s) {
+      ignore(name, v, "not a number");
+      return std::nullopt;
+    }
+    if (!delta_only && *s > 1e12) {
+      return bound(TimePoint(duration_cast<Duration>(std::chrono::duration<double, std::milli>(*s))) - server_now,
+                   name, v);
+    }
+    if (!delta_only && *s > 1e9) {
+      return bound(TimePoint(duration_cast<Duration>(std::chrono::duration<double>(*s))) - server_now, name, v);
+    }
+    if (*s > 1e12) return bound(options.max_wait + std::chrono::seconds(1), name, v);
+    return bound(seconds(*s), name, v);
+  }
+
+  struct Quota {
+    std::optional<std::int64_t> limit, remaining;
+    std::optional<Duration> reset;
+  };
+
+  Quota separate(std::string_view prefix, bool delta_only) {
+    Quota q;
+    const std::string p(prefix);
+    if (auto v = header(headers, p + "Limit")) {
+      // Early drafts allow "10, 10;w=1": the first number is the limit.
+      std::string_view first = std::string_view(*v).substr(0, std::string_view(*v).find_first_of(",;"));
+      q.limit = count(first);
+      if (!q.limit) ignore(p + "Limit", *v, "not a count");
+    }
+    if (auto v = header(headers, p + "Remaining")) {
+      q.remaining = count(*v);
+      if (!q.remaining) ignore(p + "Remaining", *v, "not a count");
+    }
+    if (auto v = header(headers, p + "Reset")) q.reset = reset_value(p + "Reset", *v, delta_only);
+    return q;
+  }
+
+  // RateLimit: either "limit=10, remaining=3, reset=5" or "\"name\";r=3;t=5, ...".
+  // The most restrictive item wins.
+  Quota ietf() {
+    Quota best;
+    auto v = header(headers, "RateLimit");
+    if (!v) return best;
+    std::string_view rest = *v;
+    bool any = false;
+    Quota dict;
+    while (!rest.empty()) {
+      std::size_t comma = rest.find(',');
+      std::string_view item = trim(rest.substr(0, comma));
+      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+      if (item.empty()) continue;
+      Quota q;
+      bool dict_member = false;
+      // Split the item into ';'-separated parts; key=value parts are read.
+      std::string_view parts = item;
+      while (!parts.empty()) {
+        std::size_t semi = parts.find(';');
+        std::string_view part = trim(parts.substr(0, semi));
+        parts = semi == std::string_view::npos ? std::string_view{} : parts.substr(semi + 1);
+        std::size_t eq = part.find('=');
+        if (eq == std::string_view::npos) continue;  // the quoted policy name
+        std::string_view key = trim(part.substr(0, eq));
+        std::string_view val = trim(part.substr(eq + 1));
+        if (key == "limit" || key == "remaining" || key == "reset") dict_member = true;
+        if (key == "r" || key == "remaining") q.remaining = count(val);
+        if (key == "limit") q.limit = count(val);
+        if (key == "t" || key == "reset") q.reset = reset_value("RateLimit", val, true);
+      }
+      if (dict_member) {
+        if (q.remaining) dict.remaining = q.remaining;
+        if (q.limit) dict.limit = q.limit;
+        if (q.reset) dict.reset = q.reset;
+        continue;
+      }
+      if (!q.remaining && !q.reset) continue;
+      if (!any || more_restrictive(q, best)) best = q;
+      any = true;
+    }
+    if (dict.remaining || dict.reset) {
+      if (!any || more_restrictive(dict, best)) best = dict;
+      any = true;
+    }
+    if (!any) ignore("RateLimit", *v, "no remaining or reset found");
+    return best;
+  }
+
+  static double pace_of(const Quota& q) {  // seconds per call the quota allows; larger is tighter
+    if (!q.remaining || !q.reset) return 0;
+    if (*q.remaining == 0) return 1e18;
+    return std::chrono::duration<double>(*q.reset).count() / static_cast<double>(*q.remaining);
+  }
+  static bool more_restrictive(const Quota& a, const Quota& b) { return pace_of(a) > pace_of(b); }
+
+  // RateLimit-Policy: "10;w=1, 1000;w=3600" or "\"default\";q=10;w=1". Tightest wins.
+  void policy() {
+    auto v = header(headers, "RateLimit-Policy");
+    if (!v) return;
+    std::string_view rest = *v;
+    double best = -1;
+    while (!rest.empty()) {
+      std::size_t comma = rest.find(',');
+      std::string_view item = trim(rest.substr(0, comma));
+      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+      std::optional<std::int64_t> quota;
+      std::optional<double> window;
+      std::string_view parts = item;
+      bool first = true;
+      while (!parts.empty()) {
+        std::size_t semi = parts.find(';');
+        std::string_view part = trim(parts.substr(0, semi));
+        parts = semi == std::string_view::npos ? std::string_view{} : parts.substr(semi + 1);
+        std::size_t eq = part.find('=');
+        if (eq == std::string_view::npos) {
+          if (first) quota = count(part);  // "10;w=1"; a quoted name reads as nothing
+        } else {
+          std::string_view key = trim(part.substr(0, eq));
+          if (key == "q") quota = count(trim(part.substr(eq + 1)));
+          if (key == "w") window = number(trim(part.substr(eq + 1)));
+        }
+        first = false;
+      }
+      if (!quota || *quota < 1 || !window || *window <= 0) continue;
+      double pace = *window / static_cast<double>(*quota);
+      if (pace > best) {
+        best = pace;
+        hint.limit = *quota;
+        hint.window = seconds(*window);
+      }
+    }
+    if (best < 0) {
+      ignore("RateLimit-Policy", *v, "no quota with a window found");
+      return;
+    }
+    if (!hint.interval) hint.interval = std::min(seconds(best), options.max_wait);
+  }
+
+  // Resume time and pace from a remaining/reset pair; true when it applied.
+  bool apply(const Quota& q, HintSource source) {
+    if (q.limit && !hint.limit) hint.limit = q.limit;
+    if (!q.remaining || !q.reset) return false;
+    hint.remaining = q.remaining;
+    if (*q.remaining == 0) {
+      if (!hint.resume_at) {
+        hint.resume_at = now + *q.reset;
+        hint.source = source;
+      }
+    } else if (!hint.interval && *q.reset > Duration::zero()) {
+      hint.interval = *q.reset / *q.remaining;
+    }
+    return true;
+  }
+};
+
+}  // namespace
+
+PaceHint read_rate_headers(std::span<const HttpHeader> headers, int status, TimePoint now,
+                           const RateHeaderOptions& options) {
+  PaceHint hint;
+  TimePoint server_now = now;
+  if (auto d = header(headers, "Date")) {
+    if (auto t = parse_http_date(*d)) {
+      server_now = *t;
+    } else {
+      hint.ignored.push_back("Date: " + *d + " (not an HTTP-date; absolute times read against our clock)");
+    }
+  }
+  Reader r{headers, now, server_now, options, hint};
+  if (auto wait = r.retry_after()) {
+    hint.resume_at = now + *wait;
+    hint.source = HintSource::kRetryAfter;
+  }
+  const bool ietf = r.apply(r.ietf(), HintSource::kIetfRateLimit) ||
+                    r.apply(r.separate("RateLimit-", true), HintSource::kIetfRateLimit);
+  if (!ietf) r.apply(r.separate("X-RateLimit-", false), HintSource::kXRateLimit);
+  r.policy();
+  hint.throttled = status == 429 || (status == 503 && hint.source == HintSource::kRetryAfter);
+  if (status == 429 && hint.source == HintSource::kNone) hint.source = HintSource::kBareThrottle;
+  return hint;
+}
+
+}  // namespace ratchet::limit

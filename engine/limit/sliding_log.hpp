@@ -1,0 +1,60 @@
+// The exact sliding-window rule on a sorted log of call starts: at most `rate`
+// starts in ANY interval [s, s + per) of length `per`, whatever its alignment.
+//
+// Equivalently, any rate + 1 consecutive starts span at least `per`. Future
+// entries in the log are reservations, so the same rule covers them. These
+// are pure functions over any random-access sorted sequence of microsecond
+// times; the in-memory and the SQLite limiters share them.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+namespace ratchet::limit {
+
+// Whether a start at t keeps every interval of length `per` within `rate`.
+template <typename Seq>
+bool sliding_fits(const Seq& log, std::int64_t rate, std::int64_t per, std::int64_t t) {
+  const auto m = static_cast<std::int64_t>(log.size());
+  if (m < rate) return true;
+  const auto p = static_cast<std::int64_t>(std::upper_bound(log.begin(), log.end(), t) - log.begin());
+  // The log with t inserted at index p; only groups of rate + 1 that hold t change.
+  auto merged = [&](std::int64_t i) -> std::int64_t {
+    if (i < p) return log[static_cast<std::size_t>(i)];
+    if (i == p) return t;
+    return log[static_cast<std::size_t>(i - 1)];
+  };
+  const std::int64_t first = std::max<std::int64_t>(0, p - rate);
+  const std::int64_t last = std::min<std::int64_t>(p, m - rate);
+  for (std::int64_t q = first; q <= last; ++q) {
+    if (merged(q + rate) - merged(q) < per) return false;
+  }
+  return true;
+}
+
+// The earliest time >= t at which a start fits. Feasible times begin at t or
+// where an entry leaves the window (entry + per), so only those are tried. The
+// search for a gap between reservations is bounded: past `max_probes`
+// candidates the answer is the first time after every entry, which always fits.
+template <typename Seq>
+std::int64_t sliding_earliest(const Seq& log, std::int64_t rate, std::int64_t per, std::int64_t t,
+                              int max_probes = 256) {
+  if (sliding_fits(log, rate, per, t)) return t;
+  const auto m = log.size();
+  // After every entry and `per` after the rate-th latest: the group of the last
+  // rate entries plus this one then spans at least `per`.
+  std::int64_t tail = std::max(t, log[m - 1]);
+  if (static_cast<std::int64_t>(m) >= rate) {
+    tail = std::max(tail, log[m - static_cast<std::size_t>(rate)] + per);
+  }
+  auto it = std::upper_bound(log.begin(), log.end(), t - per);
+  for (int probes = 0; it != log.end() && probes < max_probes; ++it, ++probes) {
+    const std::int64_t c = *it + per;
+    if (c >= tail) break;
+    if (c > t && sliding_fits(log, rate, per, c)) return c;
+  }
+  return tail;
+}
+
+}  // namespace ratchet::limit

@@ -1,0 +1,40 @@
+// In-memory (process scope) exact sliding-window limiter: at most `rate` call
+// starts in any interval of length `per`. The default algorithm when a limit
+// declares no burst (design.md point 5).
+//
+// State: a sorted log of starts and reservations newer than now - per.
+// Thread-safety: all members are safe to call concurrently (one mutex).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <mutex>
+
+#include "limit/limiter.hpp"
+
+namespace ratchet::limit {
+
+class SlidingWindowLimiter final : public Limiter {
+ public:
+  // rate >= 1, per_us >= 1 (the config loader has checked them).
+  SlidingWindowLimiter(std::int64_t rate, std::int64_t per_us);
+
+  Result<std::int64_t> earliest(std::int64_t now_us, std::int64_t t_us) override;
+  Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) override;
+  Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
+  Status cancel(const Slot& slot) override;
+  std::string describe() const override;
+
+ private:
+  std::int64_t advance(std::int64_t now_us);  // raises the high-water mark and prunes; needs mu_
+  void insert(std::int64_t at_us);
+  bool erase_one(std::int64_t at_us);
+
+  const std::int64_t rate_;
+  const std::int64_t per_;
+  std::mutex mu_;
+  std::int64_t high_water_ = 0;
+  std::deque<std::int64_t> log_;
+};
+
+}  // namespace ratchet::limit

@@ -1,0 +1,39 @@
+// In-memory (process scope) token bucket limiter using GCRA: rate `rate` per
+// `per` with bursts of up to `burst` calls. Used only when a limit declares a
+// burst (design.md point 5): after an idle spell it lets `burst` calls start
+// at once.
+//
+// Reservations are granted in request order (each one after the previous);
+// only the latest reservation can be given back exactly (limit/gcra_math.hpp).
+// Thread-safety: all members are safe to call concurrently (one mutex).
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+
+#include "limit/gcra_math.hpp"
+#include "limit/limiter.hpp"
+
+namespace ratchet::limit {
+
+class TokenBucketLimiter final : public Limiter {
+ public:
+  // rate >= 1, per_us >= 1, burst >= 1.
+  TokenBucketLimiter(std::int64_t rate, std::int64_t per_us, std::int64_t burst);
+
+  Result<std::int64_t> earliest(std::int64_t now_us, std::int64_t t_us) override;
+  Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) override;
+  Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
+  Status cancel(const Slot& slot) override;
+  std::string describe() const override;
+
+ private:
+  const std::int64_t rate_;
+  const std::int64_t per_;
+  const std::int64_t burst_;
+  const Gcra gcra_;
+  std::mutex mu_;
+  std::int64_t tat_ = Gcra::kIdle;
+};
+
+}  // namespace ratchet::limit

@@ -1,0 +1,158 @@
+#include "retry/call_gate.hpp"
+
+#include <algorithm>
+
+#include "common/duration.hpp"
+#include "limit/make_limiter.hpp"
+
+namespace ratchet::retry {
+namespace {
+
+std::string show(Duration d) {
+  return common::format_duration(std::chrono::ceil<std::chrono::microseconds>(std::max(d, Duration::zero())));
+}
+
+}  // namespace
+
+CallGate::Ticket::~Ticket() {
+  if (breaker_ && probe_) breaker_->release_probe();
+}
+
+CallGate::CallGate(CallGateParts parts) : parts_(std::move(parts)), rng_(parts_.seed) {
+  std::vector<std::shared_ptr<limit::Limiter>> all = parts_.limiters;
+  if (parts_.pacer) all.push_back(parts_.pacer);
+  stack_ = limit::LimiterStack(std::move(all));
+}
+
+double CallGate::random01() {
+  std::lock_guard lock(rng_mu_);
+  return std::generate_canonical<double, 53>(rng_);
+}
+
+CallGate::Admission CallGate::admit(StepCall& step, TimePoint now) {
+  const auto& spec = parts_.retry;
+  const std::optional<TimePoint> deadline =
+      spec.deadline ? std::optional<TimePoint>(step.retry_.began + *spec.deadline) : std::nullopt;
+  auto past_deadline = [&](TimePoint t) { return deadline && t >= *deadline; };
+  auto timed_out = [&](const std::string& waiting_for) {
+    (void)step.reservation_.cancel();
+    return Fail{Error::timeout("the step's retry deadline of " + show(*spec.deadline) + " passed " + waiting_for)};
+  };
+
+  // 1-2: deadline and backoff (the retry decorator).
+  if (past_deadline(now)) return timed_out("before the call could start");
+  if (now < step.not_before_) return Wait{step.not_before_, WaitReason::kBackoff};
+
+  // 3: circuit breaker.
+  CircuitBreaker::Admission b{true, false, std::nullopt};
+  if (parts_.breaker) {
+    b = parts_.breaker->admit(now);
+    if (!b.allowed) {
+      if (b.retry_at && past_deadline(*b.retry_at)) return timed_out("while the circuit breaker is open");
+      return Wait{b.retry_at, WaitReason::kCircuitOpen};
+    }
+  }
+  Ticket ticket;
+  ticket.breaker_ = b.probe ? parts_.breaker : nullptr;
+  ticket.probe_ = b.probe;
+
+  // 4: concurrency cap (before the rate slot, so a slot is not spent waiting for a permit).
+  if (parts_.concurrency) {
+    auto permit = parts_.concurrency->try_acquire();
+    if (!permit) return Wait{std::nullopt, WaitReason::kConcurrency};
+    ticket.permit_ = std::move(*permit);
+  }
+
+  // 5: rate limiters, declared and learned.
+  auto wait_for_slot = [&](TimePoint at) -> Admission {
+    const Duration wait = at - now;
+    if (step.retry_.throttled_wait + wait > parts_.max_wait) {
+      (void)step.reservation_.cancel();
+      return Fail{Error::throttled("waiting " + show(step.retry_.throttled_wait + wait) +
+                                   " in all for the plugin's rate limits would pass max_wait " +
+                                   show(parts_.max_wait) + " (raise max_wait or the declared limits)")};
+    }
+    if (past_deadline(at)) return timed_out("before a rate-limit slot (at +" + show(wait) + ")");
+    step.retry_.throttled_wait += wait;
+    return Wait{at, WaitReason::kRateLimit};
+  };
+  if (!step.reservation_.held()) {
+    auto r = stack_.reserve(now);
+    if (!r) return Fail{r.error().with_context("rate limiter")};
+    step.reservation_ = std::move(*r);
+    if (step.reservation_.at() > now) return wait_for_slot(step.reservation_.at());
+  } else if (step.reservation_.at() > now) {
+    return Wait{step.reservation_.at(), WaitReason::kRateLimit};  // came back early; already counted
+  }
+  auto started = stack_.start(step.reservation_, now);
+  if (!started) return Fail{started.error().with_context("rate limiter")};
+  if (!*started) return wait_for_slot(step.reservation_.at());
+  step.reservation_ = limit::Reservation();
+
+  // 6: go.
+  ticket.started_ = now;
+  ++step.retry_.attempts;
+  Duration budget = parts_.request_timeout;
+  if (spec.per_try_timeout) budget = std::min<Duration>(budget, *spec.per_try_timeout);
+  if (deadline) budget = std::min<Duration>(budget, *deadline - now);
+  return Go{std::move(ticket), budget};
+}
+
+CallGate::Verdict CallGate::record(StepCall& step, Ticket ticket, const Outcome& outcome,
+                                   std::span<const limit::HttpHeader> headers, TimePoint now,
+                                   limit::PaceHint* hint_out) {
+  int status = outcome.http_status;
+  if (outcome.kind == OutcomeKind::kThrottled) status = 429;
+  limit::PaceHint hint = limit::read_rate_headers(headers, status, now, parts_.headers);
+  if (outcome.retry_after) {
+    const Duration wait = std::min(*outcome.retry_after, parts_.headers.max_wait);
+    if (!hint.resume_at || *hint.resume_at < now + wait) {
+      hint.resume_at = now + wait;
+      hint.source = limit::HintSource::kRetryAfter;
+    }
+  }
+  if (parts_.pacer) parts_.pacer->observe(hint, now, ticket.started());
+  if (ticket.breaker_ || parts_.breaker) {
+    if (parts_.breaker) parts_.breaker->record(outcome.is_failure(), ticket.probe_, now);
+    ticket.probe_ = false;
+  }
+  RetryVerdict v = decide_retry(parts_.retry, parts_.max_wait, step.retry_, outcome, hint.resume_at, now, random01());
+  if (hint_out) *hint_out = std::move(hint);
+  switch (v.kind) {
+    case RetryVerdict::Kind::kDone: return Done{};
+    case RetryVerdict::Kind::kFail: return Fail{std::move(*v.error)};
+    case RetryVerdict::Kind::kRetry: step.not_before_ = v.at; return RetryAt{v.at, v.throttled};
+  }
+  return Done{};
+}
+
+Duration declared_pace(const std::vector<config::LimitSpec>& limits) {
+  Duration pace = Duration::zero();
+  for (const auto& l : limits) {
+    if (l.rate < 1) continue;
+    pace = std::max<Duration>(pace, std::chrono::duration_cast<Duration>(l.per) / l.rate);
+  }
+  return pace;
+}
+
+Result<std::shared_ptr<CallGate>> make_call_gate(const config::CallPolicy& policy, const std::string& key_prefix,
+                                                 const limit::ConnectionFactory& connect, std::uint64_t seed) {
+  CallGateParts parts;
+  parts.retry = policy.retry;
+  parts.max_wait = policy.max_wait;
+  parts.request_timeout = policy.timeout;
+  if (policy.breaker.enabled) parts.breaker = std::make_shared<CircuitBreaker>(policy.breaker);
+  for (const auto& spec : policy.limits) {
+    auto l = limit::make_limiter(spec, limit::limiter_key(key_prefix, spec), connect);
+    if (!l) return fail(l.error());
+    parts.limiters.push_back(std::move(*l));
+  }
+  limit::PacerOptions pacing;
+  pacing.floor = declared_pace(policy.limits);
+  parts.pacer = std::make_shared<limit::AdaptivePacer>(pacing);
+  if (policy.concurrency) parts.concurrency = limit::ConcurrencyLimiter::make(*policy.concurrency);
+  parts.seed = seed;
+  return std::make_shared<CallGate>(std::move(parts));
+}
+
+}  // namespace ratchet::retry

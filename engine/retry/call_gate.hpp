@@ -1,0 +1,181 @@
+// The decorators around one plugin operation's calls, in the fixed order of
+// design.md: circuit breaker, then retry, then limiters (rate, then
+// concurrency), then the call. A synchronous decision API: nothing here
+// sleeps or blocks, so the engine can drive it from a worker and park a job
+// whenever it is told to wait.
+//
+// One CallGate per plugin operation, shared by every step that calls it; one
+// StepCall per step call, kept by the step across its attempts and parks.
+//
+//   retry::StepCall step(clock.now());
+//   for (;;) {
+//     auto a = gate.admit(step, clock.now());
+//     if (auto* w = std::get_if<CallGate::Wait>(&a)) { park until w->until (or a release); continue; }
+//     if (auto* f = std::get_if<CallGate::Fail>(&a)) { the step failed: f->error; break; }
+//     auto& go = std::get<CallGate::Go>(a);
+//     Outcome out = call_the_plugin(go.timeout);          // with the step's idempotency key
+//     auto v = gate.record(step, std::move(go.ticket), out, reply_headers, clock.now());
+//     if (std::holds_alternative<CallGate::Done>(v)) break;            // success
+//     if (auto* f = std::get_if<CallGate::Fail>(&v)) { f->error; break; }  // retries exhausted
+//     // RetryAt: park until ->at; ->throttled says it was throttling, not a failure
+//   }
+//
+// admit(step, now):
+//   1. the step's retry deadline has passed           -> Fail (kTimeout)
+//   2. the step's backoff has not elapsed             -> Wait{backoff end, kBackoff}
+//   3. the breaker is open                            -> Wait{half-open time, kCircuitOpen}
+//                                                        (nullopt while half-open probes run)
+//   4. no concurrency permit is free                  -> Wait{nullopt, kConcurrency}: come back
+//                                                        when the release listener fires
+//   5. the limiters (declared and learned) give a later slot -> Wait{slot time, kRateLimit};
+//      the slot stays reserved in the StepCall, so the step comes back to it in order.
+//      Waits for slots add to RetryState::throttled_wait; past max_wait -> Fail (kThrottled)
+//   6. otherwise -> Go: the call may start now; the slot is counted. Each attempt takes
+//      a new slot. Go::timeout is the time this attempt may take (per_try_timeout,
+//      the plugin's request timeout and the deadline's remainder).
+// record(step, ticket, outcome, headers, now): reads the reply's rate headers
+// into the learned pace, tells the breaker, and decides (retry/retry_decision.hpp):
+//   Done | RetryAt{t, throttled} | Fail{error}
+//
+// Throttling is not failure: throttled retries and slot waits never use up
+// retry.attempts; they are bounded by max_wait. Wait reasons let the engine
+// count them apart from failed attempts.
+//
+// Thread-safety: CallGate is safe to share between threads. A StepCall and a
+// Ticket belong to one step at a time. A StepCall destroyed while holding a
+// reservation gives it back; a Ticket destroyed without record() releases its
+// permit and its breaker probe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <span>
+#include <variant>
+#include <vector>
+
+#include "config/spec.hpp"
+#include "limit/adaptive_pacer.hpp"
+#include "limit/concurrency.hpp"
+#include "limit/database_limiter.hpp"
+#include "limit/limiter_stack.hpp"
+#include "limit/rate_headers.hpp"
+#include "ratchet/clock.hpp"
+#include "ratchet/status.hpp"
+#include "retry/circuit_breaker.hpp"
+#include "retry/outcome.hpp"
+#include "retry/retry_decision.hpp"
+
+namespace ratchet::retry {
+
+// What a CallGate is built from. Limiters, the pacer, the breaker and the
+// concurrency cap are shared objects: the integrator gives the same instance
+// to every gate a limit or a plugin-wide state applies to.
+struct CallGateParts {
+  config::RetrySpec retry;
+  Duration max_wait = std::chrono::hours(24);               // throttling waits of one step, in all
+  Duration request_timeout = std::chrono::seconds(30);      // one request (CallPolicy::timeout)
+  std::shared_ptr<CircuitBreaker> breaker;                  // the plugin's; null: none
+  std::vector<std::shared_ptr<limit::Limiter>> limiters;    // declared: the plugin's and the operation's
+  std::shared_ptr<limit::AdaptivePacer> pacer;              // the plugin's learned pace; null: do not learn
+  std::shared_ptr<limit::ConcurrencyLimiter> concurrency;   // null: no cap
+  limit::RateHeaderOptions headers;                         // max wait a header may impose
+  std::uint64_t seed = 0x5eed;                              // jitter randomness
+};
+
+// One step call's state across attempts and parks.
+class StepCall {
+ public:
+  explicit StepCall(TimePoint began) { retry_.began = began; }
+
+  const RetryState& retry_state() const { return retry_; }
+  TimePoint not_before() const { return not_before_; }   // the current backoff's end
+  bool holds_slot() const { return reservation_.held(); }
+  std::optional<TimePoint> slot_at() const {
+    return reservation_.held() ? std::optional<TimePoint>(reservation_.at()) : std::nullopt;
+  }
+
+ private:
+  friend class CallGate;
+  RetryState retry_;
+  TimePoint not_before_{};
+  limit::Reservation reservation_;
+};
+
+class CallGate {
+ public:
+  enum class WaitReason { kBackoff, kCircuitOpen, kConcurrency, kRateLimit };
+
+  // The right to make one call: hold it while the call runs, then pass it to record().
+  class Ticket {
+   public:
+    Ticket(Ticket&&) noexcept = default;
+    Ticket& operator=(Ticket&&) = delete;
+    ~Ticket();
+    TimePoint started() const { return started_; }
+
+   private:
+    friend class CallGate;
+    Ticket() = default;
+    limit::Permit permit_;
+    std::shared_ptr<CircuitBreaker> breaker_;
+    bool probe_ = false;
+    TimePoint started_{};
+  };
+
+  struct Go {
+    Ticket ticket;
+    Duration timeout;  // this attempt's time budget
+  };
+  struct Wait {
+    std::optional<TimePoint> until;  // nullopt: until a permit or probe frees up
+    WaitReason reason;
+  };
+  struct Fail {
+    Error error;
+  };
+  struct Done {};
+  struct RetryAt {
+    TimePoint at;
+    bool throttled;  // throttling (not a failed attempt)
+  };
+
+  using Admission = std::variant<Go, Wait, Fail>;
+  using Verdict = std::variant<Done, RetryAt, Fail>;
+
+  explicit CallGate(CallGateParts parts);
+
+  Admission admit(StepCall& step, TimePoint now);
+
+  // `headers` are the reply's (empty when the plugin reported the outcome
+  // itself). When `hint_out` is given it receives what the headers said, so
+  // the caller can log a clamped or ignored value.
+  Verdict record(StepCall& step, Ticket ticket, const Outcome& outcome, std::span<const limit::HttpHeader> headers,
+                 TimePoint now, limit::PaceHint* hint_out = nullptr);
+
+  const CallGateParts& parts() const { return parts_; }
+
+ private:
+  double random01();
+
+  CallGateParts parts_;
+  limit::LimiterStack stack_;
+  std::mutex rng_mu_;
+  std::mt19937_64 rng_;
+};
+
+// The pace of the tightest declared limit (per / rate), the pacer's floor.
+Duration declared_pace(const std::vector<config::LimitSpec>& limits);
+
+// Builds a gate for one operation from its CallPolicy with limiters, pacer,
+// breaker and concurrency cap of its own (nothing shared with other gates).
+// `key_prefix` names database-scope limits ("imdb/get_rating"); `connect`
+// opens the shared database for them.
+Result<std::shared_ptr<CallGate>> make_call_gate(const config::CallPolicy& policy, const std::string& key_prefix,
+                                                 const limit::ConnectionFactory& connect = {},
+                                                 std::uint64_t seed = 0x5eed);
+
+}  // namespace ratchet::retry
