@@ -20,6 +20,7 @@ namespace ratchet::plugin_host {
 namespace {
 
 std::atomic<std::size_t> g_abandoned_running{0};
+std::atomic<std::size_t> g_threads_running{0};
 
 std::string_view view(ratchet_str s) { return s.size == 0 || s.data == nullptr ? std::string_view{} : std::string_view(s.data, s.size); }
 ratchet_str str(std::string_view s) { return ratchet_str{s.data(), s.size()}; }
@@ -254,9 +255,16 @@ Result<CallReply> invoke(Invocation call, HostServices& services, const Clock& c
 
   const TimePoint deadline = clock.now() + st->call.timeout;
   std::stop_token finished = st->finished.get_token();
+  std::thread worker;
   try {
-    std::thread([st] { run(st); }).detach();
+    ++g_threads_running;
+    worker = std::thread([held = st]() mutable {
+      run(held);
+      held.reset();  // unloads the library if an abandoned call held it last
+      --g_threads_running;
+    });
   } catch (const std::system_error& e) {
+    --g_threads_running;
     return fail(Error::unavailable(who(st->call) + " could not start a thread: " + e.what()));
   }
   clock.wait_until(deadline, finished);
@@ -270,6 +278,7 @@ Result<CallReply> invoke(Invocation call, HostServices& services, const Clock& c
     st->cancelled.store(true);
     st->services = nullptr;
     st->idle.wait(lock, [&] { return st->in_service == 0; });
+    worker.detach();
     return fail(Error::timeout(fmt::format(
         "{} did not return within {}ms; the call failed and its thread was abandoned (the plugin should check "
         "is_cancelled)",
@@ -277,9 +286,13 @@ Result<CallReply> invoke(Invocation call, HostServices& services, const Clock& c
   }
   st->services = nullptr;
   lock.unlock();
+  // Joining makes this caller the last owner, so a library replaced meanwhile
+  // is unloaded by the time the call returns, not at some later moment.
+  worker.join();
   return read_reply(*st);
 }
 
 std::size_t abandoned_calls_running() noexcept { return g_abandoned_running.load(); }
+std::size_t call_threads_running() noexcept { return g_threads_running.load(); }
 
 }  // namespace ratchet::plugin_host

@@ -41,6 +41,11 @@ struct Invocation {
 Result<CallReply> invoke(Invocation call, HostServices& services, const Clock& clock);
 
 // Abandoned calls whose plugin code has not returned yet, in this process.
+// A call stops counting here before it lets go of its library.
 std::size_t abandoned_calls_running() noexcept;
+
+// Threads running plugin calls, abandoned or not, in this process; a thread
+// stops counting after it let go of its library (for tests and shutdown).
+std::size_t call_threads_running() noexcept;
 
 }  // namespace ratchet::plugin_host
