@@ -36,17 +36,17 @@ namespace ratchet::http {
 
 struct Request {
   std::string method = "GET";  // any token; GET, HEAD, POST, PUT, PATCH, DELETE are usual
-  std::string url;             // absolute http:// or https:// URL
-  std::vector<std::pair<std::string, std::string>> headers;  // sent as given; no CR or LF allowed
-  std::string body;  // sent when non-empty (and always for POST/PUT/PATCH)
+  std::string url{};           // absolute http:// or https:// URL
+  std::vector<std::pair<std::string, std::string>> headers{};  // sent as given; no CR or LF allowed
+  std::string body{};  // sent when non-empty (and always for POST/PUT/PATCH)
   // Overrides ClientOptions::timeout for this request (e.g. a per-try timeout).
-  std::optional<std::chrono::milliseconds> timeout;
+  std::optional<std::chrono::milliseconds> timeout{};
 };
 
 struct Response {
-  int status = 0;   // the final response's status, after redirects
-  Headers headers;  // the final response's header fields
-  std::string body;
+  int status = 0;     // the final response's status, after redirects
+  Headers headers{};  // the final response's header fields
+  std::string body{};
 };
 
 struct ClientOptions {
@@ -56,8 +56,8 @@ struct ClientOptions {
   int max_redirects = 5;  // >= 0; with 0 a 3xx is returned as the response, not followed
   bool verify_tls = true;
   std::string user_agent = "ratchet";
-  std::optional<std::filesystem::path> ca_file;  // PEM bundle instead of the system's
-  std::size_t max_idle_connections = 8;          // idle connections kept for reuse; >= 1
+  std::optional<std::filesystem::path> ca_file{};  // PEM bundle instead of the system's
+  std::size_t max_idle_connections = 8;            // idle connections kept for reuse; >= 1
 };
 
 class Client {

@@ -60,7 +60,7 @@ struct PortalOptions {
   Dialect dialect = Dialect::kNone;
   std::int64_t limit = 10;                 // requests per window; >= 1
   std::chrono::milliseconds window{1000};  // > 0
-  std::optional<std::int64_t> burst;       // token bucket size; default `limit`
+  std::optional<std::int64_t> burst{};     // token bucket size; default `limit`
   ResetStyle reset_style = ResetStyle::kUnixTime;
   RetryAfterStyle retry_after_style = RetryAfterStyle::kSeconds;
   double error_rate = 0.0;               // share of admitted requests answered 500/503, [0, 1]
@@ -71,11 +71,11 @@ struct PortalOptions {
 };
 
 struct ServerOptions {
-  std::string host = "127.0.0.1";                // loopback only: 127.0.0.0/8, ::1 or localhost
-  int port = 0;                                  // 0: any free port
-  std::uint64_t seed = 42;                       // decides which requests get a 5xx
-  int threads = 16;                              // concurrent connections served
-  std::map<std::string, PortalOptions> portals;  // missing portals get PortalOptions{}
+  std::string host = "127.0.0.1";                  // loopback only: 127.0.0.0/8, ::1 or localhost
+  int port = 0;                                    // 0: any free port
+  std::uint64_t seed = 42;                         // decides which requests get a 5xx
+  int threads = 16;                                // concurrent connections served
+  std::map<std::string, PortalOptions> portals{};  // missing portals get PortalOptions{}
   // Decides windows, buckets and every time sent. Latency is always real time.
   std::shared_ptr<const Clock> clock = SystemClock::instance();
 };

@@ -193,6 +193,9 @@ Result<std::unique_ptr<MockPortalServer>> MockPortalServer::start(ServerOptions 
   // after a second so stop() is never held up long by a client's idle socket.
   impl->http.set_keep_alive_max_count(100000);
   impl->http.set_keep_alive_timeout(1);
+  // Headers and body go out in separate writes; without this, Nagle and the
+  // client's delayed ACK add 40 ms to every answer on a reused connection.
+  impl->http.set_tcp_nodelay(true);
   impl->install_routes();
 
   if (impl->options.port == 0) {
