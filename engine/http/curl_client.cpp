@@ -1,0 +1,477 @@
+// The libcurl implementation of http::Client.
+//
+// Each request runs on a Transfer: an easy handle inside its own multi
+// handle. The multi handle keeps the transfer's connections alive between
+// requests (its connection cache) and lets a stop_token wake the transfer at
+// once (curl_multi_wakeup) instead of at the next progress tick. Idle
+// Transfers wait in a LIFO pool, so a sequence of requests keeps using the
+// same warm connection and concurrent requests each get their own. The DNS
+// cache and TLS sessions are shared by all Transfers of a client through a
+// CURLSH; the connection cache is deliberately not shared, because libcurl
+// does not support sharing connections between concurrent threads.
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <mutex>
+#include <string_view>
+#include <system_error>
+
+#include "http/client.hpp"
+#include "http/url.hpp"
+
+namespace ratchet::http {
+namespace {
+
+// ------------------------------------------------------------ RAII handles
+
+struct EasyDeleter {
+  void operator()(CURL* h) const noexcept { curl_easy_cleanup(h); }
+};
+struct MultiDeleter {
+  void operator()(CURLM* h) const noexcept { curl_multi_cleanup(h); }
+};
+struct ShareDeleter {
+  void operator()(CURLSH* h) const noexcept { curl_share_cleanup(h); }
+};
+struct SlistDeleter {
+  void operator()(curl_slist* l) const noexcept { curl_slist_free_all(l); }
+};
+struct UrlDeleter {
+  void operator()(CURLU* u) const noexcept { curl_url_cleanup(u); }
+};
+using EasyHandle = std::unique_ptr<CURL, EasyDeleter>;
+using MultiHandle = std::unique_ptr<CURLM, MultiDeleter>;
+using ShareHandle = std::unique_ptr<CURLSH, ShareDeleter>;
+using Slist = std::unique_ptr<curl_slist, SlistDeleter>;
+using UrlHandle = std::unique_ptr<CURLU, UrlDeleter>;
+
+// libcurl before 7.84 is not safe to initialise from two threads at once,
+// and initialising twice is wasted work: once per process, never cleaned up
+// (other libraries in the process may still use curl at exit).
+CURLcode global_init() {
+  static std::once_flag once;
+  static CURLcode rc = CURLE_OK;
+  std::call_once(once, [] { rc = curl_global_init(CURL_GLOBAL_DEFAULT); });
+  return rc;
+}
+
+// The CURLSH and the mutexes its lock callbacks take, one per kind of data.
+class SharedCaches {
+ public:
+  static std::unique_ptr<SharedCaches> create() {
+    auto s = std::unique_ptr<SharedCaches>(new SharedCaches());
+    s->share_.reset(curl_share_init());
+    if (!s->share_) return nullptr;
+    CURLSH* h = s->share_.get();
+    if (curl_share_setopt(h, CURLSHOPT_LOCKFUNC, &SharedCaches::lock) != CURLSHE_OK ||
+        curl_share_setopt(h, CURLSHOPT_UNLOCKFUNC, &SharedCaches::unlock) != CURLSHE_OK ||
+        curl_share_setopt(h, CURLSHOPT_USERDATA, s.get()) != CURLSHE_OK ||
+        curl_share_setopt(h, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) != CURLSHE_OK ||
+        curl_share_setopt(h, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK) {
+      return nullptr;
+    }
+    return s;
+  }
+
+  CURLSH* get() const noexcept { return share_.get(); }
+
+ private:
+  SharedCaches() = default;
+
+  static void lock(CURL*, curl_lock_data data, curl_lock_access, void* self) {
+    static_cast<SharedCaches*>(self)->mutex_for(data).lock();
+  }
+  static void unlock(CURL*, curl_lock_data data, void* self) {
+    static_cast<SharedCaches*>(self)->mutex_for(data).unlock();
+  }
+  std::mutex& mutex_for(curl_lock_data data) noexcept {
+    const auto i = static_cast<std::size_t>(data);
+    return mutexes_[i < mutexes_.size() ? i : 0];
+  }
+
+  std::array<std::mutex, CURL_LOCK_DATA_LAST> mutexes_;
+  ShareHandle share_;  // declared last: cleaned up while the mutexes still exist
+};
+
+// One easy handle in its own multi handle. Declaration order matters: the
+// easy handle is cleaned up before the multi handle that cached its
+// connections.
+struct Transfer {
+  MultiHandle multi;
+  EasyHandle easy;
+};
+
+// What the callbacks of one request fill in.
+struct Sink {
+  std::int64_t limit = 0;
+  std::int64_t received = 0;  // header and body bytes
+  bool too_large = false;
+  std::vector<Headers::Field> fields;  // of the latest response
+  Response response;                   // status and body
+};
+
+std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
+  auto* sink = static_cast<Sink*>(user);
+  const auto bytes = static_cast<std::int64_t>(size * n);
+  if (sink->received + bytes > sink->limit) {
+    sink->too_large = true;
+    return 0;  // aborts the transfer with CURLE_WRITE_ERROR
+  }
+  sink->received += bytes;
+  sink->response.body.append(data, size * n);
+  return size * n;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
+  auto* sink = static_cast<Sink*>(user);
+  const auto bytes = static_cast<std::int64_t>(size * n);
+  if (sink->received + bytes > sink->limit) {
+    sink->too_large = true;
+    return 0;
+  }
+  sink->received += bytes;
+  const std::string_view line(data, size * n);
+  if (line.starts_with("HTTP/")) {
+    // A new response begins (after a redirect or a 1xx): only the final
+    // response's fields are reported.
+    sink->fields.clear();
+    return size * n;
+  }
+  if (!line.empty() && (line.front() == ' ' || line.front() == '\t')) {
+    // An obsolete folded continuation line belongs to the previous field.
+    if (!sink->fields.empty() && !trim(line).empty()) {
+      sink->fields.back().second += ' ';
+      sink->fields.back().second += trim(line);
+    }
+    return size * n;
+  }
+  const auto colon = line.find(':');
+  if (colon != std::string_view::npos) {
+    sink->fields.emplace_back(std::string(trim(line.substr(0, colon))),
+                              std::string(trim(line.substr(colon + 1))));
+  }
+  return size * n;
+}
+
+bool valid_token(std::string_view s) {
+  if (s.empty()) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+           std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+  });
+}
+
+bool has_line_break(std::string_view s) { return s.find_first_of("\r\n") != std::string_view::npos; }
+
+// Appends one line; on allocation failure the list is left as it was.
+bool append(Slist& list, const std::string& line) {
+  curl_slist* head = curl_slist_append(list.get(), line.c_str());
+  if (head == nullptr) return false;
+  if (!list) list.reset(head);
+  return true;
+}
+
+TransportError::Kind classify(CURLcode rc) {
+  switch (rc) {
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_GOT_NOTHING:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_PARTIAL_FILE: return TransportError::kConnect;
+    case CURLE_OPERATION_TIMEDOUT: return TransportError::kTimeout;
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+    case CURLE_SSL_INVALIDCERTSTATUS:
+    case CURLE_SSL_CRL_BADFILE:
+    case CURLE_SSL_SHUTDOWN_FAILED:
+    case CURLE_SSL_ENGINE_NOTFOUND:
+    case CURLE_SSL_ENGINE_SETFAILED:
+    case CURLE_SSL_ENGINE_INITFAILED:
+    case CURLE_USE_SSL_FAILED: return TransportError::kTls;
+    case CURLE_FILESIZE_EXCEEDED: return TransportError::kTooLarge;
+    case CURLE_TOO_MANY_REDIRECTS: return TransportError::kTooManyRedirects;
+    case CURLE_URL_MALFORMAT:
+    case CURLE_UNSUPPORTED_PROTOCOL: return TransportError::kInvalidUrl;
+    default: return TransportError::kOther;
+  }
+}
+
+// curl's own explanation, with the request's query string cut out should
+// libcurl ever echo the URL: the query is where API keys travel.
+std::string curl_detail(const char* errbuf, CURLcode rc, const std::string& url) {
+  std::string detail = (errbuf != nullptr && errbuf[0] != '\0') ? errbuf : curl_easy_strerror(rc);
+  const auto q = url.find('?');
+  if (q != std::string::npos && q + 1 < url.size()) {
+    const std::string query = url.substr(q + 1);
+    for (auto at = detail.find(query); at != std::string::npos; at = detail.find(query)) {
+      detail.replace(at, query.size(), "...");
+    }
+  }
+  return detail;
+}
+
+class CurlClient final : public Client {
+ public:
+  CurlClient(ClientOptions options, std::unique_ptr<SharedCaches> shared)
+      : options_(std::move(options)), shared_(std::move(shared)) {}
+
+  ~CurlClient() override {
+    // Transfers hold the share; they go first.
+    std::lock_guard lock(mu_);
+    idle_.clear();
+  }
+
+  const ClientOptions& options() const noexcept override { return options_; }
+
+  std::expected<Response, TransportError> perform(const Request& request, std::stop_token stop) override;
+
+ private:
+  std::unique_ptr<Transfer> acquire();
+  void release(std::unique_ptr<Transfer> t);
+
+  const ClientOptions options_;
+  std::unique_ptr<SharedCaches> shared_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Transfer>> idle_;  // most recently used last
+};
+
+std::unique_ptr<Transfer> CurlClient::acquire() {
+  {
+    std::lock_guard lock(mu_);
+    if (!idle_.empty()) {
+      auto t = std::move(idle_.back());
+      idle_.pop_back();
+      return t;
+    }
+  }
+  auto t = std::make_unique<Transfer>();
+  t->multi.reset(curl_multi_init());
+  t->easy.reset(curl_easy_init());
+  if (!t->multi || !t->easy) return nullptr;
+  return t;
+}
+
+void CurlClient::release(std::unique_ptr<Transfer> t) {
+  std::lock_guard lock(mu_);
+  if (idle_.size() < options_.max_idle_connections) idle_.push_back(std::move(t));
+}
+
+std::expected<Response, TransportError> CurlClient::perform(const Request& req, std::stop_token stop) {
+  const std::string where = req.method + " " + redact_url(req.url);
+  auto fail_with = [&](TransportError::Kind kind, std::string_view what) {
+    return std::unexpected(TransportError{kind, where + ": " + std::string(what)});
+  };
+
+  if (!valid_token(req.method)) {
+    return fail_with(TransportError::kInvalidUrl, "the method is not a valid HTTP token");
+  }
+  {
+    UrlHandle u(curl_url());
+    if (!u || curl_url_set(u.get(), CURLUPART_URL, req.url.c_str(), 0) != CURLUE_OK) {
+      return fail_with(TransportError::kInvalidUrl, "not a valid absolute URL");
+    }
+    char* scheme = nullptr;
+    if (curl_url_get(u.get(), CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK) {
+      return fail_with(TransportError::kInvalidUrl, "the URL has no scheme");
+    }
+    const bool http = std::strcmp(scheme, "http") == 0 || std::strcmp(scheme, "https") == 0;
+    curl_free(scheme);
+    if (!http) return fail_with(TransportError::kInvalidUrl, "only http and https URLs are allowed");
+  }
+  Slist header_list;
+  for (const auto& [name, value] : req.headers) {
+    if (!valid_token(name)) {
+      return fail_with(TransportError::kInvalidUrl, "header name '" + name + "' is not a valid HTTP token");
+    }
+    if (has_line_break(value)) {
+      // The value itself is never printed: it may be a credential.
+      return fail_with(TransportError::kInvalidUrl,
+                       "the value of header '" + name + "' contains a line break");
+    }
+    // "Name;" is how curl sends a header with an empty value.
+    const std::string line = value.empty() ? name + ";" : name + ": " + value;
+    if (!append(header_list, line))
+      return fail_with(TransportError::kOther, "out of memory building headers");
+  }
+  // curl would otherwise wait for a 100-continue before sending larger bodies.
+  if (!append(header_list, "Expect:"))
+    return fail_with(TransportError::kOther, "out of memory building headers");
+
+  if (stop.stop_requested()) return fail_with(TransportError::kCancelled, "cancelled before it was sent");
+
+  auto transfer = acquire();
+  if (!transfer) return fail_with(TransportError::kOther, "libcurl could not create a handle");
+  CURL* easy = transfer->easy.get();
+  CURLM* multi = transfer->multi.get();
+  curl_easy_reset(easy);
+
+  Sink sink;
+  sink.limit = options_.max_response_bytes;
+  char errbuf[CURL_ERROR_SIZE] = {};
+  const auto timeout = req.timeout.value_or(options_.timeout);
+  const auto connect_timeout = std::min(options_.connect_timeout, timeout);
+
+  bool ok = true;
+  auto set = [&](CURLoption opt, auto value) { ok = ok && curl_easy_setopt(easy, opt, value) == CURLE_OK; };
+  set(CURLOPT_SHARE, shared_->get());
+  set(CURLOPT_URL, req.url.c_str());
+  set(CURLOPT_PROTOCOLS_STR, "http,https");
+  set(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  set(CURLOPT_NOSIGNAL, 1L);
+  set(CURLOPT_ERRORBUFFER, errbuf);
+  set(CURLOPT_HTTPHEADER, header_list.get());
+  set(CURLOPT_USERAGENT, options_.user_agent.c_str());
+  set(CURLOPT_ACCEPT_ENCODING, "");
+  set(CURLOPT_TCP_KEEPALIVE, 1L);
+  set(CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(connect_timeout.count()));
+  set(CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
+  set(CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(options_.max_response_bytes));
+  set(CURLOPT_FOLLOWLOCATION, options_.max_redirects > 0 ? 1L : 0L);
+  set(CURLOPT_MAXREDIRS, static_cast<long>(options_.max_redirects));
+  set(CURLOPT_SSL_VERIFYPEER, options_.verify_tls ? 1L : 0L);
+  set(CURLOPT_SSL_VERIFYHOST, options_.verify_tls ? 2L : 0L);
+  if (options_.ca_file) set(CURLOPT_CAINFO, options_.ca_file->c_str());
+  set(CURLOPT_WRITEFUNCTION, &on_body);
+  set(CURLOPT_WRITEDATA, &sink);
+  set(CURLOPT_HEADERFUNCTION, &on_header);
+  set(CURLOPT_HEADERDATA, &sink);
+  const bool sends_body =
+      !req.body.empty() || req.method == "POST" || req.method == "PUT" || req.method == "PATCH";
+  if (req.method == "HEAD") {
+    set(CURLOPT_NOBODY, 1L);
+  } else if (req.method == "GET" && !sends_body) {
+    set(CURLOPT_HTTPGET, 1L);
+  } else {
+    if (req.method != "POST") set(CURLOPT_CUSTOMREQUEST, req.method.c_str());
+    if (sends_body) {
+      set(CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
+      set(CURLOPT_POSTFIELDS, req.body.data());
+    }
+  }
+  if (!ok) {
+    release(std::move(transfer));
+    return fail_with(TransportError::kOther, "libcurl refused an option (is libcurl older than 7.85?)");
+  }
+
+  if (curl_multi_add_handle(multi, easy) != CURLM_OK) {
+    return fail_with(TransportError::kOther, "libcurl could not start the transfer");
+  }
+  CURLcode result = CURLE_OK;
+  bool cancelled = false;
+  bool multi_failed = false;
+  {
+    // Wakes the poll below at once when the caller cancels. The callback is
+    // gone (and finished) before the Transfer can go back to the pool.
+    std::stop_callback wake(stop, [multi] { curl_multi_wakeup(multi); });
+    int running = 1;
+    for (;;) {
+      if (curl_multi_perform(multi, &running) != CURLM_OK) {
+        multi_failed = true;
+        break;
+      }
+      if (running == 0) break;
+      if (stop.stop_requested()) {
+        cancelled = true;
+        break;
+      }
+      if (curl_multi_poll(multi, nullptr, 0, 1000, nullptr) != CURLM_OK) {
+        multi_failed = true;
+        break;
+      }
+    }
+    if (!cancelled && !multi_failed) {
+      int queued = 0;
+      bool done = false;
+      while (CURLMsg* msg = curl_multi_info_read(multi, &queued)) {
+        if (msg->msg == CURLMSG_DONE && msg->easy_handle == easy) {
+          result = msg->data.result;
+          done = true;
+        }
+      }
+      multi_failed = !done;
+    }
+  }
+  long status = 0;
+  curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+  curl_multi_remove_handle(multi, easy);
+  release(std::move(transfer));
+
+  if (cancelled) return fail_with(TransportError::kCancelled, "cancelled while in flight");
+  if (multi_failed) return fail_with(TransportError::kOther, "libcurl's transfer loop failed");
+  if (result == CURLE_OK) {
+    sink.response.status = static_cast<int>(status);
+    sink.response.headers = Headers(std::move(sink.fields));
+    return std::move(sink.response);
+  }
+  if (sink.too_large || result == CURLE_FILESIZE_EXCEEDED) {
+    return fail_with(TransportError::kTooLarge, "the response is larger than the limit of " +
+                                                    std::to_string(options_.max_response_bytes) +
+                                                    " bytes (max_response_bytes); the transfer was aborted");
+  }
+  const auto kind = classify(result);
+  std::string what;
+  switch (kind) {
+    case TransportError::kConnect: what = "connection failed"; break;
+    case TransportError::kTimeout:
+      what = "timed out (connect timeout " + std::to_string(connect_timeout.count()) + " ms, total " +
+             std::to_string(timeout.count()) + " ms)";
+      break;
+    case TransportError::kTls: what = "TLS failed"; break;
+    case TransportError::kTooManyRedirects:
+      what = "more than " + std::to_string(options_.max_redirects) + " redirects (max_redirects)";
+      break;
+    case TransportError::kInvalidUrl: what = "invalid URL"; break;
+    default: what = "request failed"; break;
+  }
+  return fail_with(kind, what + ": " + curl_detail(errbuf, result, req.url));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Client>> Client::create(ClientOptions options) {
+  if (options.timeout.count() <= 0) return fail(Error::invalid_argument("http client: timeout must be > 0"));
+  if (options.connect_timeout.count() <= 0) {
+    return fail(Error::invalid_argument("http client: connect_timeout must be > 0"));
+  }
+  if (options.max_response_bytes <= 0) {
+    return fail(Error::invalid_argument("http client: max_response_bytes must be > 0"));
+  }
+  if (options.max_redirects < 0)
+    return fail(Error::invalid_argument("http client: max_redirects must be >= 0"));
+  if (options.max_idle_connections < 1) {
+    return fail(Error::invalid_argument("http client: max_idle_connections must be >= 1"));
+  }
+  if (options.ca_file) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(*options.ca_file, ec)) {
+      return fail(Error::invalid_argument("http client: ca_file '" + options.ca_file->string() +
+                                          "' is not a readable file; give a PEM bundle or leave it unset"));
+    }
+  }
+  if (const CURLcode rc = global_init(); rc != CURLE_OK) {
+    return fail(
+        Error::internal(std::string("http client: curl_global_init failed: ") + curl_easy_strerror(rc)));
+  }
+  auto shared = SharedCaches::create();
+  if (!shared) return fail(Error::internal("http client: libcurl could not create a share handle"));
+  return std::make_unique<CurlClient>(std::move(options), std::move(shared));
+}
+
+}  // namespace ratchet::http

@@ -1,0 +1,401 @@
+// http::Client against the mock portal server on a loopback port.
+#include "http/client.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <atomic>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "mock_portal/bodies.hpp"
+#include "mock_portal/http_date.hpp"
+#include "mock_portal/server.hpp"
+
+namespace ratchet::http {
+namespace {
+
+using namespace std::chrono_literals;
+using mock_portal::Dialect;
+using mock_portal::MockPortalServer;
+using mock_portal::PortalOptions;
+using mock_portal::ServerOptions;
+
+// A loopback port that is bound but not listening: connecting to it is
+// refused, and no other process can take it while the socket is open.
+class ClosedPort {
+ public:
+  ClosedPort() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    socklen_t len = sizeof addr;
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      ADD_FAILURE() << "cannot reserve a loopback port";
+    }
+    port_ = ntohs(addr.sin_port);
+  }
+  ~ClosedPort() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  ClosedPort(const ClosedPort&) = delete;
+  ClosedPort& operator=(const ClosedPort&) = delete;
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+class ClientTest : public ::testing::Test {
+ protected:
+  void start(ServerOptions options = {}) {
+    auto s = MockPortalServer::start(std::move(options));
+    ASSERT_TRUE(s) << s.error().to_string();
+    server_ = std::move(*s);
+  }
+  // Server options whose clock stands still at a whole second.
+  ServerOptions on_fake_clock(std::string portal, PortalOptions p) {
+    ServerOptions o;
+    o.clock = clock_;
+    o.portals[std::move(portal)] = p;
+    return o;
+  }
+  static std::unique_ptr<Client> make_client(ClientOptions options = {}) {
+    auto c = Client::create(std::move(options));
+    EXPECT_TRUE(c) << c.error().to_string();
+    return c ? std::move(*c) : nullptr;
+  }
+  std::expected<Response, TransportError> get(Client& c, const std::string& path, std::stop_token stop = {}) {
+    return c.perform(Request{.url = server_->base_url() + path}, stop);
+  }
+
+  std::shared_ptr<FakeClock> clock_ = std::make_shared<FakeClock>();
+  std::unique_ptr<MockPortalServer> server_;  // declared before clients so it outlives them
+};
+
+TEST_F(ClientTest, Perform_Movie_ReturnsStatusHeadersAndBody) {
+  start();
+  auto client = make_client();
+  auto r = get(*client, "/imdb/movies/" + std::string("The%20Dark%20Knight"));
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->headers.get("content-type"), "application/json");
+  EXPECT_TRUE(r->headers.get("DATE").has_value());
+  const auto body = nlohmann::json::parse(r->body);
+  EXPECT_EQ(body["title"], "The Dark Knight");
+  EXPECT_DOUBLE_EQ(body["rating"].get<double>(), mock_portal::expected_rating("imdb", "The Dark Knight"));
+}
+
+TEST_F(ClientTest, Perform_FixedWindowDialect_HeadersArriveIntact) {
+  start(on_fake_clock("imdb", {.dialect = Dialect::kFixedWindow, .limit = 2, .window = 1s}));
+  auto client = make_client();
+  const auto reset = std::to_string(
+      std::chrono::duration_cast<std::chrono::seconds>(clock_->now().time_since_epoch()).count() + 1);
+  auto first = get(*client, "/imdb/movies/Up");
+  auto second = get(*client, "/imdb/movies/Up");
+  auto third = get(*client, "/imdb/movies/Up");
+  ASSERT_TRUE(first && second && third);
+  EXPECT_EQ(first->status, 200);
+  EXPECT_EQ(first->headers.get("X-RateLimit-Limit"), "2");
+  EXPECT_EQ(first->headers.get("X-RateLimit-Remaining"), "1");
+  EXPECT_EQ(first->headers.get("X-RateLimit-Reset"), reset);
+  EXPECT_EQ(second->headers.get("x-ratelimit-remaining"), "0");
+  EXPECT_EQ(third->status, 429);
+  EXPECT_EQ(third->headers.get("X-RateLimit-Remaining"), "0");
+  EXPECT_EQ(third->headers.get("X-RateLimit-Reset"), reset);
+  EXPECT_EQ(third->headers.get("Date"), mock_portal::format_http_date(clock_->now()));
+}
+
+TEST_F(ClientTest, Perform_FixedWindowDeltaReset_ResetIsSecondsFromNow) {
+  start(on_fake_clock("sify", {.dialect = Dialect::kFixedWindow,
+                               .limit = 5,
+                               .window = 60s,
+                               .reset_style = mock_portal::ResetStyle::kDeltaSeconds}));
+  clock_->set(TimePoint(std::chrono::hours(24 * 365 * 50)) + 15s);
+  auto client = make_client();
+  auto r = get(*client, "/sify/movies/Up");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->headers.get("X-RateLimit-Reset"), "45");
+}
+
+TEST_F(ClientTest, Perform_TokenBucketSeconds_429CarriesRetryAfter) {
+  start(on_fake_clock("netflix", {.dialect = Dialect::kTokenBucket, .limit = 1, .window = 10s}));
+  auto client = make_client();
+  auto ok = get(*client, "/netflix/movies/Up");
+  auto throttled = get(*client, "/netflix/movies/Up");
+  ASSERT_TRUE(ok && throttled);
+  EXPECT_EQ(ok->status, 200);
+  EXPECT_FALSE(ok->headers.contains("Retry-After"));
+  EXPECT_EQ(throttled->status, 429);
+  EXPECT_EQ(throttled->headers.get("retry-after"), "10");
+}
+
+TEST_F(ClientTest, Perform_TokenBucketHttpDate_RetryAfterIsADate) {
+  start(on_fake_clock("amazon_prime", {.dialect = Dialect::kTokenBucket,
+                                       .limit = 1,
+                                       .window = 10s,
+                                       .retry_after_style = mock_portal::RetryAfterStyle::kHttpDate}));
+  auto client = make_client();
+  ASSERT_TRUE(get(*client, "/amazon_prime/movies/Up"));
+  auto throttled = get(*client, "/amazon_prime/movies/Up");
+  ASSERT_TRUE(throttled);
+  EXPECT_EQ(throttled->status, 429);
+  EXPECT_EQ(throttled->headers.get("Retry-After"), mock_portal::format_http_date(clock_->now() + 10s));
+}
+
+TEST_F(ClientTest, Perform_IetfDialect_RateLimitHeadersArriveIntact) {
+  start(on_fake_clock("rotten_tomatoes", {.dialect = Dialect::kIetf, .limit = 10, .window = 1s}));
+  auto client = make_client();
+  auto r = get(*client, "/rotten_tomatoes/movies/Up");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->headers.get("RateLimit"), "limit=10, remaining=9, reset=1");
+  EXPECT_EQ(r->headers.get("RateLimit-Policy"), "10;w=1");
+}
+
+TEST_F(ClientTest, Perform_Bare429_NoRateLimitHeaders) {
+  start(on_fake_clock("imdb", {.dialect = Dialect::kBare429, .limit = 1, .window = 1s}));
+  auto client = make_client();
+  ASSERT_TRUE(get(*client, "/imdb/movies/Up"));
+  auto r = get(*client, "/imdb/movies/Up");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 429);
+  for (const auto& [name, value] : r->headers) {
+    EXPECT_EQ(name.find("RateLimit"), std::string::npos) << name;
+    EXPECT_EQ(name.find("Retry-After"), std::string::npos) << name;
+  }
+}
+
+TEST_F(ClientTest, Perform_ServerError_ReturnedAsResponseNotTransportError) {
+  start(on_fake_clock("imdb", {.error_rate = 1.0}));
+  auto client = make_client();
+  auto r = get(*client, "/imdb/movies/Up");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE(r->status == 500 || r->status == 503) << r->status;
+}
+
+TEST_F(ClientTest, Perform_RequestHeadersAndBody_ReachServer) {
+  start();
+  auto client = make_client({.user_agent = "ratchet-test/1"});
+  auto r = client->perform({.method = "POST",
+                            .url = server_->base_url() + "/_echo",
+                            .headers = {{"X-Api-Key", "k1"}, {"Content-Type", "application/json"}},
+                            .body = R"({"a":1})"});
+  ASSERT_TRUE(r) << r.error().message;
+  const auto echo = nlohmann::json::parse(r->body);
+  EXPECT_EQ(echo["method"], "POST");
+  EXPECT_EQ(echo["body"], R"({"a":1})");
+  EXPECT_EQ(echo.at("headers").at("X-Api-Key").at(0), "k1");
+  EXPECT_EQ(echo.at("headers").at("User-Agent").at(0), "ratchet-test/1");
+  EXPECT_FALSE(echo["headers"].contains("Expect"));
+}
+
+TEST_F(ClientTest, Perform_PutWithoutBody_SendsMethod) {
+  start();
+  auto client = make_client();
+  auto r = client->perform({.method = "DELETE", .url = server_->base_url() + "/_echo"});
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(nlohmann::json::parse(r->body)["method"], "DELETE");
+}
+
+TEST_F(ClientTest, Perform_LatencyBeyondTimeout_FailsWithTimeoutPromptly) {
+  start();
+  auto client = make_client({.timeout = 200ms});
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = get(*client, "/_delay/5000");
+  const auto elapsed = std::chrono::steady_clock::now() - t0;
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, TransportError::kTimeout) << r.error().message;
+  EXPECT_LT(elapsed, 3s);
+}
+
+TEST_F(ClientTest, Perform_PerRequestTimeout_OverridesClientTimeout) {
+  start();
+  auto client = make_client({.timeout = 30s});
+  auto r = client->perform({.url = server_->base_url() + "/_delay/5000", .timeout = 200ms});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, TransportError::kTimeout);
+}
+
+TEST_F(ClientTest, Perform_ClosedPort_FailsWithConnect) {
+  ClosedPort closed;
+  auto client = make_client();
+  auto r = client->perform({.url = "http://127.0.0.1:" + std::to_string(closed.port()) + "/imdb/movies/Up"});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, TransportError::kConnect) << r.error().message;
+  EXPECT_NE(
+      r.error().message.find("GET http://127.0.0.1:" + std::to_string(closed.port()) + "/imdb/movies/Up"),
+      std::string::npos)
+      << r.error().message;
+}
+
+TEST_F(ClientTest, Perform_Failure_MessageHasNoQueryOrHeaderValues) {
+  ClosedPort closed;
+  auto client = make_client();
+  auto r =
+      client->perform({.url = "http://127.0.0.1:" + std::to_string(closed.port()) + "/x?api_key=QUERYSECRET",
+                       .headers = {{"Authorization", "Bearer HEADERSECRET"}}});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message.find("QUERYSECRET"), std::string::npos) << r.error().message;
+  EXPECT_EQ(r.error().message.find("HEADERSECRET"), std::string::npos) << r.error().message;
+
+  auto bad = client->perform({.url = "http://127.0.0.1:1/", .headers = {{"X-Key", "LINESECRET\r\nEvil: 1"}}});
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().kind, TransportError::kInvalidUrl);
+  EXPECT_NE(bad.error().message.find("X-Key"), std::string::npos) << bad.error().message;
+  EXPECT_EQ(bad.error().message.find("LINESECRET"), std::string::npos) << bad.error().message;
+}
+
+TEST_F(ClientTest, Perform_ResponseOverLimit_FailsWithTooLarge) {
+  start();
+  auto client = make_client({.max_response_bytes = 4096});
+  auto small = get(*client, "/_bytes/1000");
+  ASSERT_TRUE(small) << small.error().message;
+  EXPECT_EQ(small->body.size(), 1000u);
+  auto large = get(*client, "/_bytes/100000");
+  ASSERT_FALSE(large);
+  EXPECT_EQ(large.error().kind, TransportError::kTooLarge) << large.error().message;
+  EXPECT_NE(large.error().message.find("4096"), std::string::npos);
+}
+
+TEST_F(ClientTest, Perform_RedirectsWithinLimit_FollowedToFinalResponse) {
+  start();
+  auto client = make_client({.max_redirects = 3});
+  auto r = get(*client, "/_redirect/3");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "arrived");
+  EXPECT_FALSE(r->headers.contains("Location"));  // only the final response's fields
+}
+
+TEST_F(ClientTest, Perform_RedirectsBeyondLimit_FailsWithTooManyRedirects) {
+  start();
+  auto client = make_client({.max_redirects = 3});
+  auto r = get(*client, "/_redirect/4");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, TransportError::kTooManyRedirects) << r.error().message;
+}
+
+TEST_F(ClientTest, Perform_ZeroRedirectsAllowed_ReturnsTheRedirect) {
+  start();
+  auto client = make_client({.max_redirects = 0});
+  auto r = get(*client, "/_redirect/1");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->status, 302);
+  EXPECT_EQ(r->headers.get("Location"), "/_redirect/0");
+}
+
+TEST_F(ClientTest, Perform_StopRequestedInFlight_FailsWithCancelledPromptly) {
+  start();
+  auto client = make_client();
+  std::stop_source stop;
+  std::jthread canceller([&stop] {
+    std::this_thread::sleep_for(100ms);
+    stop.request_stop();
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = get(*client, "/_delay/10000", stop.get_token());
+  const auto elapsed = std::chrono::steady_clock::now() - t0;
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, TransportError::kCancelled) << r.error().message;
+  EXPECT_LT(elapsed, 3s);
+  // The client stays usable after a cancelled transfer.
+  auto again = get(*client, "/imdb/movies/Up");
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(again->status, 200);
+}
+
+TEST_F(ClientTest, Perform_StopAlreadyRequested_NothingSent) {
+  start();
+  auto client = make_client();
+  std::stop_source stop;
+  stop.request_stop();
+  auto r = get(*client, "/imdb/movies/Up", stop.get_token());
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, TransportError::kCancelled);
+  EXPECT_EQ(server_->stats().portals.at("imdb").requests, 0);
+}
+
+TEST_F(ClientTest, Perform_SequentialRequests_ReuseOneConnection) {
+  start();
+  auto client = make_client();
+  for (int i = 0; i < 10; ++i) {
+    auto r = get(*client, "/imdb/movies/Up");
+    ASSERT_TRUE(r) << r.error().message;
+  }
+  EXPECT_EQ(server_->stats().connections, 1);
+}
+
+TEST_F(ClientTest, Perform_ManyThreads_AllSucceedOnFewConnections) {
+  start();
+  auto client = make_client();
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 25;
+  std::atomic<int> ok{0};
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < kPerThread; ++i) {
+          auto r = get(*client, "/sify/movies/m" + std::to_string(t));
+          if (r && r->status == 200 &&
+              nlohmann::json::parse(r->body)["result"]["name"] == "m" + std::to_string(t)) {
+            ++ok;
+          }
+        }
+      });
+    }
+  }
+  EXPECT_EQ(ok.load(), kThreads * kPerThread);
+  const auto stats = server_->stats();
+  EXPECT_EQ(stats.portals.at("sify").requests, kThreads * kPerThread);
+  EXPECT_LE(stats.connections, kThreads);
+}
+
+TEST_F(ClientTest, Perform_HttpsToPlainHttpServer_FailsWithTls) {
+  start();
+  auto client = make_client({.timeout = 5s});
+  auto r =
+      client->perform({.url = "https://127.0.0.1:" + std::to_string(server_->port()) + "/imdb/movies/Up"});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, TransportError::kTls) << r.error().message;
+}
+
+TEST(ClientInvalid, Perform_BadUrlOrScheme_FailsWithInvalidUrl) {
+  auto client = Client::create({});
+  ASSERT_TRUE(client);
+  for (const std::string url : {"", "not a url", "ftp://127.0.0.1/file", "file:///etc/passwd"}) {
+    auto r = (*client)->perform({.url = url});
+    ASSERT_FALSE(r) << url;
+    EXPECT_EQ(r.error().kind, TransportError::kInvalidUrl) << url << ": " << r.error().message;
+  }
+  auto r = (*client)->perform({.method = "GE T", .url = "http://127.0.0.1:1/"});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, TransportError::kInvalidUrl);
+}
+
+TEST(ClientInvalid, Create_OptionsOutOfRange_InvalidArgument) {
+  EXPECT_EQ(Client::create({.timeout = 0ms}).error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(Client::create({.max_response_bytes = 0}).error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(Client::create({.max_redirects = -1}).error().code(), ErrorCode::kInvalidArgument);
+  auto missing = Client::create({.ca_file = "/nonexistent/ca.pem"});
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().message().find("/nonexistent/ca.pem"), std::string::npos);
+}
+
+TEST(ClientInvalid, Create_Defaults_VerifyTls) {
+  auto client = Client::create({});
+  ASSERT_TRUE(client);
+  EXPECT_TRUE((*client)->options().verify_tls);
+}
+
+}  // namespace
+}  // namespace ratchet::http

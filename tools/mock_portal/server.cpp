@@ -1,0 +1,271 @@
+#include "mock_portal/server.hpp"
+
+#include <arpa/inet.h>
+
+#include <httplib.h>
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <utility>
+
+#include "mock_portal/http_date.hpp"
+#include "mock_portal/portal.hpp"
+
+namespace ratchet::mock_portal {
+namespace {
+
+constexpr std::int64_t kMaxBytes = 64 * 1024 * 1024;
+
+bool is_loopback(const std::string& host) {
+  if (host == "localhost") return true;
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6);
+  return false;
+}
+
+std::int64_t to_int(const std::string& digits) {
+  // The routes' patterns admit only up to 9 digits, so this cannot overflow.
+  return std::stoll(digits);
+}
+
+}  // namespace
+
+struct MockPortalServer::Impl {
+  ServerOptions options;
+  std::string host;
+  std::map<std::string, std::unique_ptr<Portal>, std::less<>> portals;
+  httplib::Server http;
+  std::thread listener;
+  int port = -1;
+
+  std::mutex mu;  // guards the fields below
+  std::condition_variable wake;
+  bool stopping = false;
+  std::set<std::pair<std::string, int>> connections;
+
+  void note_connection(const httplib::Request& req) {
+    std::lock_guard lock(mu);
+    connections.emplace(req.remote_addr, req.remote_port);
+  }
+
+  // Real-time pause that ends early when the server stops, so stop() never
+  // waits for an added latency.
+  void pause(std::chrono::milliseconds d) {
+    if (d.count() <= 0) return;
+    std::unique_lock lock(mu);
+    wake.wait_for(lock, d, [this] { return stopping; });
+  }
+
+  void set_date(httplib::Response& res, std::chrono::seconds skew) const {
+    res.set_header("Date", format_http_date(options.clock->now() + skew));
+  }
+
+  void install_routes();
+};
+
+void MockPortalServer::Impl::install_routes() {
+  // Every handler converts exceptions to a 500 here, at the edge, so a bug in
+  // the mock shows up as an answer, not as a dropped connection.
+  auto guarded = [this](auto fn) {
+    return [this, fn](const httplib::Request& req, httplib::Response& res) {
+      note_connection(req);
+      try {
+        fn(req, res);
+      } catch (const std::exception& e) {
+        res.status = 500;
+        res.set_content(nlohmann::json{{"error", std::string("mock portal bug: ") + e.what()}}.dump(),
+                        "application/json");
+      }
+      if (!res.has_header("Date")) set_date(res, std::chrono::seconds(0));
+    };
+  };
+
+  http.Get(R"(/([a-z_]+)/movies/(.+))", guarded([this](const httplib::Request& req, httplib::Response& res) {
+             const auto it = portals.find(req.matches[1].str());
+             if (it == portals.end()) {
+               res.status = 404;
+               res.set_content(R"({"error":"no such portal"})", "application/json");
+               return;
+             }
+             Portal& portal = *it->second;
+             const PortalOptions o = portal.options();
+             pause(o.latency);
+             Answer a = portal.handle(req.matches[2].str(), *options.clock);
+             res.status = a.status;
+             for (auto& [k, v] : a.headers) res.set_header(k, v);
+             set_date(res, o.date_skew);
+             res.set_content(std::move(a.body), a.content_type.c_str());
+           }));
+
+  http.Get("/_stats", guarded([this](const httplib::Request&, httplib::Response& res) {
+             Stats s;
+             for (const auto& [name, p] : portals) s.portals.emplace(name, p->stats());
+             {
+               std::lock_guard lock(mu);
+               s.connections = static_cast<std::int64_t>(connections.size());
+             }
+             res.set_content(to_json(s).dump(), "application/json");
+           }));
+
+  http.Post("/_reset", guarded([this](const httplib::Request&, httplib::Response& res) {
+              for (auto& [_, p] : portals) p->reset();
+              {
+                std::lock_guard lock(mu);
+                connections.clear();
+              }
+              res.set_content(R"({"reset":true})", "application/json");
+            }));
+
+  http.Get(R"(/_redirect/(\d{1,9}))", guarded([](const httplib::Request& req, httplib::Response& res) {
+             const auto n = to_int(req.matches[1].str());
+             if (n <= 0) {
+               res.set_content("arrived", "text/plain");
+               return;
+             }
+             res.status = 302;
+             res.set_header("Location", "/_redirect/" + std::to_string(n - 1));
+           }));
+
+  http.Get(R"(/_bytes/(\d{1,9}))", guarded([](const httplib::Request& req, httplib::Response& res) {
+             const auto n = std::min(kMaxBytes, to_int(req.matches[1].str()));
+             res.set_content(std::string(static_cast<std::size_t>(n), 'x'), "application/octet-stream");
+           }));
+
+  http.Get(R"(/_delay/(\d{1,9}))", guarded([this](const httplib::Request& req, httplib::Response& res) {
+             pause(std::chrono::milliseconds(to_int(req.matches[1].str())));
+             res.set_content("waited", "text/plain");
+           }));
+
+  auto echo = guarded([](const httplib::Request& req, httplib::Response& res) {
+    nlohmann::json headers = nlohmann::json::object();
+    for (const auto& [k, v] : req.headers) headers[k].push_back(v);
+    res.set_content(nlohmann::json{{"method", req.method}, {"headers", headers}, {"body", req.body}}.dump(),
+                    "application/json");
+  });
+  http.Get("/_echo", echo);
+  http.Post("/_echo", echo);
+  http.Put("/_echo", echo);
+  http.Patch("/_echo", echo);
+  http.Delete("/_echo", echo);
+}
+
+MockPortalServer::MockPortalServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+MockPortalServer::~MockPortalServer() { stop(); }
+
+Result<std::unique_ptr<MockPortalServer>> MockPortalServer::start(ServerOptions options) {
+  if (!is_loopback(options.host)) {
+    return fail(Error::invalid_argument("mock portal: host '" + options.host +
+                                        "' is not a loopback address; it only ever listens on 127.0.0.1, "
+                                        "::1 or localhost"));
+  }
+  if (options.port < 0 || options.port > 65535) {
+    return fail(
+        Error::invalid_argument("mock portal: port " + std::to_string(options.port) + " is out of range"));
+  }
+  if (options.threads < 1) return fail(Error::invalid_argument("mock portal: threads must be >= 1"));
+  if (!options.clock) options.clock = SystemClock::instance();
+  for (const auto& [name, _] : options.portals) {
+    const auto& names = portal_names();
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      return fail(Error::invalid_argument("mock portal: unknown portal '" + name + "'"));
+    }
+  }
+
+  auto impl = std::make_unique<Impl>();
+  impl->options = std::move(options);
+  impl->host = impl->options.host == "localhost" ? "127.0.0.1" : impl->options.host;
+  for (const auto& name : portal_names()) {
+    const auto it = impl->options.portals.find(name);
+    impl->portals.emplace(
+        name, std::make_unique<Portal>(name, it == impl->options.portals.end() ? PortalOptions{} : it->second,
+                                       impl->options.seed));
+  }
+  const auto threads = static_cast<std::size_t>(impl->options.threads);
+  impl->http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  // Clients keep connections open for many requests; an idle one is let go
+  // after a second so stop() is never held up long by a client's idle socket.
+  impl->http.set_keep_alive_max_count(100000);
+  impl->http.set_keep_alive_timeout(1);
+  // Headers and body go out in separate writes; without this, Nagle and the
+  // client's delayed ACK add 40 ms to every answer on a reused connection.
+  impl->http.set_tcp_nodelay(true);
+  impl->install_routes();
+
+  if (impl->options.port == 0) {
+    impl->port = impl->http.bind_to_any_port(impl->host);
+  } else if (impl->http.bind_to_port(impl->host, impl->options.port)) {
+    impl->port = impl->options.port;
+  }
+  if (impl->port <= 0) {
+    return fail(Error::io("mock portal: cannot listen on " + impl->host + ":" +
+                          std::to_string(impl->options.port) +
+                          " (in use?); choose another --port or 0 for any free port"));
+  }
+  Impl* raw = impl.get();
+  impl->listener = std::thread([raw] { raw->http.listen_after_bind(); });
+  // stop() is only effective once the accept loop runs; wait for it.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!impl->http.is_running()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      impl->http.stop();
+      impl->listener.join();
+      return fail(Error::internal("mock portal: the server thread did not start within 10 s"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return std::unique_ptr<MockPortalServer>(new MockPortalServer(std::move(impl)));
+}
+
+int MockPortalServer::port() const noexcept { return impl_->port; }
+
+std::string MockPortalServer::base_url() const {
+  const bool v6 = impl_->host.find(':') != std::string::npos;
+  return "http://" + (v6 ? "[" + impl_->host + "]" : impl_->host) + ":" + std::to_string(impl_->port);
+}
+
+std::string MockPortalServer::portal_url(std::string_view portal) const {
+  return base_url() + "/" + std::string(portal);
+}
+
+Stats MockPortalServer::stats() const {
+  Stats s;
+  for (const auto& [name, p] : impl_->portals) s.portals.emplace(name, p->stats());
+  std::lock_guard lock(impl_->mu);
+  s.connections = static_cast<std::int64_t>(impl_->connections.size());
+  return s;
+}
+
+void MockPortalServer::reset() {
+  for (auto& [_, p] : impl_->portals) p->reset();
+  std::lock_guard lock(impl_->mu);
+  impl_->connections.clear();
+}
+
+Status MockPortalServer::configure(std::string_view portal, PortalOptions options) {
+  const auto it = impl_->portals.find(portal);
+  if (it == impl_->portals.end()) {
+    return fail(Error::not_found("mock portal: unknown portal '" + std::string(portal) + "'"));
+  }
+  it->second->configure(std::move(options));
+  return {};
+}
+
+void MockPortalServer::stop() {
+  if (!impl_ || !impl_->listener.joinable()) return;
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->wake.notify_all();
+  impl_->http.stop();
+  impl_->listener.join();
+}
+
+}  // namespace ratchet::mock_portal

@@ -1,0 +1,40 @@
+#include "mock_portal/stats.hpp"
+
+namespace ratchet::mock_portal {
+
+nlohmann::json to_json(const Stats& stats) {
+  nlohmann::json portals = nlohmann::json::object();
+  for (const auto& [name, p] : stats.portals) {
+    portals[name] = {{"requests", p.requests},
+                     {"ok", p.ok},
+                     {"throttled", p.throttled},
+                     {"errors", p.errors},
+                     {"max_in_window", p.max_in_window},
+                     {"window_ms", p.window.count()},
+                     {"movies", p.movies}};
+  }
+  return {{"portals", portals}, {"connections", stats.connections}};
+}
+
+Result<Stats> stats_from_json(const nlohmann::json& doc) {
+  try {
+    Stats s;
+    s.connections = doc.at("connections").get<std::int64_t>();
+    for (const auto& [name, p] : doc.at("portals").items()) {
+      PortalStats ps;
+      ps.requests = p.at("requests").get<std::int64_t>();
+      ps.ok = p.at("ok").get<std::int64_t>();
+      ps.throttled = p.at("throttled").get<std::int64_t>();
+      ps.errors = p.at("errors").get<std::int64_t>();
+      ps.max_in_window = p.at("max_in_window").get<std::int64_t>();
+      ps.window = std::chrono::milliseconds(p.at("window_ms").get<std::int64_t>());
+      ps.movies = p.at("movies").get<std::map<std::string, std::int64_t>>();
+      s.portals.emplace(name, std::move(ps));
+    }
+    return s;
+  } catch (const nlohmann::json::exception& e) {
+    return fail(Error::invalid_argument(std::string("mock portal stats: unexpected JSON: ") + e.what()));
+  }
+}
+
+}  // namespace ratchet::mock_portal
