@@ -77,12 +77,13 @@ Result<std::unique_ptr<SQLite::Database>> open_database(const DatabaseOptions& o
     if (!options.migrate) return fail(Error::database("database " + quoted(path) + " does not exist"));
     if (auto st = create_private_file(path); !st) return fail(st.error());
   } else {
-    struct stat sb{};
+    struct stat sb {};
     if (::stat(path.c_str(), &sb) != 0) {
       return fail(Error::database("cannot read database " + quoted(path) + ": " + std::strerror(errno)));
     }
     if (!S_ISREG(sb.st_mode)) {
-      return fail(Error::database("database " + quoted(path) + " is not a regular file; point the engine at a file"));
+      return fail(
+          Error::database("database " + quoted(path) + " is not a regular file; point the engine at a file"));
     }
     // Checked by mode bits as well as access(): a privileged process could
     // write anyway, but a file made read-only says "do not touch".
@@ -99,15 +100,16 @@ Result<std::unique_ptr<SQLite::Database>> open_database(const DatabaseOptions& o
     // refused untouched.
     int version = db->execAndGet("PRAGMA user_version").getInt();
     if (version > schema_version()) {
-      return fail(Error::database("database " + quoted(path) + " was written by a newer ratchet (schema version " +
-                                  std::to_string(version) + ", this build knows up to " +
-                                  std::to_string(schema_version()) +
-                                  "); upgrade ratchet or use another database file"));
+      return fail(Error::database(
+          "database " + quoted(path) + " was written by a newer ratchet (schema version " +
+          std::to_string(version) + ", this build knows up to " + std::to_string(schema_version()) +
+          "); upgrade ratchet or use another database file"));
     }
     std::string mode = db->execAndGet("PRAGMA journal_mode=WAL").getString();
     if (mode != "wal") {
-      return fail(Error::database("database " + quoted(path) + " cannot use write-ahead logging (journal mode is " +
-                                  mode + "); put it on a local file system"));
+      return fail(Error::database("database " + quoted(path) +
+                                  " cannot use write-ahead logging (journal mode is " + mode +
+                                  "); put it on a local file system"));
     }
     db->exec(options.synchronous_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
     db->exec("PRAGMA foreign_keys=OFF");

@@ -25,7 +25,8 @@ class Use {
 
 constexpr const char* kJobColumns =
     "id, type, queue, args, state, priority, run_at_us, attempt, max_attempts, unique_key, lease_owner, "
-    "lease_expires_us, lease_expiries, cancel_requested, result, last_error, created_us, updated_us, finished_us";
+    "lease_expires_us, lease_expiries, cancel_requested, result, last_error, created_us, updated_us, "
+    "finished_us";
 
 std::string text_or_empty(const SQLite::Column& c) { return c.isNull() ? std::string() : c.getString(); }
 
@@ -90,13 +91,15 @@ SQLite::Statement& JobStore::stmt(const char* sql) {
 
 Inserted JobStore::insert(const NewJob& job, Micros now) {
   if (!job.unique_key.empty()) {
-    Use q(stmt("SELECT id FROM jobs WHERE unique_key = ? AND state IN "
-               "('scheduled', 'available', 'running', 'retryable')"));
+    Use q(
+        stmt("SELECT id FROM jobs WHERE unique_key = ? AND state IN "
+             "('scheduled', 'available', 'running', 'retryable')"));
     q->bind(1, job.unique_key);
     if (q->executeStep()) return {q->getColumn(0).getInt64(), true};
   }
-  Use s(stmt("INSERT INTO jobs (type, queue, args, state, priority, run_at_us, max_attempts, unique_key, "
-             "created_us, updated_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+  Use s(
+      stmt("INSERT INTO jobs (type, queue, args, state, priority, run_at_us, max_attempts, unique_key, "
+           "created_us, updated_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
   s->bind(1, job.type);
   s->bind(2, job.queue);
   s->bind(3, job.args_json);
@@ -130,20 +133,23 @@ ClaimResult JobStore::claim(const ClaimRequest& req) {
   {
     std::vector<std::tuple<JobId, std::string, int, int, int, std::string>> expired;
     {
-      Use q(stmt("SELECT id, type, attempt, max_attempts, lease_expiries, lease_owner FROM jobs "
-                 "WHERE state = 'running' AND lease_expires_us <= ? ORDER BY lease_expires_us LIMIT 64"));
+      Use q(
+          stmt("SELECT id, type, attempt, max_attempts, lease_expiries, lease_owner FROM jobs "
+               "WHERE state = 'running' AND lease_expires_us <= ? ORDER BY lease_expires_us LIMIT 64"));
       q->bind(1, req.now);
       while (q->executeStep()) {
-        expired.emplace_back(q->getColumn(0).getInt64(), q->getColumn(1).getString(), q->getColumn(2).getInt(),
-                             q->getColumn(3).getInt(), q->getColumn(4).getInt(), text_or_empty(q->getColumn(5)));
+        expired.emplace_back(q->getColumn(0).getInt64(), q->getColumn(1).getString(),
+                             q->getColumn(2).getInt(), q->getColumn(3).getInt(), q->getColumn(4).getInt(),
+                             text_or_empty(q->getColumn(5)));
       }
     }
     for (const auto& [id, type, attempt, max_attempts, expiries, owner] : expired) {
       bool dead = expiries + 1 >= req.max_lease_expiries || attempt >= max_attempts;
       std::string error = "lease expired: worker " + owner + " stopped renewing it (crashed or hung)";
-      Use u(stmt("UPDATE jobs SET state = ?, lease_owner = NULL, lease_expires_us = NULL, "
-                 "lease_expiries = lease_expiries + 1, resume = 0, run_at_us = ?, last_error = ?, updated_us = ?, "
-                 "finished_us = ? WHERE id = ?"));
+      Use u(stmt(
+          "UPDATE jobs SET state = ?, lease_owner = NULL, lease_expires_us = NULL, "
+          "lease_expiries = lease_expiries + 1, resume = 0, run_at_us = ?, last_error = ?, updated_us = ?, "
+          "finished_us = ? WHERE id = ?"));
       u->bind(1, dead ? "dead" : "retryable");
       u->bind(2, req.now);
       u->bind(3, error);
@@ -168,10 +174,11 @@ ClaimResult JobStore::claim(const ClaimRequest& req) {
 
   std::vector<JobId> ids;
   {
-    Use q(stmt("SELECT id FROM jobs WHERE state IN ('scheduled', 'available', 'retryable') AND run_at_us <= ?1 "
-               "AND type IN (SELECT value FROM json_each(?2)) "
-               "AND (?3 IS NULL OR queue IN (SELECT value FROM json_each(?3))) "
-               "ORDER BY priority, run_at_us, id LIMIT ?4"));
+    Use q(
+        stmt("SELECT id FROM jobs WHERE state IN ('scheduled', 'available', 'retryable') AND run_at_us <= ?1 "
+             "AND type IN (SELECT value FROM json_each(?2)) "
+             "AND (?3 IS NULL OR queue IN (SELECT value FROM json_each(?3))) "
+             "ORDER BY priority, run_at_us, id LIMIT ?4"));
     q->bind(1, req.now);
     q->bind(2, string_array(req.types).dump());
     if (req.queues.empty()) {
@@ -183,9 +190,10 @@ ClaimResult JobStore::claim(const ClaimRequest& req) {
     while (q->executeStep()) ids.push_back(q->getColumn(0).getInt64());
   }
   for (JobId id : ids) {
-    Use u(stmt("UPDATE jobs SET state = 'running', attempt = attempt + 1 - resume, resume = 0, lease_owner = ?, "
-               "lease_expires_us = ?, updated_us = ? WHERE id = ? "
-               "RETURNING type, queue, args, attempt, max_attempts, cancel_requested"));
+    Use u(stmt(
+        "UPDATE jobs SET state = 'running', attempt = attempt + 1 - resume, resume = 0, lease_owner = ?, "
+        "lease_expires_us = ?, updated_us = ? WHERE id = ? "
+        "RETURNING type, queue, args, attempt, max_attempts, cancel_requested"));
     u->bind(1, req.owner);
     u->bind(2, req.lease_until);
     u->bind(3, req.now);
@@ -211,8 +219,9 @@ std::vector<std::pair<JobId, bool>> JobStore::renew(const std::string& owner, co
                                                     Micros lease_until, Micros now) {
   std::vector<std::pair<JobId, bool>> held;
   for (JobId id : ids) {
-    Use u(stmt("UPDATE jobs SET lease_expires_us = ?, updated_us = ? WHERE id = ? AND lease_owner = ? AND "
-               "state = 'running' RETURNING cancel_requested"));
+    Use u(
+        stmt("UPDATE jobs SET lease_expires_us = ?, updated_us = ? WHERE id = ? AND lease_owner = ? AND "
+             "state = 'running' RETURNING cancel_requested"));
     u->bind(1, lease_until);
     u->bind(2, now);
     u->bind(3, id);
@@ -230,11 +239,12 @@ LeaseWrite JobStore::checkpoint(const StepDone& step) {
   auto held = renew(step.owner, {step.id}, step.lease_until, step.finished);
   if (held.empty()) return {};
   // A completed step is never overwritten: its first committed output stands.
-  Use s(stmt("INSERT INTO steps (job_id, name, state, output, attempts, started_us, finished_us, last_error) "
-             "VALUES (?, ?, 'completed', ?, 1, ?, ?, NULL) ON CONFLICT (job_id, name) DO UPDATE SET "
-             "state = 'completed', output = excluded.output, attempts = steps.attempts + 1, "
-             "started_us = excluded.started_us, finished_us = excluded.finished_us "
-             "WHERE steps.state <> 'completed'"));
+  Use s(
+      stmt("INSERT INTO steps (job_id, name, state, output, attempts, started_us, finished_us, last_error) "
+           "VALUES (?, ?, 'completed', ?, 1, ?, ?, NULL) ON CONFLICT (job_id, name) DO UPDATE SET "
+           "state = 'completed', output = excluded.output, attempts = steps.attempts + 1, "
+           "started_us = excluded.started_us, finished_us = excluded.finished_us "
+           "WHERE steps.state <> 'completed'"));
   s->bind(1, step.id);
   s->bind(2, step.step);
   s->bind(3, step.output_json);
@@ -244,9 +254,11 @@ LeaseWrite JobStore::checkpoint(const StepDone& step) {
   return {true, held.front().second};
 }
 
-LeaseWrite JobStore::complete(JobId id, const std::string& owner, const std::string& result_json, Micros now) {
-  Use u(stmt("UPDATE jobs SET state = 'completed', result = ?, lease_owner = NULL, lease_expires_us = NULL, "
-             "updated_us = ?, finished_us = ? WHERE id = ? AND lease_owner = ? AND state = 'running'"));
+LeaseWrite JobStore::complete(JobId id, const std::string& owner, const std::string& result_json,
+                              Micros now) {
+  Use u(
+      stmt("UPDATE jobs SET state = 'completed', result = ?, lease_owner = NULL, lease_expires_us = NULL, "
+           "updated_us = ?, finished_us = ? WHERE id = ? AND lease_owner = ? AND state = 'running'"));
   u->bind(1, result_json);
   u->bind(2, now);
   u->bind(3, now);
@@ -256,9 +268,10 @@ LeaseWrite JobStore::complete(JobId id, const std::string& owner, const std::str
 }
 
 LeaseWrite JobStore::fail_attempt(const AttemptFailure& f) {
-  Use u(stmt("UPDATE jobs SET state = ?, run_at_us = COALESCE(?, run_at_us), lease_owner = NULL, "
-             "lease_expires_us = NULL, last_error = ?, updated_us = ?, finished_us = ? "
-             "WHERE id = ? AND lease_owner = ? AND state = 'running' RETURNING attempt"));
+  Use u(
+      stmt("UPDATE jobs SET state = ?, run_at_us = COALESCE(?, run_at_us), lease_owner = NULL, "
+           "lease_expires_us = NULL, last_error = ?, updated_us = ?, finished_us = ? "
+           "WHERE id = ? AND lease_owner = ? AND state = 'running' RETURNING attempt"));
   u->bind(1, f.retry_at ? "retryable" : "dead");
   if (f.retry_at) {
     u->bind(2, *f.retry_at);
@@ -290,10 +303,11 @@ LeaseWrite JobStore::fail_attempt(const AttemptFailure& f) {
   e->bind(5, f.now);
   e->exec();
   if (!f.step.empty()) {
-    Use s(stmt("INSERT INTO steps (job_id, name, state, attempts, last_error, finished_us) "
-               "VALUES (?, ?, 'failed', 1, ?, ?) ON CONFLICT (job_id, name) DO UPDATE SET state = 'failed', "
-               "attempts = steps.attempts + 1, last_error = excluded.last_error, finished_us = excluded.finished_us "
-               "WHERE steps.state <> 'completed'"));
+    Use s(stmt(
+        "INSERT INTO steps (job_id, name, state, attempts, last_error, finished_us) "
+        "VALUES (?, ?, 'failed', 1, ?, ?) ON CONFLICT (job_id, name) DO UPDATE SET state = 'failed', "
+        "attempts = steps.attempts + 1, last_error = excluded.last_error, finished_us = excluded.finished_us "
+        "WHERE steps.state <> 'completed'"));
     s->bind(1, f.id);
     s->bind(2, f.step);
     s->bind(3, f.error);
@@ -301,15 +315,18 @@ LeaseWrite JobStore::fail_attempt(const AttemptFailure& f) {
     s->exec();
   }
   if (f.retry_at) {
-    add_timeline(f.id, f.now, "retry_scheduled",
-                 "attempt " + std::to_string(attempt) + " failed; next attempt at " + std::to_string(*f.retry_at));
+    add_timeline(
+        f.id, f.now, "retry_scheduled",
+        "attempt " + std::to_string(attempt) + " failed; next attempt at " + std::to_string(*f.retry_at));
   }
   return {true, false};
 }
 
-LeaseWrite JobStore::park(JobId id, const std::string& owner, Micros until, const std::string& reason, Micros now) {
-  Use u(stmt("UPDATE jobs SET state = 'scheduled', run_at_us = ?, resume = 1, lease_owner = NULL, "
-             "lease_expires_us = NULL, updated_us = ? WHERE id = ? AND lease_owner = ? AND state = 'running'"));
+LeaseWrite JobStore::park(JobId id, const std::string& owner, Micros until, const std::string& reason,
+                          Micros now) {
+  Use u(
+      stmt("UPDATE jobs SET state = 'scheduled', run_at_us = ?, resume = 1, lease_owner = NULL, "
+           "lease_expires_us = NULL, updated_us = ? WHERE id = ? AND lease_owner = ? AND state = 'running'"));
   u->bind(1, until);
   u->bind(2, now);
   u->bind(3, id);
@@ -320,8 +337,9 @@ LeaseWrite JobStore::park(JobId id, const std::string& owner, Micros until, cons
 }
 
 LeaseWrite JobStore::release(JobId id, const std::string& owner, const std::string& reason, Micros now) {
-  Use u(stmt("UPDATE jobs SET state = 'available', run_at_us = ?, resume = 1, lease_owner = NULL, "
-             "lease_expires_us = NULL, updated_us = ? WHERE id = ? AND lease_owner = ? AND state = 'running'"));
+  Use u(
+      stmt("UPDATE jobs SET state = 'available', run_at_us = ?, resume = 1, lease_owner = NULL, "
+           "lease_expires_us = NULL, updated_us = ? WHERE id = ? AND lease_owner = ? AND state = 'running'"));
   u->bind(1, now);
   u->bind(2, now);
   u->bind(3, id);
@@ -332,8 +350,9 @@ LeaseWrite JobStore::release(JobId id, const std::string& owner, const std::stri
 }
 
 LeaseWrite JobStore::finish_cancelled(JobId id, const std::string& owner, Micros now) {
-  Use u(stmt("UPDATE jobs SET state = 'cancelled', lease_owner = NULL, lease_expires_us = NULL, updated_us = ?, "
-             "finished_us = ? WHERE id = ? AND lease_owner = ? AND state = 'running'"));
+  Use u(stmt(
+      "UPDATE jobs SET state = 'cancelled', lease_owner = NULL, lease_expires_us = NULL, updated_us = ?, "
+      "finished_us = ? WHERE id = ? AND lease_owner = ? AND state = 'running'"));
   u->bind(1, now);
   u->bind(2, now);
   u->bind(3, id);
@@ -358,8 +377,9 @@ std::optional<JobState> JobStore::cancel(JobId id, Micros now) {
     add_timeline(id, now, "cancel_requested", "the job stops at its next step boundary");
     return JobState::kRunning;
   }
-  Use u(stmt("UPDATE jobs SET state = 'cancelled', cancel_requested = 1, updated_us = ?, finished_us = ? "
-             "WHERE id = ?"));
+  Use u(
+      stmt("UPDATE jobs SET state = 'cancelled', cancel_requested = 1, updated_us = ?, finished_us = ? "
+           "WHERE id = ?"));
   u->bind(1, now);
   u->bind(2, now);
   u->bind(3, id);
@@ -377,9 +397,10 @@ std::optional<JobState> JobStore::retry(JobId id, Micros now, int max_attempts_f
     state = parse_job_state(q->getColumn(0).getString());
   }
   if (state != JobState::kDead && state != JobState::kCancelled) return state;
-  Use u(stmt("UPDATE jobs SET state = 'available', attempt = 0, resume = 0, lease_expiries = 0, "
-             "cancel_requested = 0, max_attempts = MAX(max_attempts, ?), run_at_us = ?, updated_us = ?, "
-             "finished_us = NULL WHERE id = ?"));
+  Use u(
+      stmt("UPDATE jobs SET state = 'available', attempt = 0, resume = 0, lease_expiries = 0, "
+           "cancel_requested = 0, max_attempts = MAX(max_attempts, ?), run_at_us = ?, updated_us = ?, "
+           "finished_us = NULL WHERE id = ?"));
   u->bind(1, max_attempts_floor);
   u->bind(2, now);
   u->bind(3, now);
@@ -415,8 +436,9 @@ std::optional<JobRecord> JobStore::get(JobId id) {
     r = read_job(*q);
   }
   {
-    Use q(stmt("SELECT name, state, output, attempts, started_us, finished_us, last_error FROM steps "
-               "WHERE job_id = ? ORDER BY COALESCE(finished_us, started_us), name"));
+    Use q(
+        stmt("SELECT name, state, output, attempts, started_us, finished_us, last_error FROM steps "
+             "WHERE job_id = ? ORDER BY COALESCE(finished_us, started_us), name"));
     q->bind(1, id);
     while (q->executeStep()) {
       StepRecord s;
@@ -434,25 +456,26 @@ std::optional<JobRecord> JobStore::get(JobId id) {
     Use q(stmt("SELECT attempt, step, error, at_us FROM job_errors WHERE job_id = ? ORDER BY rowid"));
     q->bind(1, id);
     while (q->executeStep()) {
-      r.errors.push_back({q->getColumn(0).getInt(), text_or_empty(q->getColumn(1)), q->getColumn(2).getString(),
-                          from_micros(q->getColumn(3).getInt64())});
+      r.errors.push_back({q->getColumn(0).getInt(), text_or_empty(q->getColumn(1)),
+                          q->getColumn(2).getString(), from_micros(q->getColumn(3).getInt64())});
     }
   }
   {
     Use q(stmt("SELECT at_us, kind, detail FROM job_timeline WHERE job_id = ? ORDER BY at_us, rowid"));
     q->bind(1, id);
     while (q->executeStep()) {
-      r.timeline.push_back(
-          {from_micros(q->getColumn(0).getInt64()), q->getColumn(1).getString(), text_or_empty(q->getColumn(2))});
+      r.timeline.push_back({from_micros(q->getColumn(0).getInt64()), q->getColumn(1).getString(),
+                            text_or_empty(q->getColumn(2))});
     }
   }
   return r;
 }
 
 std::vector<JobRecord> JobStore::list(const JobFilter& filter) {
-  static const std::string sql = std::string("SELECT ") + kJobColumns +
-                                 " FROM jobs WHERE id > ?1 AND (?2 IS NULL OR state = ?2) AND "
-                                 "(?3 IS NULL OR type = ?3) AND (?4 IS NULL OR queue = ?4) ORDER BY id LIMIT ?5";
+  static const std::string sql =
+      std::string("SELECT ") + kJobColumns +
+      " FROM jobs WHERE id > ?1 AND (?2 IS NULL OR state = ?2) AND "
+      "(?3 IS NULL OR type = ?3) AND (?4 IS NULL OR queue = ?4) ORDER BY id LIMIT ?5";
   Use q(stmt(sql.c_str()));
   q->bind(1, filter.after_id);
   if (filter.state) {
@@ -480,14 +503,16 @@ std::vector<std::pair<JobState, std::int64_t>> JobStore::counts() {
   std::vector<std::pair<JobState, std::int64_t>> out;
   Use q(stmt("SELECT state, COUNT(*) FROM jobs GROUP BY state"));
   while (q->executeStep()) {
-    if (auto s = parse_job_state(q->getColumn(0).getString())) out.emplace_back(*s, q->getColumn(1).getInt64());
+    if (auto s = parse_job_state(q->getColumn(0).getString()))
+      out.emplace_back(*s, q->getColumn(1).getInt64());
   }
   return out;
 }
 
 std::int64_t JobStore::pending() {
-  Use q(stmt("SELECT COUNT(*) FROM (SELECT 1 FROM jobs WHERE state IN ('scheduled', 'available', 'running', "
-             "'retryable') LIMIT 1)"));
+  Use q(
+      stmt("SELECT COUNT(*) FROM (SELECT 1 FROM jobs WHERE state IN ('scheduled', 'available', 'running', "
+           "'retryable') LIMIT 1)"));
   q->executeStep();
   return q->getColumn(0).getInt64();
 }

@@ -58,7 +58,8 @@ class Store {
     std::binary_semaphore done{0};
   };
 
-  Store(DatabaseOptions options, std::unique_ptr<SQLite::Database> writer, std::unique_ptr<SQLite::Database> reader);
+  Store(DatabaseOptions options, std::unique_ptr<SQLite::Database> writer,
+        std::unique_ptr<SQLite::Database> reader);
   void submit(Op& op);
   void run_writer(std::stop_token stop);
   void commit_batch(std::deque<Op*>& batch);

@@ -104,8 +104,8 @@ struct JobRecord {
 
 struct JobFilter {
   std::optional<JobState> state;
-  std::string type;   // empty: any
-  std::string queue;  // empty: any
+  std::string type;    // empty: any
+  std::string queue;   // empty: any
   JobId after_id = 0;  // for paging: only ids greater than this
   int limit = 100;
 };

@@ -29,7 +29,7 @@ TEST(OpenDatabase, NewFile_CreatedPrivateWithWalAndCurrentSchema) {
   testing::TempDir dir;
   auto db = open_database(opts(dir.file("a.db")));
   ASSERT_TRUE(db) << db.error().to_string();
-  struct stat sb{};
+  struct stat sb {};
   ASSERT_EQ(::stat(dir.file("a.db").c_str(), &sb), 0);
   EXPECT_EQ(sb.st_mode & 0777, 0600);
   EXPECT_EQ((*db)->execAndGet("PRAGMA journal_mode").getString(), "wal");

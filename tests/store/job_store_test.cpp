@@ -33,7 +33,8 @@ class JobStoreTest : public ::testing::Test {
     return r->id;
   }
 
-  ClaimResult claim(const std::string& owner, Micros now, int limit = 10, std::vector<std::string> types = {"t"}) {
+  ClaimResult claim(const std::string& owner, Micros now, int limit = 10,
+                    std::vector<std::string> types = {"t"}) {
     ClaimRequest req{owner, now, now + 30 * kSec, limit, std::move(types), {}, 3};
     auto r = store_->write([&](JobStore& s) { return s.claim(req); });
     EXPECT_TRUE(r);
@@ -60,7 +61,9 @@ TEST_F(JobStoreTest, Insert_DueNow_IsAvailableAndFutureIsScheduled) {
 
 TEST_F(JobStoreTest, Insert_LiveUniqueKey_ReturnsExistingJob) {
   JobId a = add("t", kT0, 0, 3, "movie-1");
-  auto r = store_->write([&](JobStore& s) { return s.insert({"t", "default", "{}", 0, kT0, 3, "movie-1"}, kT0); });
+  auto r = store_->write([&](JobStore& s) {
+    return s.insert({"t", "default", "{}", 0, kT0, 3, "movie-1"}, kT0);
+  });
   ASSERT_TRUE(r);
   EXPECT_TRUE(r->existing);
   EXPECT_EQ(r->id, a);
@@ -111,7 +114,8 @@ TEST_F(JobStoreTest, Checkpoint_CommittedStepIsReturnedOnNextClaimAndNeverOverwr
   ASSERT_TRUE(store_->write([&](JobStore& s) {
     return s.checkpoint({id, "w", "fetch", R"({"v":2})", kT0, kT0 + 1, kT0 + 30 * kSec});
   }));
-  ASSERT_TRUE(store_->write([&](JobStore& s) { return s.release(id, "w", "stopping", kT0 + 2).held; }).value());
+  ASSERT_TRUE(
+      store_->write([&](JobStore& s) { return s.release(id, "w", "stopping", kT0 + 2).held; }).value());
   auto c = claim("w2", kT0 + 3);
   ASSERT_EQ(c.jobs.size(), 1u);
   EXPECT_EQ(c.jobs[0].checkpoints.at("fetch")["v"], 1);
@@ -152,9 +156,11 @@ TEST_F(JobStoreTest, Park_SchedulesAtUntilKeepsAttemptAndRecordsTimeline) {
 TEST_F(JobStoreTest, FailAttempt_WithRetry_IsRetryableThenNextAttempt) {
   JobId id = add();
   claim("w", kT0);
-  ASSERT_TRUE(store_->write([&](JobStore& s) {
-    return s.fail_attempt({id, "w", "fetch", "boom", kT0, kT0 + 10 * kSec}).held;
-  }).value());
+  ASSERT_TRUE(store_
+                  ->write([&](JobStore& s) {
+                    return s.fail_attempt({id, "w", "fetch", "boom", kT0, kT0 + 10 * kSec}).held;
+                  })
+                  .value());
   auto j = job(id);
   EXPECT_EQ(j.state, JobState::kRetryable);
   ASSERT_EQ(j.errors.size(), 1u);
@@ -171,7 +177,9 @@ TEST_F(JobStoreTest, FailAttempt_WithRetry_IsRetryableThenNextAttempt) {
 TEST_F(JobStoreTest, FailAttempt_WithoutRetry_IsDeadAndRetryByHandRevivesIt) {
   JobId id = add();
   claim("w", kT0);
-  ASSERT_TRUE(store_->write([&](JobStore& s) { return s.fail_attempt({id, "w", "", "fatal", kT0, {}}).held; })
+  ASSERT_TRUE(store_->write([&](JobStore& s) {
+                      return s.fail_attempt({id, "w", "", "fatal", kT0, {}}).held;
+                    })
                   .value());
   EXPECT_EQ(job(id).state, JobState::kDead);
   EXPECT_TRUE(job(id).finished_at.has_value());
@@ -196,7 +204,9 @@ TEST_F(JobStoreTest, Cancel_RunningJob_SetsFlagSeenByNextCheckpoint) {
   JobId id = add();
   claim("w", kT0);
   ASSERT_EQ(*store_->write([&](JobStore& s) { return s.cancel(id, kT0); }), JobState::kRunning);
-  auto w = store_->write([&](JobStore& s) { return s.checkpoint({id, "w", "a", "1", kT0, kT0, kT0 + kSec}); });
+  auto w = store_->write([&](JobStore& s) {
+    return s.checkpoint({id, "w", "a", "1", kT0, kT0, kT0 + kSec});
+  });
   ASSERT_TRUE(w && w->held);
   EXPECT_TRUE(w->cancel_requested);
   ASSERT_TRUE(store_->write([&](JobStore& s) { return s.finish_cancelled(id, "w", kT0).held; }).value());
@@ -258,7 +268,9 @@ TEST_F(JobStoreTest, Purge_RemovesOnlyOldTerminalJobsWithTheirRows) {
   JobId old_done = add();
   JobId pending = add("t", kT0 + 100 * kSec);
   claim("w", kT0);
-  ASSERT_TRUE(store_->write([&](JobStore& s) { return s.checkpoint({old_done, "w", "a", "1", kT0, kT0, kT0 + kSec}); }));
+  ASSERT_TRUE(store_->write([&](JobStore& s) {
+    return s.checkpoint({old_done, "w", "a", "1", kT0, kT0, kT0 + kSec});
+  }));
   ASSERT_TRUE(store_->write([&](JobStore& s) { return s.complete(old_done, "w", "1", kT0); }));
   auto n = store_->write([&](JobStore& s) { return s.purge(kT0 + 1); });
   ASSERT_TRUE(n);
@@ -278,7 +290,8 @@ TEST_F(JobStoreTest, Write_ManyThreadsAtOnce_ShareCommitsAndLoseNothing) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&] {
       for (int i = 0; i < kPerThread; ++i) {
-        if (store_->write([&](JobStore& s) { return s.insert({"t", "q", "{}", 0, kT0, 1, ""}, kT0).id; })) ++ok;
+        if (store_->write([&](JobStore& s) { return s.insert({"t", "q", "{}", 0, kT0, 1, ""}, kT0).id; }))
+          ++ok;
       }
     });
   }
