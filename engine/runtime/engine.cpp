@@ -1,0 +1,320 @@
+// ratchet::Engine: the public API over the store, job types and scheduler.
+#include <unistd.h>
+
+#include <random>
+
+#include "runtime/args_check.hpp"
+#include "runtime/engine_impl.hpp"
+
+namespace ratchet {
+namespace {
+
+std::string default_worker_id() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  std::random_device rd;
+  char suffix[17];
+  std::snprintf(suffix, sizeof(suffix), "%08x", rd());
+  return std::string(host) + ":" + std::to_string(::getpid()) + ":" + suffix;
+}
+
+Status check_options(const EngineOptions& o) {
+  auto bad = [](const std::string& m) { return fail(Error::invalid_argument("engine options: " + m)); };
+  if (o.workers < 1) return bad("workers must be at least 1");
+  if (o.lease <= Duration::zero()) return bad("lease must be positive");
+  if (o.heartbeat <= Duration::zero() || o.heartbeat >= o.lease) {
+    return bad(
+        "heartbeat must be positive and shorter than the lease, so leases are renewed before they expire");
+  }
+  if (o.poll_interval <= Duration::zero()) return bad("poll_interval must be positive");
+  if (o.max_lease_expiries < 1) return bad("max_lease_expiries must be at least 1");
+  if (o.database.empty()) return bad("database path is empty");
+  return {};
+}
+
+config::JobTypeSpec spec_from(std::string name, const JobTypeOptions& o) {
+  config::JobTypeSpec s;
+  s.name = std::move(name);
+  s.attempts = o.attempts;
+  s.backoff.kind = config::Backoff::kExponential;
+  s.backoff.initial = std::chrono::duration_cast<std::chrono::microseconds>(o.backoff.initial);
+  s.backoff.max = std::chrono::duration_cast<std::chrono::microseconds>(o.backoff.max);
+  s.backoff.multiplier = o.backoff.multiplier;
+  s.backoff.jitter = o.backoff.jitter ? config::Jitter::kFull : config::Jitter::kNone;
+  s.queue = o.queue;
+  s.priority = o.priority;
+  for (const auto& a : o.args) s.args.push_back({a.name, static_cast<config::ArgType>(a.type), a.required});
+  return s;
+}
+
+Status check_spec(const config::JobTypeSpec& s) {
+  if (s.name.empty()) return fail(Error::invalid_argument("a job type needs a name"));
+  if (s.attempts < 1) {
+    return fail(Error::invalid_argument("job type \"" + s.name + "\": attempts must be at least 1"));
+  }
+  if (s.queue.empty()) return fail(Error::invalid_argument("job type \"" + s.name + "\": queue is empty"));
+  return {};
+}
+
+}  // namespace
+
+void Engine::Impl::wake() {
+  std::lock_guard lock(scheduler_mu);
+  if (scheduler) scheduler->wake();
+}
+
+void Engine::Impl::job_done() {
+  {
+    std::lock_guard lock(done_mu);
+    ++done_count;
+  }
+  done_cv.notify_all();
+}
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Engine::~Engine() { stop(); }
+
+Result<std::unique_ptr<Engine>> Engine::open(EngineOptions options) {
+  return runtime::open_engine(std::move(options));
+}
+
+const std::string& Engine::worker_id() const { return impl_->options.worker_id; }
+
+Status Engine::define(std::string type, JobHandler handler, JobTypeOptions options) {
+  if (!handler) return fail(Error::invalid_argument("job type \"" + type + "\": the handler is empty"));
+  auto spec = spec_from(std::move(type), options);
+  if (auto st = check_spec(spec); !st) return st;
+  impl_->types.define(
+      std::make_shared<runtime::JobType>(runtime::JobType{std::move(spec), std::move(handler)}));
+  impl_->wake();
+  return {};
+}
+
+Result<std::vector<JobId>> Engine::enqueue_many(std::string_view type,
+                                                const std::vector<nlohmann::json>& args,
+                                                EnqueueOptions options) {
+  auto t = impl_->types.find(std::string(type));
+  if (!t) {
+    std::string known;
+    for (const auto& n : impl_->types.names()) known += (known.empty() ? "" : ", ") + n;
+    return fail(Error::not_found("unknown job type \"" + std::string(type) +
+                                 "\" (defined: " + (known.empty() ? "none" : known) + ")"));
+  }
+  const config::JobTypeSpec& spec = t->spec;
+  int max_attempts = options.max_attempts.value_or(spec.attempts);
+  if (max_attempts < 1) {
+    return fail(Error::invalid_argument("job type \"" + spec.name + "\": max_attempts must be at least 1"));
+  }
+  TimePoint now = impl_->clock->now();
+  TimePoint run_at = options.run_at.value_or(now + options.delay.value_or(Duration::zero()));
+  std::vector<store::NewJob> jobs;
+  jobs.reserve(args.size());
+  for (const auto& a : args) {
+    if (auto st = runtime::check_args(spec.name, spec.args, a); !st) return fail(st.error());
+    store::NewJob j;
+    j.type = spec.name;
+    j.queue = options.queue.empty() ? spec.queue : options.queue;
+    try {
+      j.args_json = a.dump();
+    } catch (const nlohmann::json::exception& e) {
+      return fail(Error::invalid_argument("job type \"" + spec.name +
+                                          "\": arguments are not valid JSON text (" + e.what() + ")"));
+    }
+    j.priority = options.priority.value_or(spec.priority);
+    j.run_at = store::to_micros(run_at);
+    j.max_attempts = max_attempts;
+    j.unique_key = options.unique_key;
+    jobs.push_back(std::move(j));
+  }
+  store::Micros now_us = store::to_micros(now);
+  auto ids = impl_->store->write([&](store::JobStore& s) {
+    std::vector<JobId> out;
+    out.reserve(jobs.size());
+    for (const auto& j : jobs) out.push_back(s.insert(j, now_us).id);
+    return out;
+  });
+  if (!ids) return fail(ids.error().with_context("enqueueing a " + spec.name + " job"));
+  if (run_at <= now) impl_->wake();
+  return ids;
+}
+
+Result<JobId> Engine::enqueue(std::string_view type, nlohmann::json args, EnqueueOptions options) {
+  auto ids = enqueue_many(type, {std::move(args)}, std::move(options));
+  if (!ids) return fail(ids.error());
+  return ids->front();
+}
+
+Status Engine::start() {
+  std::lock_guard lock(impl_->scheduler_mu);
+  if (impl_->scheduler) return {};
+  runtime::SchedulerOptions so{impl_->options.workers, impl_->options.heartbeat, impl_->options.poll_interval,
+                               impl_->options.queues, impl_->options.max_lease_expiries};
+  runtime::ExecutorEnv env;
+  env.run = runtime::RunEnv{impl_->store.get(),
+                            impl_->clock.get(),
+                            impl_->options.worker_id,
+                            impl_->options.lease,
+                            impl_->options.park_threshold,
+                            impl_->caller.get()};
+  env.render = impl_->render;
+  env.jitter = impl_->jitter.get();
+  env.events = &impl_->events;
+  Impl* impl = impl_.get();
+  impl_->scheduler = std::make_unique<runtime::Scheduler>(std::move(so), std::move(env), impl_->types,
+                                                          [impl] { impl->job_done(); });
+  impl_->scheduler->start();
+  return {};
+}
+
+void Engine::stop() {
+  std::unique_ptr<runtime::Scheduler> s;
+  {
+    std::lock_guard lock(impl_->scheduler_mu);
+    s = std::move(impl_->scheduler);
+  }
+  if (s) {
+    s->stop(std::chrono::duration_cast<std::chrono::steady_clock::duration>(impl_->options.shutdown_grace));
+  }
+}
+
+Status Engine::drain(std::optional<std::chrono::steady_clock::duration> timeout) {
+  auto deadline =
+      timeout ? std::chrono::steady_clock::now() + *timeout : std::chrono::steady_clock::time_point::max();
+  while (true) {
+    std::uint64_t seen;
+    {
+      std::lock_guard lock(impl_->done_mu);
+      seen = impl_->done_count;
+    }
+    auto pending = impl_->store->read([](store::JobStore& s) { return s.pending(); });
+    if (!pending) return fail(pending.error());
+    if (*pending == 0) return {};
+    std::unique_lock lock(impl_->done_mu);
+    // Jobs of other processes finish without telling us: look again soon.
+    auto until = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(20));
+    impl_->done_cv.wait_until(lock, until, [&] { return impl_->done_count != seen; });
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return fail(Error::timeout("drain: jobs are still pending after the timeout"));
+    }
+  }
+}
+
+Result<JobRecord> Engine::get(JobId id) {
+  auto r = impl_->store->read([&](store::JobStore& s) { return s.get(id); });
+  if (!r) return fail(r.error());
+  if (!*r) return fail(Error::not_found("no job with id " + std::to_string(id)));
+  return std::move(**r);
+}
+
+Result<std::vector<JobRecord>> Engine::list(const JobFilter& filter) {
+  return impl_->store->read([&](store::JobStore& s) { return s.list(filter); });
+}
+
+Result<std::vector<std::pair<JobState, std::int64_t>>> Engine::counts() {
+  return impl_->store->read([](store::JobStore& s) { return s.counts(); });
+}
+
+Status Engine::cancel(JobId id) {
+  store::Micros now = store::to_micros(impl_->clock->now());
+  auto r = impl_->store->write([&](store::JobStore& s) { return s.cancel(id, now); });
+  if (!r) return fail(r.error());
+  if (!*r) return fail(Error::not_found("no job with id " + std::to_string(id)));
+  if (**r == JobState::kCompleted || **r == JobState::kDead || **r == JobState::kCancelled) {
+    if (**r != JobState::kCancelled) {
+      return fail(Error::invalid_argument("job " + std::to_string(id) + " already ended (" +
+                                          std::string(to_string(**r)) + "); nothing to cancel"));
+    }
+  }
+  return {};
+}
+
+Status Engine::retry(JobId id) {
+  store::Micros now = store::to_micros(impl_->clock->now());
+  auto r = impl_->store->write([&](store::JobStore& s) { return s.retry(id, now, 1); });
+  if (!r) return fail(r.error());
+  if (!*r) return fail(Error::not_found("no job with id " + std::to_string(id)));
+  if (**r != JobState::kAvailable) {
+    return fail(Error::invalid_argument("job " + std::to_string(id) + " is " + std::string(to_string(**r)) +
+                                        "; only dead or cancelled jobs can be retried"));
+  }
+  impl_->wake();
+  return {};
+}
+
+Result<std::int64_t> Engine::purge(Duration older_than) {
+  store::Micros before = store::to_micros(impl_->clock->now() - older_than);
+  return impl_->store->write([&](store::JobStore& s) { return s.purge(before); });
+}
+
+Engine::Subscription Engine::subscribe(std::function<void(const JobEvent&)> callback) {
+  return impl_->events.subscribe(std::move(callback));
+}
+
+void Engine::unsubscribe(Subscription id) { impl_->events.unsubscribe(id); }
+
+namespace runtime {
+
+Result<std::unique_ptr<Engine>> open_engine(EngineOptions options, EngineWiring wiring) {
+  if (auto st = check_options(options); !st) return fail(st.error());
+  auto impl = std::make_unique<Engine::Impl>();
+  if (!options.clock) options.clock = SystemClock::instance();
+  if (options.worker_id.empty()) options.worker_id = default_worker_id();
+  std::uint64_t seed =
+      options.seed != 0 ? options.seed : (std::uint64_t{std::random_device{}()} << 32) ^ ::getpid();
+  store::DatabaseOptions db;
+  db.path = options.database;
+  db.synchronous_full = options.synchronous_full;
+  db.busy_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options.busy_timeout);
+  auto store = store::Store::open(db);
+  if (!store) return fail(store.error());
+  impl->clock = options.clock;
+  impl->options = std::move(options);
+  impl->store = std::move(*store);
+  impl->jitter = std::make_unique<Jitter>(seed);
+  impl->caller = std::move(wiring.caller);
+  if (wiring.render) impl->render = std::move(wiring.render);
+  return std::make_unique<Engine>(std::move(impl));
+}
+
+EngineOptions engine_options(const config::Config& config) {
+  const config::EngineSpec& e = config.engine;
+  EngineOptions o;
+  o.database = e.database;
+  if (o.database.is_relative() && !config.file.empty()) o.database = config.file.parent_path() / o.database;
+  o.workers = e.workers;
+  o.synchronous_full = e.synchronous_full;
+  o.busy_timeout = e.busy_timeout;
+  o.lease = e.lease;
+  o.heartbeat = e.heartbeat;
+  o.park_threshold = e.park_threshold;
+  o.poll_interval = e.poll_interval;
+  o.shutdown_grace = e.shutdown_grace;
+  o.max_lease_expiries = e.max_lease_expiries;
+  return o;
+}
+
+Result<std::unique_ptr<Engine>> open_engine(const config::Config& config, EngineWiring wiring,
+                                            std::shared_ptr<const Clock> clock) {
+  EngineOptions o = engine_options(config);
+  o.clock = std::move(clock);
+  auto engine = open_engine(std::move(o), std::move(wiring));
+  if (!engine) return engine;
+  for (const auto& [name, spec] : config.jobs) {
+    if (auto st = define_declarative(**engine, spec); !st) return fail(st.error());
+  }
+  return engine;
+}
+
+Status define_declarative(Engine& engine, config::JobTypeSpec spec) {
+  if (auto st = check_spec(spec); !st) return st;
+  if (spec.steps.empty()) {
+    return fail(Error::invalid_argument("job type \"" + spec.name + "\" declares no steps"));
+  }
+  engine.impl().types.define(std::make_shared<JobType>(JobType{std::move(spec), {}}));
+  engine.impl().wake();
+  return {};
+}
+
+}  // namespace runtime
+}  // namespace ratchet

@@ -1,0 +1,71 @@
+// The state behind ratchet::Engine, and the internal ways to build one that
+// the public header does not offer: from a validated config::Config (the
+// integrator's TOML path), with a StepCaller that performs plugin calls and
+// the template renderer of the config part, and declarative job types.
+//
+// Thread-safety: as documented for Engine.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+
+#include "config/spec.hpp"
+#include "ratchet/engine.hpp"
+#include "runtime/backoff.hpp"
+#include "runtime/event_bus.hpp"
+#include "runtime/job_types.hpp"
+#include "runtime/scheduler.hpp"
+#include "runtime/step_caller.hpp"
+#include "runtime/template_renderer.hpp"
+#include "store/store.hpp"
+
+namespace ratchet {
+
+class Engine::Impl {
+ public:
+  EngineOptions options;
+  std::shared_ptr<const Clock> clock;
+  std::unique_ptr<store::Store> store;
+  runtime::JobTypes types;
+  runtime::EventBus events;
+  std::unique_ptr<runtime::Jitter> jitter;
+  std::shared_ptr<runtime::StepCaller> caller;
+  runtime::TemplateRenderer render = runtime::render_template_basic;
+
+  std::mutex scheduler_mu;
+  std::unique_ptr<runtime::Scheduler> scheduler;
+
+  std::mutex done_mu;
+  std::condition_variable done_cv;
+  std::uint64_t done_count = 0;
+
+  void wake();
+  void job_done();
+};
+
+namespace runtime {
+
+// What the assembled engine plugs in. Null/empty members keep the defaults:
+// no plugin calls, the basic template renderer, the clock of the options.
+struct EngineWiring {
+  std::shared_ptr<StepCaller> caller;
+  TemplateRenderer render;
+};
+
+Result<std::unique_ptr<Engine>> open_engine(EngineOptions options, EngineWiring wiring = {});
+
+// The engine section of a config as options; a relative database path
+// resolves against the config file's folder.
+EngineOptions engine_options(const config::Config& config);
+
+// Opens the engine the config describes and defines its declarative job
+// types. `clock` null: the system clock.
+Result<std::unique_ptr<Engine>> open_engine(const config::Config& config, EngineWiring wiring,
+                                            std::shared_ptr<const Clock> clock = nullptr);
+
+// Defines (or redefines) a declarative job type.
+Status define_declarative(Engine& engine, config::JobTypeSpec spec);
+
+}  // namespace runtime
+}  // namespace ratchet

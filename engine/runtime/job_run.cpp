@@ -1,0 +1,180 @@
+#include "runtime/job_run.hpp"
+
+#include <spdlog/spdlog.h>
+
+namespace ratchet::runtime {
+
+JobRun::JobRun(const RunEnv& env, store::ClaimedJob job) : env_(env), job_(std::move(job)) {
+  cancel_.store(job_.cancel_requested);
+}
+
+std::string JobRun::idempotency_key(std::string_view step) const {
+  return std::to_string(job_.id) + ":" + std::string(step);
+}
+
+std::optional<nlohmann::json> JobRun::checkpoint(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  auto it = job_.checkpoints.find(name);
+  if (it == job_.checkpoints.end()) return std::nullopt;
+  return it->second;
+}
+
+std::map<std::string, nlohmann::json> JobRun::checkpoints() const {
+  std::lock_guard lock(mu_);
+  return job_.checkpoints;
+}
+
+SignalKind JobRun::signal() const {
+  std::lock_guard lock(mu_);
+  return signal_;
+}
+
+TimePoint JobRun::park_until() const {
+  std::lock_guard lock(mu_);
+  return park_until_;
+}
+
+std::string JobRun::park_reason() const {
+  std::lock_guard lock(mu_);
+  return park_reason_;
+}
+
+void JobRun::mark_lost() {
+  lost_.store(true);
+  stop_.request_stop();
+}
+
+void JobRun::raise(SignalKind kind, TimePoint until, std::string reason) {
+  {
+    std::lock_guard lock(mu_);
+    if (kind > signal_) {
+      signal_ = kind;
+      if (kind == SignalKind::kParked) {
+        park_until_ = until;
+        park_reason_ = std::move(reason);
+      }
+    } else if (kind == SignalKind::kParked && signal_ == SignalKind::kParked && until < park_until_) {
+      park_until_ = until;
+      park_reason_ = std::move(reason);
+    }
+  }
+  throw RunSignal{kind};
+}
+
+void JobRun::check_boundary() {
+  if (lost_.load()) raise(SignalKind::kLost);
+  if (cancel_.load()) raise(SignalKind::kCancelled);
+  if (stopping_.load()) raise(SignalKind::kStopping);
+  SignalKind pending = signal();
+  if (pending != SignalKind::kNone) throw RunSignal{pending};
+}
+
+void JobRun::claim_name(const std::string& name) {
+  std::lock_guard lock(mu_);
+  if (!used_.insert(name).second) {
+    throw std::logic_error("step name \"" + name + "\" is used twice in one run of job type \"" + job_.type +
+                           "\"; step names must be unique within a job");
+  }
+}
+
+void JobRun::commit(const std::string& name, const nlohmann::json& output, TimePoint started) {
+  TimePoint now = env_.clock->now();
+  store::StepDone done{job_.id,
+                       env_.owner,
+                       name,
+                       output.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                       store::to_micros(started),
+                       store::to_micros(now),
+                       store::to_micros(now + env_.lease)};
+  auto written = env_.store->write([&](store::JobStore& s) { return s.checkpoint(done); });
+  if (!written) {
+    // Whether it committed is unknown: give the job up. Its lease expires and
+    // the next owner replays whatever did commit.
+    spdlog::error("job {} step \"{}\": checkpoint not written: {}", job_.id, name,
+                  written.error().to_string());
+    mark_lost();
+    raise(SignalKind::kLost);
+  }
+  if (!written->held) {
+    mark_lost();
+    raise(SignalKind::kLost);
+  }
+  if (written->cancel_requested) cancel_.store(true);
+  std::lock_guard lock(mu_);
+  job_.checkpoints[name] = output;
+}
+
+nlohmann::json JobRun::step(std::string_view name, const std::function<nlohmann::json()>& fn) {
+  std::string n(name);
+  claim_name(n);
+  if (auto c = checkpoint(n)) return *c;
+  check_boundary();
+  TimePoint started = env_.clock->now();
+  nlohmann::json out;
+  try {
+    out = fn();
+  } catch (const RunSignal&) {
+    throw;
+  } catch (const StepFailed&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw StepFailed(n, e.what());
+  } catch (...) {
+    throw StepFailed(n, "the step threw something that is not a std::exception");
+  }
+  // A signal raised inside fn (a nested call that parked) and swallowed there
+  // still ends the run: this output is not committed.
+  if (SignalKind pending = signal(); pending != SignalKind::kNone) throw RunSignal{pending};
+  commit(n, out, started);
+  return out;
+}
+
+nlohmann::json JobRun::call(std::string_view name, std::string_view operation, const nlohmann::json& args) {
+  auto dot = operation.find('.');
+  if (dot == std::string_view::npos || dot == 0 || dot + 1 == operation.size()) {
+    throw StepFailed(std::string(name), "operation \"" + std::string(operation) +
+                                            "\" must be written plugin.operation, e.g. imdb.get_rating");
+  }
+  return call_step(std::string(name), std::string(operation.substr(0, dot)),
+                   std::string(operation.substr(dot + 1)), args, std::nullopt);
+}
+
+nlohmann::json JobRun::call_step(const std::string& name, const std::string& plugin,
+                                 const std::string& operation, const nlohmann::json& args,
+                                 std::optional<Duration> max_wait) {
+  claim_name(name);
+  if (auto c = checkpoint(name)) return *c;
+  check_boundary();
+  if (env_.caller == nullptr) {
+    throw StepFailed(name,
+                     "no plugin host is configured, so " + plugin + "." + operation + " cannot be called");
+  }
+  TimePoint started = env_.clock->now();
+  StepCall call{plugin, operation, args, job_.id, name, idempotency_key(name), job_.attempt, max_wait};
+  while (true) {
+    CallOutcome outcome = env_.caller->call(call, stop_.get_token());
+    switch (outcome.kind()) {
+      case CallOutcome::Kind::kOk:
+        // The call happened: keep its output even if a cancel arrived meanwhile.
+        commit(name, outcome.output(), started);
+        return outcome.output();
+      case CallOutcome::Kind::kFailed: throw StepFailed(name, outcome.error().to_string());
+      case CallOutcome::Kind::kPark: {
+        TimePoint now = env_.clock->now();
+        if (outcome.until() - now > env_.park_threshold) {
+          raise(SignalKind::kParked, outcome.until(),
+                plugin + "." + operation + " (step " + name + "): " + outcome.reason());
+        }
+        // A short wait is cheaper in place than a park and a new claim.
+        if (!env_.clock->wait_until(outcome.until(), stop_.get_token())) {
+          check_boundary();
+          raise(SignalKind::kStopping);
+        }
+        check_boundary();
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace ratchet::runtime

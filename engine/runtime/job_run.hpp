@@ -1,0 +1,119 @@
+// One run of one claimed job: the StepContext a handler sees, the committed
+// checkpoints it replays, and the signals that end the run early.
+//
+// A run ends early by a signal (lease lost, cancelled, engine stopping,
+// parked), thrown as RunSignal from step()/call() at a step boundary and also
+// recorded in the run, so the executor honours it even if a handler swallows
+// the exception. When several concurrent steps raise signals, the most severe
+// wins (lost > cancelled > stopping > parked; of two parks the earlier time).
+//
+// A step function's failure is thrown as StepFailed (a std::runtime_error
+// that names the step); a handler may catch it and carry on.
+//
+// Thread-safety: step()/call() may run concurrently (declarative DAG steps);
+// mark_lost/request_cancel/request_stop are called from the heartbeat and
+// stop() threads.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+
+#include "ratchet/clock.hpp"
+#include "ratchet/step_context.hpp"
+#include "runtime/step_caller.hpp"
+#include "store/store.hpp"
+
+namespace ratchet::runtime {
+
+// What a run needs from its engine.
+struct RunEnv {
+  store::Store* store = nullptr;
+  const Clock* clock = nullptr;
+  std::string owner;
+  Duration lease{};
+  Duration park_threshold{};
+  StepCaller* caller = nullptr;  // null: plugin calls fail
+};
+
+enum class SignalKind { kNone = 0, kParked = 1, kStopping = 2, kCancelled = 3, kLost = 4 };
+
+// Not a std::exception, so `catch (const std::exception&)` in a handler does
+// not swallow it.
+struct RunSignal {
+  SignalKind kind;
+};
+
+class StepFailed : public std::runtime_error {
+ public:
+  StepFailed(std::string step, const std::string& error)
+      : std::runtime_error("step \"" + step + "\": " + error), step_(std::move(step)), error_(error) {}
+  const std::string& step() const { return step_; }
+  const std::string& error() const { return error_; }
+
+ private:
+  std::string step_;
+  std::string error_;
+};
+
+class JobRun final : public StepContext {
+ public:
+  JobRun(const RunEnv& env, store::ClaimedJob job);
+
+  // StepContext
+  JobId job_id() const override { return job_.id; }
+  const std::string& job_type() const override { return job_.type; }
+  const nlohmann::json& args() const override { return job_.args; }
+  int attempt() const override { return job_.attempt; }
+  std::string idempotency_key(std::string_view step) const override;
+  nlohmann::json step(std::string_view name, const std::function<nlohmann::json()>& fn) override;
+  nlohmann::json call(std::string_view name, std::string_view operation, const nlohmann::json& args) override;
+  bool cancel_requested() const override { return cancel_.load(); }
+  std::stop_token stop_token() const override { return stop_.get_token(); }
+
+  // A plugin call as a checkpointed step (declarative steps use this).
+  nlohmann::json call_step(const std::string& name, const std::string& plugin, const std::string& operation,
+                           const nlohmann::json& args, std::optional<Duration> max_wait);
+
+  // The committed output of a step, if any.
+  std::optional<nlohmann::json> checkpoint(const std::string& name) const;
+  std::map<std::string, nlohmann::json> checkpoints() const;
+
+  const store::ClaimedJob& job() const { return job_; }
+  SignalKind signal() const;
+  TimePoint park_until() const;
+  std::string park_reason() const;
+
+  // From other threads.
+  void mark_lost();
+  void request_cancel() { cancel_.store(true); }
+  void request_stop() { stopping_.store(true); }  // at the next step boundary
+  bool stopping() const { return stopping_.load(); }
+  void abort() { stop_.request_stop(); }  // also interrupt work in flight
+
+ private:
+  [[noreturn]] void raise(SignalKind kind, TimePoint until = {}, std::string reason = {});
+  void check_boundary();
+  void claim_name(const std::string& name);
+  void commit(const std::string& name, const nlohmann::json& output, TimePoint started);
+
+  RunEnv env_;
+  store::ClaimedJob job_;
+  std::stop_source stop_;
+  std::atomic<bool> cancel_{false};
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> lost_{false};
+
+  mutable std::mutex mu_;
+  std::set<std::string> used_;  // step names run or replayed in this run
+  SignalKind signal_ = SignalKind::kNone;
+  TimePoint park_until_{};
+  std::string park_reason_;
+};
+
+}  // namespace ratchet::runtime

@@ -1,0 +1,211 @@
+#include "runtime/scheduler.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <set>
+
+namespace ratchet::runtime {
+
+Scheduler::Scheduler(SchedulerOptions options, ExecutorEnv env, const JobTypes& types,
+                     std::function<void()> on_job_done)
+    : options_(std::move(options)),
+      env_(std::move(env)),
+      types_(types),
+      on_job_done_(std::move(on_job_done)) {}
+
+Scheduler::~Scheduler() { stop(std::chrono::seconds(0)); }
+
+void Scheduler::start() {
+  if (started_) return;
+  started_ = true;
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = false;
+  }
+  for (int i = 0; i < options_.workers; ++i) workers_.emplace_back([this] { worker_loop(); });
+  dispatcher_ = std::jthread([this](std::stop_token st) { dispatch_loop(st); });
+  heartbeat_ = std::jthread([this](std::stop_token st) { heartbeat_loop(st); });
+}
+
+void Scheduler::wake() {
+  std::lock_guard lock(wake_mu_);
+  wake_pending_ = true;
+  if (waiting_ != nullptr) waiting_->request_stop();
+}
+
+void Scheduler::wait_for_work(TimePoint deadline, std::stop_token stop) {
+  std::stop_source local;
+  {
+    std::lock_guard lock(wake_mu_);
+    if (wake_pending_) {
+      wake_pending_ = false;
+      return;
+    }
+    waiting_ = &local;
+  }
+  {
+    std::stop_callback on_stop(stop, [&] { local.request_stop(); });
+    env_.run.clock->wait_until(deadline, local.get_token());
+  }
+  std::lock_guard lock(wake_mu_);
+  waiting_ = nullptr;
+  wake_pending_ = false;
+}
+
+void Scheduler::dispatch_loop(std::stop_token stop) {
+  const std::size_t batch = static_cast<std::size_t>(options_.workers);
+  while (!stop.stop_requested()) {
+    int want = 0;
+    {
+      std::unique_lock lock(mu_);
+      // Refill when the queue ahead of the workers runs low, up to one batch
+      // ahead of them.
+      room_cv_.wait(lock, stop, [&] { return ready_.size() <= batch / 2; });
+      if (stop.stop_requested()) return;
+      want = static_cast<int>(2 * batch) - running_ - static_cast<int>(ready_.size());
+    }
+    if (want <= 0) {
+      std::unique_lock lock(mu_);
+      room_cv_.wait(lock, stop, [&] {
+        return static_cast<int>(2 * batch) - running_ - static_cast<int>(ready_.size()) > 0;
+      });
+      continue;
+    }
+    TimePoint now = env_.run.clock->now();
+    store::ClaimRequest req{env_.run.owner,
+                            store::to_micros(now),
+                            store::to_micros(now + env_.run.lease),
+                            want,
+                            types_.names(),
+                            options_.queues,
+                            options_.max_lease_expiries};
+    if (req.types.empty()) {
+      wait_for_work(now + options_.poll_interval, stop);
+      continue;
+    }
+    auto claimed = env_.run.store->write([&](store::JobStore& s) { return s.claim(req); });
+    if (!claimed) {
+      spdlog::error("claiming jobs failed: {}", claimed.error().to_string());
+      wait_for_work(now + options_.poll_interval, stop);
+      continue;
+    }
+    for (const auto& e : claimed->expired) {
+      JobEvent ev;
+      ev.kind = e.dead ? JobEvent::Kind::kDead : JobEvent::Kind::kFailed;
+      ev.id = e.id;
+      ev.type = e.type;
+      ev.attempt = e.attempt;
+      ev.error = e.error;
+      env_.events->publish(ev);
+    }
+    std::size_t got = claimed->jobs.size();
+    if (got > 0) {
+      std::lock_guard lock(mu_);
+      for (auto& j : claimed->jobs) ready_.push_back(std::move(j));
+      work_cv_.notify_all();
+    }
+    if (!claimed->expired.empty()) continue;  // taken-over jobs may be claimable now
+    if (got < static_cast<std::size_t>(want)) wait_for_work(now + options_.poll_interval, stop);
+  }
+}
+
+void Scheduler::worker_loop() {
+  while (true) {
+    store::ClaimedJob job;
+    {
+      std::unique_lock lock(mu_);
+      work_cv_.wait(lock, [&] { return !ready_.empty() || stopping_; });
+      if (stopping_) return;
+      job = std::move(ready_.front());
+      ready_.pop_front();
+      ++running_;
+    }
+    room_cv_.notify_one();
+    auto type = types_.find(job.type);
+    JobRun run(env_.run, std::move(job));
+    {
+      std::lock_guard lock(mu_);
+      active_[run.job_id()] = &run;
+      if (stopping_) run.request_stop();
+    }
+    execute(run, type.get(), env_);
+    {
+      std::lock_guard lock(mu_);
+      active_.erase(run.job_id());
+      --running_;
+    }
+    room_cv_.notify_one();
+    idle_cv_.notify_all();
+    if (on_job_done_) on_job_done_();
+  }
+}
+
+void Scheduler::heartbeat_loop(std::stop_token stop) {
+  const Clock& clock = *env_.run.clock;
+  while (clock.wait_until(clock.now() + options_.heartbeat, stop)) {
+    std::vector<JobId> ids;
+    {
+      std::lock_guard lock(mu_);
+      for (const auto& [id, run] : active_) ids.push_back(id);
+      for (const auto& j : ready_) ids.push_back(j.id);
+    }
+    if (ids.empty()) continue;
+    TimePoint now = clock.now();
+    auto held = env_.run.store->write([&](store::JobStore& s) {
+      return s.renew(env_.run.owner, ids, store::to_micros(now + env_.run.lease), store::to_micros(now));
+    });
+    if (!held) {
+      spdlog::error("renewing leases failed: {}", held.error().to_string());
+      continue;
+    }
+    std::map<JobId, bool> still;
+    for (const auto& [id, cancel] : *held) still[id] = cancel;
+    std::lock_guard lock(mu_);
+    for (const auto& [id, run] : active_) {
+      auto it = still.find(id);
+      if (it == still.end()) {
+        run->mark_lost();
+      } else if (it->second) {
+        run->request_cancel();
+      }
+    }
+    std::erase_if(ready_, [&](const store::ClaimedJob& j) { return !still.contains(j.id); });
+  }
+}
+
+void Scheduler::stop(std::chrono::steady_clock::duration grace) {
+  if (!started_) return;
+  std::deque<store::ClaimedJob> unstarted;
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    for (const auto& [id, run] : active_) run->request_stop();
+    unstarted.swap(ready_);
+  }
+  dispatcher_.request_stop();
+  room_cv_.notify_all();
+  wake();
+  if (dispatcher_.joinable()) dispatcher_.join();
+  work_cv_.notify_all();
+  if (!unstarted.empty()) {
+    store::Micros now = store::to_micros(env_.run.clock->now());
+    auto w = env_.run.store->write([&](store::JobStore& s) {
+      for (const auto& j : unstarted)
+        s.release(j.id, env_.run.owner, "engine stopping before the job started", now);
+    });
+    if (!w) spdlog::error("releasing unstarted jobs failed: {}", w.error().to_string());
+  }
+  {
+    std::unique_lock lock(mu_);
+    if (!idle_cv_.wait_for(lock, grace, [&] { return running_ == 0; })) {
+      for (const auto& [id, run] : active_) run->abort();
+    }
+  }
+  for (auto& t : workers_) t.join();
+  workers_.clear();
+  heartbeat_.request_stop();
+  if (heartbeat_.joinable()) heartbeat_.join();
+  started_ = false;
+}
+
+}  // namespace ratchet::runtime

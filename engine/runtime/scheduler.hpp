@@ -1,0 +1,83 @@
+// The worker pool of one engine: a dispatcher that claims due jobs in batches
+// (each claim a lease), worker threads that run them, and a heartbeat that
+// renews the leases of every job this engine holds and tells runs when
+// their lease was lost or a cancel was requested.
+//
+// The dispatcher keeps up to one batch of claimed jobs queued ahead of the
+// workers (their leases are renewed too), so a worker that finishes a job
+// starts the next without waiting for a claim to commit.
+//
+// Ownership: owned by the Engine; it borrows the store, clock and job types,
+// which outlive it. Thread-safety: start/stop/wake from any thread, but
+// start and stop not concurrently with each other.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "runtime/executor.hpp"
+#include "runtime/job_types.hpp"
+
+namespace ratchet::runtime {
+
+struct SchedulerOptions {
+  int workers = 8;
+  Duration heartbeat = std::chrono::seconds(10);
+  Duration poll_interval = std::chrono::milliseconds(200);
+  std::vector<std::string> queues;
+  int max_lease_expiries = 3;
+};
+
+class Scheduler {
+ public:
+  Scheduler(SchedulerOptions options, ExecutorEnv env, const JobTypes& types,
+            std::function<void()> on_job_done);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  void start();
+  // Stops claiming, asks running jobs to stop at their next step boundary,
+  // waits up to `grace` (real time), then interrupts them, and releases every
+  // job it still holds with its checkpoints.
+  void stop(std::chrono::steady_clock::duration grace);
+  // New work may be due (an enqueue, a finished job).
+  void wake();
+
+ private:
+  void dispatch_loop(std::stop_token stop);
+  void worker_loop();
+  void heartbeat_loop(std::stop_token stop);
+  void wait_for_work(TimePoint deadline, std::stop_token stop);
+
+  SchedulerOptions options_;
+  ExecutorEnv env_;
+  const JobTypes& types_;
+  std::function<void()> on_job_done_;
+
+  std::mutex mu_;
+  std::condition_variable work_cv_;      // ready_ gained a job, or stopping
+  std::condition_variable_any room_cv_;  // ready_ has room for another claim
+  std::condition_variable idle_cv_;      // a run ended
+  std::deque<store::ClaimedJob> ready_;
+  std::map<JobId, JobRun*> active_;
+  int running_ = 0;
+  bool stopping_ = false;
+  bool started_ = false;
+
+  std::mutex wake_mu_;
+  bool wake_pending_ = false;
+  std::stop_source* waiting_ = nullptr;
+
+  std::jthread dispatcher_;
+  std::jthread heartbeat_;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace ratchet::runtime

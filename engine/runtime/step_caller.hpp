@@ -1,0 +1,80 @@
+// The seam between the job runtime and whatever performs a plugin operation
+// call (in the assembled engine: circuit breaker, retry, limiters and the
+// plugin itself). The runtime only needs to know the outcome of one step's
+// call: its output, that the job must wait, or that the step failed after
+// its own retries.
+//
+// Ownership: the Engine holds the caller in a shared_ptr for its lifetime.
+// Thread-safety: call() is invoked from many worker threads at once.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stop_token>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "ratchet/clock.hpp"
+#include "ratchet/job.hpp"
+#include "ratchet/status.hpp"
+
+namespace ratchet::runtime {
+
+struct StepCall {
+  std::string plugin;     // "imdb"
+  std::string operation;  // "get_rating"
+  nlohmann::json args;    // rendered arguments
+  JobId job_id = 0;
+  std::string step;                  // step name within the job
+  std::string idempotency_key;       // "<job id>:<step>", stable across attempts
+  int attempt = 0;                   // job attempt
+  std::optional<Duration> max_wait;  // the step's bound on throttling waits, if declared
+};
+
+class CallOutcome {
+ public:
+  enum class Kind {
+    kOk,      // output holds the step's output
+    kPark,    // the call may not start before `until`: the job waits (limiter
+              // slot, backoff, open circuit); the caller keeps any reservation
+              // it made for that time
+    kFailed,  // the step failed for good (its retries are exhausted)
+  };
+
+  static CallOutcome ok(nlohmann::json output) {
+    return CallOutcome(Kind::kOk, std::move(output), {}, {}, {});
+  }
+  static CallOutcome park_until(TimePoint until, std::string reason) {
+    return CallOutcome(Kind::kPark, nullptr, until, std::move(reason), {});
+  }
+  static CallOutcome failed(Error error) {
+    return CallOutcome(Kind::kFailed, nullptr, {}, {}, std::move(error));
+  }
+
+  Kind kind() const { return kind_; }
+  const nlohmann::json& output() const { return output_; }
+  TimePoint until() const { return until_; }
+  const std::string& reason() const { return reason_; }
+  const Error& error() const { return *error_; }  // only for kFailed
+
+ private:
+  CallOutcome(Kind k, nlohmann::json o, TimePoint u, std::string r, std::optional<Error> e)
+      : kind_(k), output_(std::move(o)), until_(u), reason_(std::move(r)), error_(std::move(e)) {}
+
+  Kind kind_;
+  nlohmann::json output_;
+  TimePoint until_;
+  std::string reason_;
+  std::optional<Error> error_;
+};
+
+class StepCaller {
+ public:
+  virtual ~StepCaller() = default;
+  // Performs one step's call. `stop` is requested when the job must give up
+  // quickly (engine stopping after its grace period, lease lost).
+  virtual CallOutcome call(const StepCall& call, std::stop_token stop) = 0;
+};
+
+}  // namespace ratchet::runtime

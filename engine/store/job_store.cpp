@@ -1,0 +1,529 @@
+#include "store/job_store.hpp"
+
+#include <chrono>
+
+namespace ratchet::store {
+namespace {
+
+// Resets a cached statement when the scope ends, so no statement keeps a
+// read snapshot open between uses.
+class Use {
+ public:
+  explicit Use(SQLite::Statement& s) : s_(s) {
+    s_.reset();
+    s_.clearBindings();
+  }
+  ~Use() { s_.tryReset(); }
+  Use(const Use&) = delete;
+  Use& operator=(const Use&) = delete;
+  SQLite::Statement* operator->() { return &s_; }
+  SQLite::Statement& operator*() { return s_; }
+
+ private:
+  SQLite::Statement& s_;
+};
+
+constexpr const char* kJobColumns =
+    "id, type, queue, args, state, priority, run_at_us, attempt, max_attempts, unique_key, lease_owner, "
+    "lease_expires_us, lease_expiries, cancel_requested, result, last_error, created_us, updated_us, "
+    "finished_us";
+
+std::string text_or_empty(const SQLite::Column& c) { return c.isNull() ? std::string() : c.getString(); }
+
+nlohmann::json json_or_null(const SQLite::Column& c) {
+  if (c.isNull()) return nullptr;
+  return nlohmann::json::parse(c.getString(), nullptr, /*allow_exceptions=*/false);
+}
+
+std::optional<TimePoint> time_or_none(const SQLite::Column& c) {
+  if (c.isNull()) return std::nullopt;
+  return from_micros(c.getInt64());
+}
+
+JobRecord read_job(SQLite::Statement& s) {
+  JobRecord r;
+  r.id = s.getColumn(0).getInt64();
+  r.type = s.getColumn(1).getString();
+  r.queue = s.getColumn(2).getString();
+  r.args = json_or_null(s.getColumn(3));
+  r.state = parse_job_state(s.getColumn(4).getString()).value_or(JobState::kDead);
+  r.priority = s.getColumn(5).getInt();
+  r.run_at = from_micros(s.getColumn(6).getInt64());
+  r.attempt = s.getColumn(7).getInt();
+  r.max_attempts = s.getColumn(8).getInt();
+  r.unique_key = text_or_empty(s.getColumn(9));
+  r.lease_owner = text_or_empty(s.getColumn(10));
+  r.lease_expires_at = time_or_none(s.getColumn(11));
+  r.lease_expiries = s.getColumn(12).getInt();
+  r.cancel_requested = s.getColumn(13).getInt() != 0;
+  r.result = json_or_null(s.getColumn(14));
+  r.last_error = text_or_empty(s.getColumn(15));
+  r.created_at = from_micros(s.getColumn(16).getInt64());
+  r.updated_at = from_micros(s.getColumn(17).getInt64());
+  r.finished_at = time_or_none(s.getColumn(18));
+  return r;
+}
+
+nlohmann::json string_array(const std::vector<std::string>& v) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& s : v) a.push_back(s);
+  return a;
+}
+
+}  // namespace
+
+Micros to_micros(TimePoint t) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+}
+
+TimePoint from_micros(Micros us) {
+  return TimePoint(std::chrono::duration_cast<Duration>(std::chrono::microseconds(us)));
+}
+
+JobStore::JobStore(SQLite::Database& db) : db_(db) {}
+JobStore::~JobStore() = default;
+
+SQLite::Statement& JobStore::stmt(const char* sql) {
+  auto it = cache_.find(sql);
+  if (it == cache_.end()) it = cache_.emplace(sql, std::make_unique<SQLite::Statement>(db_, sql)).first;
+  return *it->second;
+}
+
+Inserted JobStore::insert(const NewJob& job, Micros now) {
+  if (!job.unique_key.empty()) {
+    Use q(
+        stmt("SELECT id FROM jobs WHERE unique_key = ? AND state IN "
+             "('scheduled', 'available', 'running', 'retryable')"));
+    q->bind(1, job.unique_key);
+    if (q->executeStep()) return {q->getColumn(0).getInt64(), true};
+  }
+  Use s(
+      stmt("INSERT INTO jobs (type, queue, args, state, priority, run_at_us, max_attempts, unique_key, "
+           "created_us, updated_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+  s->bind(1, job.type);
+  s->bind(2, job.queue);
+  s->bind(3, job.args_json);
+  s->bind(4, job.run_at > now ? "scheduled" : "available");
+  s->bind(5, job.priority);
+  s->bind(6, job.run_at);
+  s->bind(7, job.max_attempts);
+  if (job.unique_key.empty()) {
+    s->bind(8);
+  } else {
+    s->bind(8, job.unique_key);
+  }
+  s->bind(9, now);
+  s->bind(10, now);
+  s->exec();
+  return {db_.getLastInsertRowid(), false};
+}
+
+std::map<std::string, nlohmann::json> JobStore::load_checkpoints(JobId id) {
+  std::map<std::string, nlohmann::json> out;
+  Use q(stmt("SELECT name, output FROM steps WHERE job_id = ? AND state = 'completed'"));
+  q->bind(1, id);
+  while (q->executeStep()) out.emplace(q->getColumn(0).getString(), json_or_null(q->getColumn(1)));
+  return out;
+}
+
+ClaimResult JobStore::claim(const ClaimRequest& req) {
+  ClaimResult result;
+  // Jobs whose worker vanished: the attempt counts as failed (a job that
+  // keeps crashing its process ends dead instead of taking every worker down).
+  {
+    std::vector<std::tuple<JobId, std::string, int, int, int, std::string>> expired;
+    {
+      Use q(
+          stmt("SELECT id, type, attempt, max_attempts, lease_expiries, lease_owner FROM jobs "
+               "WHERE state = 'running' AND lease_expires_us <= ? ORDER BY lease_expires_us LIMIT 64"));
+      q->bind(1, req.now);
+      while (q->executeStep()) {
+        expired.emplace_back(q->getColumn(0).getInt64(), q->getColumn(1).getString(),
+                             q->getColumn(2).getInt(), q->getColumn(3).getInt(), q->getColumn(4).getInt(),
+                             text_or_empty(q->getColumn(5)));
+      }
+    }
+    for (const auto& [id, type, attempt, max_attempts, expiries, owner] : expired) {
+      bool dead = expiries + 1 >= req.max_lease_expiries || attempt >= max_attempts;
+      std::string error = "lease expired: worker " + owner + " stopped renewing it (crashed or hung)";
+      Use u(stmt(
+          "UPDATE jobs SET state = ?, lease_owner = NULL, lease_expires_us = NULL, "
+          "lease_expiries = lease_expiries + 1, resume = 0, run_at_us = ?, last_error = ?, updated_us = ?, "
+          "finished_us = ? WHERE id = ?"));
+      u->bind(1, dead ? "dead" : "retryable");
+      u->bind(2, req.now);
+      u->bind(3, error);
+      u->bind(4, req.now);
+      if (dead) {
+        u->bind(5, req.now);
+      } else {
+        u->bind(5);
+      }
+      u->bind(6, id);
+      u->exec();
+      Use e(stmt("INSERT INTO job_errors (job_id, attempt, step, error, at_us) VALUES (?, ?, NULL, ?, ?)"));
+      e->bind(1, id);
+      e->bind(2, attempt);
+      e->bind(3, error);
+      e->bind(4, req.now);
+      e->exec();
+      add_timeline(id, req.now, "lease_expired", error);
+      result.expired.push_back({id, type, attempt, dead, error});
+    }
+  }
+
+  std::vector<JobId> ids;
+  {
+    Use q(
+        stmt("SELECT id FROM jobs WHERE state IN ('scheduled', 'available', 'retryable') AND run_at_us <= ?1 "
+             "AND type IN (SELECT value FROM json_each(?2)) "
+             "AND (?3 IS NULL OR queue IN (SELECT value FROM json_each(?3))) "
+             "ORDER BY priority, run_at_us, id LIMIT ?4"));
+    q->bind(1, req.now);
+    q->bind(2, string_array(req.types).dump());
+    if (req.queues.empty()) {
+      q->bind(3);
+    } else {
+      q->bind(3, string_array(req.queues).dump());
+    }
+    q->bind(4, req.limit);
+    while (q->executeStep()) ids.push_back(q->getColumn(0).getInt64());
+  }
+  for (JobId id : ids) {
+    Use u(stmt(
+        "UPDATE jobs SET state = 'running', attempt = attempt + 1 - resume, resume = 0, lease_owner = ?, "
+        "lease_expires_us = ?, updated_us = ? WHERE id = ? "
+        "RETURNING type, queue, args, attempt, max_attempts, cancel_requested"));
+    u->bind(1, req.owner);
+    u->bind(2, req.lease_until);
+    u->bind(3, req.now);
+    u->bind(4, id);
+    if (!u->executeStep()) continue;
+    ClaimedJob j;
+    j.id = id;
+    j.type = u->getColumn(0).getString();
+    j.queue = u->getColumn(1).getString();
+    j.args = json_or_null(u->getColumn(2));
+    j.attempt = u->getColumn(3).getInt();
+    j.max_attempts = u->getColumn(4).getInt();
+    j.cancel_requested = u->getColumn(5).getInt() != 0;
+    while (u->executeStep()) {
+    }
+    result.jobs.push_back(std::move(j));
+  }
+  for (auto& j : result.jobs) j.checkpoints = load_checkpoints(j.id);
+  return result;
+}
+
+std::vector<std::pair<JobId, bool>> JobStore::renew(const std::string& owner, const std::vector<JobId>& ids,
+                                                    Micros lease_until, Micros now) {
+  std::vector<std::pair<JobId, bool>> held;
+  for (JobId id : ids) {
+    Use u(
+        stmt("UPDATE jobs SET lease_expires_us = ?, updated_us = ? WHERE id = ? AND lease_owner = ? AND "
+             "state = 'running' RETURNING cancel_requested"));
+    u->bind(1, lease_until);
+    u->bind(2, now);
+    u->bind(3, id);
+    u->bind(4, owner);
+    if (u->executeStep()) {
+      held.emplace_back(id, u->getColumn(0).getInt() != 0);
+      while (u->executeStep()) {
+      }
+    }
+  }
+  return held;
+}
+
+LeaseWrite JobStore::checkpoint(const StepDone& step) {
+  auto held = renew(step.owner, {step.id}, step.lease_until, step.finished);
+  if (held.empty()) return {};
+  // A completed step is never overwritten: its first committed output stands.
+  Use s(
+      stmt("INSERT INTO steps (job_id, name, state, output, attempts, started_us, finished_us, last_error) "
+           "VALUES (?, ?, 'completed', ?, 1, ?, ?, NULL) ON CONFLICT (job_id, name) DO UPDATE SET "
+           "state = 'completed', output = excluded.output, attempts = steps.attempts + 1, "
+           "started_us = excluded.started_us, finished_us = excluded.finished_us "
+           "WHERE steps.state <> 'completed'"));
+  s->bind(1, step.id);
+  s->bind(2, step.step);
+  s->bind(3, step.output_json);
+  s->bind(4, step.started);
+  s->bind(5, step.finished);
+  s->exec();
+  return {true, held.front().second};
+}
+
+LeaseWrite JobStore::complete(JobId id, const std::string& owner, const std::string& result_json,
+                              Micros now) {
+  Use u(
+      stmt("UPDATE jobs SET state = 'completed', result = ?, lease_owner = NULL, lease_expires_us = NULL, "
+           "updated_us = ?, finished_us = ? WHERE id = ? AND lease_owner = ? AND state = 'running'"));
+  u->bind(1, result_json);
+  u->bind(2, now);
+  u->bind(3, now);
+  u->bind(4, id);
+  u->bind(5, owner);
+  return {u->exec() == 1, false};
+}
+
+LeaseWrite JobStore::fail_attempt(const AttemptFailure& f) {
+  Use u(
+      stmt("UPDATE jobs SET state = ?, run_at_us = COALESCE(?, run_at_us), lease_owner = NULL, "
+           "lease_expires_us = NULL, last_error = ?, updated_us = ?, finished_us = ? "
+           "WHERE id = ? AND lease_owner = ? AND state = 'running' RETURNING attempt"));
+  u->bind(1, f.retry_at ? "retryable" : "dead");
+  if (f.retry_at) {
+    u->bind(2, *f.retry_at);
+  } else {
+    u->bind(2);
+  }
+  u->bind(3, f.error);
+  u->bind(4, f.now);
+  if (f.retry_at) {
+    u->bind(5);
+  } else {
+    u->bind(5, f.now);
+  }
+  u->bind(6, f.id);
+  u->bind(7, f.owner);
+  if (!u->executeStep()) return {};
+  int attempt = u->getColumn(0).getInt();
+  while (u->executeStep()) {
+  }
+  Use e(stmt("INSERT INTO job_errors (job_id, attempt, step, error, at_us) VALUES (?, ?, ?, ?, ?)"));
+  e->bind(1, f.id);
+  e->bind(2, attempt);
+  if (f.step.empty()) {
+    e->bind(3);
+  } else {
+    e->bind(3, f.step);
+  }
+  e->bind(4, f.error);
+  e->bind(5, f.now);
+  e->exec();
+  if (!f.step.empty()) {
+    Use s(stmt(
+        "INSERT INTO steps (job_id, name, state, attempts, last_error, finished_us) "
+        "VALUES (?, ?, 'failed', 1, ?, ?) ON CONFLICT (job_id, name) DO UPDATE SET state = 'failed', "
+        "attempts = steps.attempts + 1, last_error = excluded.last_error, finished_us = excluded.finished_us "
+        "WHERE steps.state <> 'completed'"));
+    s->bind(1, f.id);
+    s->bind(2, f.step);
+    s->bind(3, f.error);
+    s->bind(4, f.now);
+    s->exec();
+  }
+  if (f.retry_at) {
+    add_timeline(
+        f.id, f.now, "retry_scheduled",
+        "attempt " + std::to_string(attempt) + " failed; next attempt at " + std::to_string(*f.retry_at));
+  }
+  return {true, false};
+}
+
+LeaseWrite JobStore::park(JobId id, const std::string& owner, Micros until, const std::string& reason,
+                          Micros now) {
+  Use u(
+      stmt("UPDATE jobs SET state = 'scheduled', run_at_us = ?, resume = 1, lease_owner = NULL, "
+           "lease_expires_us = NULL, updated_us = ? WHERE id = ? AND lease_owner = ? AND state = 'running'"));
+  u->bind(1, until);
+  u->bind(2, now);
+  u->bind(3, id);
+  u->bind(4, owner);
+  if (u->exec() != 1) return {};
+  add_timeline(id, now, "parked", reason);
+  return {true, false};
+}
+
+LeaseWrite JobStore::release(JobId id, const std::string& owner, const std::string& reason, Micros now) {
+  Use u(
+      stmt("UPDATE jobs SET state = 'available', run_at_us = ?, resume = 1, lease_owner = NULL, "
+           "lease_expires_us = NULL, updated_us = ? WHERE id = ? AND lease_owner = ? AND state = 'running'"));
+  u->bind(1, now);
+  u->bind(2, now);
+  u->bind(3, id);
+  u->bind(4, owner);
+  if (u->exec() != 1) return {};
+  add_timeline(id, now, "released", reason);
+  return {true, false};
+}
+
+LeaseWrite JobStore::finish_cancelled(JobId id, const std::string& owner, Micros now) {
+  Use u(stmt(
+      "UPDATE jobs SET state = 'cancelled', lease_owner = NULL, lease_expires_us = NULL, updated_us = ?, "
+      "finished_us = ? WHERE id = ? AND lease_owner = ? AND state = 'running'"));
+  u->bind(1, now);
+  u->bind(2, now);
+  u->bind(3, id);
+  u->bind(4, owner);
+  return {u->exec() == 1, true};
+}
+
+std::optional<JobState> JobStore::cancel(JobId id, Micros now) {
+  std::optional<JobState> state;
+  {
+    Use q(stmt("SELECT state FROM jobs WHERE id = ?"));
+    q->bind(1, id);
+    if (!q->executeStep()) return std::nullopt;
+    state = parse_job_state(q->getColumn(0).getString());
+  }
+  if (!state || is_terminal(*state)) return state;
+  if (*state == JobState::kRunning) {
+    Use u(stmt("UPDATE jobs SET cancel_requested = 1, updated_us = ? WHERE id = ?"));
+    u->bind(1, now);
+    u->bind(2, id);
+    u->exec();
+    add_timeline(id, now, "cancel_requested", "the job stops at its next step boundary");
+    return JobState::kRunning;
+  }
+  Use u(
+      stmt("UPDATE jobs SET state = 'cancelled', cancel_requested = 1, updated_us = ?, finished_us = ? "
+           "WHERE id = ?"));
+  u->bind(1, now);
+  u->bind(2, now);
+  u->bind(3, id);
+  u->exec();
+  add_timeline(id, now, "cancelled", "cancelled before it ran to the end");
+  return JobState::kCancelled;
+}
+
+std::optional<JobState> JobStore::retry(JobId id, Micros now, int max_attempts_floor) {
+  std::optional<JobState> state;
+  {
+    Use q(stmt("SELECT state FROM jobs WHERE id = ?"));
+    q->bind(1, id);
+    if (!q->executeStep()) return std::nullopt;
+    state = parse_job_state(q->getColumn(0).getString());
+  }
+  if (state != JobState::kDead && state != JobState::kCancelled) return state;
+  Use u(
+      stmt("UPDATE jobs SET state = 'available', attempt = 0, resume = 0, lease_expiries = 0, "
+           "cancel_requested = 0, max_attempts = MAX(max_attempts, ?), run_at_us = ?, updated_us = ?, "
+           "finished_us = NULL WHERE id = ?"));
+  u->bind(1, max_attempts_floor);
+  u->bind(2, now);
+  u->bind(3, now);
+  u->bind(4, id);
+  u->exec();
+  add_timeline(id, now, "retried", "put back to available by hand");
+  return JobState::kAvailable;
+}
+
+std::int64_t JobStore::purge(Micros finished_before) {
+  const char* where =
+      "IN (SELECT id FROM jobs WHERE finished_us < ?1 AND state IN ('completed', 'dead', 'cancelled'))";
+  static const std::string steps = std::string("DELETE FROM steps WHERE job_id ") + where;
+  static const std::string errors = std::string("DELETE FROM job_errors WHERE job_id ") + where;
+  static const std::string timeline = std::string("DELETE FROM job_timeline WHERE job_id ") + where;
+  for (const std::string* sql : {&steps, &errors, &timeline}) {
+    Use d(stmt(sql->c_str()));
+    d->bind(1, finished_before);
+    d->exec();
+  }
+  Use d(stmt("DELETE FROM jobs WHERE finished_us < ?1 AND state IN ('completed', 'dead', 'cancelled')"));
+  d->bind(1, finished_before);
+  return d->exec();
+}
+
+std::optional<JobRecord> JobStore::get(JobId id) {
+  static const std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id = ?";
+  JobRecord r;
+  {
+    Use q(stmt(sql.c_str()));
+    q->bind(1, id);
+    if (!q->executeStep()) return std::nullopt;
+    r = read_job(*q);
+  }
+  {
+    Use q(
+        stmt("SELECT name, state, output, attempts, started_us, finished_us, last_error FROM steps "
+             "WHERE job_id = ? ORDER BY COALESCE(finished_us, started_us), name"));
+    q->bind(1, id);
+    while (q->executeStep()) {
+      StepRecord s;
+      s.name = q->getColumn(0).getString();
+      s.state = q->getColumn(1).getString();
+      s.output = json_or_null(q->getColumn(2));
+      s.attempts = q->getColumn(3).getInt();
+      s.started_at = time_or_none(q->getColumn(4));
+      s.finished_at = time_or_none(q->getColumn(5));
+      s.last_error = text_or_empty(q->getColumn(6));
+      r.steps.push_back(std::move(s));
+    }
+  }
+  {
+    Use q(stmt("SELECT attempt, step, error, at_us FROM job_errors WHERE job_id = ? ORDER BY rowid"));
+    q->bind(1, id);
+    while (q->executeStep()) {
+      r.errors.push_back({q->getColumn(0).getInt(), text_or_empty(q->getColumn(1)),
+                          q->getColumn(2).getString(), from_micros(q->getColumn(3).getInt64())});
+    }
+  }
+  {
+    Use q(stmt("SELECT at_us, kind, detail FROM job_timeline WHERE job_id = ? ORDER BY at_us, rowid"));
+    q->bind(1, id);
+    while (q->executeStep()) {
+      r.timeline.push_back({from_micros(q->getColumn(0).getInt64()), q->getColumn(1).getString(),
+                            text_or_empty(q->getColumn(2))});
+    }
+  }
+  return r;
+}
+
+std::vector<JobRecord> JobStore::list(const JobFilter& filter) {
+  static const std::string sql =
+      std::string("SELECT ") + kJobColumns +
+      " FROM jobs WHERE id > ?1 AND (?2 IS NULL OR state = ?2) AND "
+      "(?3 IS NULL OR type = ?3) AND (?4 IS NULL OR queue = ?4) ORDER BY id LIMIT ?5";
+  Use q(stmt(sql.c_str()));
+  q->bind(1, filter.after_id);
+  if (filter.state) {
+    q->bind(2, std::string(to_string(*filter.state)));
+  } else {
+    q->bind(2);
+  }
+  if (filter.type.empty()) {
+    q->bind(3);
+  } else {
+    q->bind(3, filter.type);
+  }
+  if (filter.queue.empty()) {
+    q->bind(4);
+  } else {
+    q->bind(4, filter.queue);
+  }
+  q->bind(5, filter.limit);
+  std::vector<JobRecord> out;
+  while (q->executeStep()) out.push_back(read_job(*q));
+  return out;
+}
+
+std::vector<std::pair<JobState, std::int64_t>> JobStore::counts() {
+  std::vector<std::pair<JobState, std::int64_t>> out;
+  Use q(stmt("SELECT state, COUNT(*) FROM jobs GROUP BY state"));
+  while (q->executeStep()) {
+    if (auto s = parse_job_state(q->getColumn(0).getString()))
+      out.emplace_back(*s, q->getColumn(1).getInt64());
+  }
+  return out;
+}
+
+std::int64_t JobStore::pending() {
+  Use q(
+      stmt("SELECT COUNT(*) FROM (SELECT 1 FROM jobs WHERE state IN ('scheduled', 'available', 'running', "
+           "'retryable') LIMIT 1)"));
+  q->executeStep();
+  return q->getColumn(0).getInt64();
+}
+
+void JobStore::add_timeline(JobId id, Micros at, const std::string& kind, const std::string& detail) {
+  Use t(stmt("INSERT INTO job_timeline (job_id, at_us, kind, detail) VALUES (?, ?, ?, ?)"));
+  t->bind(1, id);
+  t->bind(2, at);
+  t->bind(3, kind);
+  t->bind(4, detail);
+  t->exec();
+}
+
+}  // namespace ratchet::store

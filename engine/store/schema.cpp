@@ -1,0 +1,76 @@
+// The ordered schema migrations. Migration N brings user_version from N-1 to
+// N; a released migration is never edited, only followed by a new one.
+#include "store/schema.hpp"
+
+namespace ratchet::store {
+
+const std::vector<Migration>& migrations() {
+  static const std::vector<Migration> kMigrations{
+      {1, R"sql(
+CREATE TABLE jobs (
+  id INTEGER PRIMARY KEY,
+  type TEXT NOT NULL,
+  queue TEXT NOT NULL,
+  args TEXT NOT NULL,
+  state TEXT NOT NULL,
+  priority INTEGER NOT NULL DEFAULT 0,
+  run_at_us INTEGER NOT NULL,
+  attempt INTEGER NOT NULL DEFAULT 0,
+  max_attempts INTEGER NOT NULL,
+  resume INTEGER NOT NULL DEFAULT 0,
+  unique_key TEXT,
+  lease_owner TEXT,
+  lease_expires_us INTEGER,
+  lease_expiries INTEGER NOT NULL DEFAULT 0,
+  cancel_requested INTEGER NOT NULL DEFAULT 0,
+  result TEXT,
+  last_error TEXT,
+  created_us INTEGER NOT NULL,
+  updated_us INTEGER NOT NULL,
+  finished_us INTEGER
+);
+CREATE INDEX jobs_ready ON jobs(priority, run_at_us, id) WHERE state IN ('scheduled', 'available', 'retryable');
+CREATE INDEX jobs_leases ON jobs(lease_expires_us) WHERE state = 'running';
+CREATE UNIQUE INDEX jobs_unique_live ON jobs(unique_key)
+  WHERE unique_key IS NOT NULL AND state IN ('scheduled', 'available', 'running', 'retryable');
+CREATE INDEX jobs_finished ON jobs(finished_us) WHERE finished_us IS NOT NULL;
+CREATE INDEX jobs_state ON jobs(state, id);
+
+CREATE TABLE steps (
+  job_id INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  state TEXT NOT NULL,
+  output TEXT,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  started_us INTEGER,
+  finished_us INTEGER,
+  last_error TEXT,
+  PRIMARY KEY (job_id, name)
+) WITHOUT ROWID;
+
+CREATE TABLE job_errors (
+  job_id INTEGER NOT NULL,
+  attempt INTEGER NOT NULL,
+  step TEXT,
+  error TEXT NOT NULL,
+  at_us INTEGER NOT NULL
+);
+CREATE INDEX job_errors_job ON job_errors(job_id);
+
+CREATE TABLE job_timeline (
+  job_id INTEGER NOT NULL,
+  at_us INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  detail TEXT
+);
+CREATE INDEX job_timeline_job ON job_timeline(job_id, at_us);
+
+CREATE TABLE limiter_state (key TEXT PRIMARY KEY, tat_us INTEGER, window_start_us INTEGER, window_count INTEGER, updated_us INTEGER NOT NULL);
+CREATE TABLE limiter_calls (key TEXT NOT NULL, at_us INTEGER NOT NULL);
+CREATE INDEX limiter_calls_key_at ON limiter_calls(key, at_us);
+)sql"},
+  };
+  return kMigrations;
+}
+
+}  // namespace ratchet::store

@@ -1,0 +1,112 @@
+// The database behind one Engine: a writer thread that commits the writes of
+// many callers together (group commit), and a read connection for queries.
+//
+// Group commit: write(fn) queues fn and blocks until the transaction that ran
+// it has committed, so a caller that returns from write() knows its change
+// is durable (to the synchronous level configured). The writer thread takes
+// every queued fn, runs each inside its own SAVEPOINT of one BEGIN IMMEDIATE
+// transaction, and commits once. One fn's SQL error rolls back that fn only.
+// Many workers checkpointing at once thus share one commit, without any of
+// them continuing before its own write is durable.
+//
+// Ownership: Store owns both connections and the writer thread; destroying it
+// finishes queued writes and joins the thread. Thread-safety: write() and
+// read() may be called from any thread; fn runs on the writer thread (write)
+// or under the read lock (read) and must not call back into the Store.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <semaphore>
+#include <thread>
+#include <type_traits>
+
+#include "ratchet/status.hpp"
+#include "store/database.hpp"
+#include "store/job_store.hpp"
+
+namespace ratchet::store {
+
+class Store {
+ public:
+  static Result<std::unique_ptr<Store>> open(const DatabaseOptions& options);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  // Runs fn(JobStore&) in the next group transaction; returns its value once
+  // committed, or the Error that prevented the commit.
+  template <typename F>
+  auto write(F&& fn) -> Result<std::invoke_result_t<F&, JobStore&>>;
+
+  // Runs fn(JobStore&) on the read connection inside one read transaction.
+  template <typename F>
+  auto read(F&& fn) -> Result<std::invoke_result_t<F&, JobStore&>>;
+
+  const std::filesystem::path& path() const { return options_.path; }
+  // Commits made by the writer thread so far (for benchmarks and tests).
+  std::uint64_t commits() const;
+
+ private:
+  struct Op {
+    std::function<void(JobStore&)> body;
+    std::optional<Error> error;
+    std::binary_semaphore done{0};
+  };
+
+  Store(DatabaseOptions options, std::unique_ptr<SQLite::Database> writer,
+        std::unique_ptr<SQLite::Database> reader);
+  void submit(Op& op);
+  void run_writer(std::stop_token stop);
+  void commit_batch(std::deque<Op*>& batch);
+  Status read_impl(const std::function<void(JobStore&)>& body);
+
+  DatabaseOptions options_;
+  std::unique_ptr<SQLite::Database> wdb_;
+  std::unique_ptr<JobStore> wstore_;
+  std::unique_ptr<SQLite::Database> rdb_;
+  std::unique_ptr<JobStore> rstore_;
+  std::mutex read_mu_;
+
+  mutable std::mutex mu_;
+  std::condition_variable_any cv_;
+  std::deque<Op*> queue_;
+  std::uint64_t commits_ = 0;
+  std::jthread thread_;  // last: joins before the members above go away
+};
+
+template <typename F>
+auto Store::write(F&& fn) -> Result<std::invoke_result_t<F&, JobStore&>> {
+  using T = std::invoke_result_t<F&, JobStore&>;
+  Op op;
+  if constexpr (std::is_void_v<T>) {
+    op.body = [&](JobStore& s) { fn(s); };
+    submit(op);
+    if (op.error) return fail(*op.error);
+    return {};
+  } else {
+    std::optional<T> value;
+    op.body = [&](JobStore& s) { value.emplace(fn(s)); };
+    submit(op);
+    if (op.error) return fail(*op.error);
+    return std::move(*value);
+  }
+}
+
+template <typename F>
+auto Store::read(F&& fn) -> Result<std::invoke_result_t<F&, JobStore&>> {
+  using T = std::invoke_result_t<F&, JobStore&>;
+  if constexpr (std::is_void_v<T>) {
+    return read_impl([&](JobStore& s) { fn(s); });
+  } else {
+    std::optional<T> value;
+    if (auto st = read_impl([&](JobStore& s) { value.emplace(fn(s)); }); !st) return fail(st.error());
+    return std::move(*value);
+  }
+}
+
+}  // namespace ratchet::store

@@ -1,0 +1,132 @@
+// The embedding API: a durable job engine in one SQLite file.
+//
+//   ratchet::EngineOptions opts;
+//   opts.database = "jobs.db";
+//   auto engine = ratchet::Engine::open(opts);          // Result<std::unique_ptr<Engine>>
+//   ratchet::JobTypeOptions type;
+//   type.args = {{"name", ratchet::ArgKind::kString}};
+//   (*engine)->define("rate_movie", handler, type);
+//   (*engine)->start();
+//   auto id = (*engine)->enqueue("rate_movie", {{"name", "Heat"}});
+//   (*engine)->drain();
+//   (*engine)->stop();
+//
+// Guarantees (see the design notes): a step whose output was committed never
+// runs again for its job; a step interrupted by a crash runs again; every job
+// ends in exactly one terminal state or is still pending; a running job is
+// held by one lease at a time, so several processes (each with its own
+// Engine) may share one database file.
+//
+// Ownership: the Engine owns its database connections and worker threads;
+// destroying it calls stop(). Thread-safety: every member function may be
+// called from any thread, except that stop() and the destructor must not be
+// called from a handler or an event callback.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ratchet/clock.hpp"
+#include "ratchet/export.hpp"
+#include "ratchet/job.hpp"
+#include "ratchet/status.hpp"
+#include "ratchet/step_context.hpp"
+
+namespace ratchet {
+
+struct EngineOptions {
+  // The database file; created with mode 0600 when missing.
+  std::filesystem::path database = "ratchet.db";
+  int workers = 8;                // jobs run at once by this engine
+  bool synchronous_full = false;  // PRAGMA synchronous=FULL (survives power loss) instead of NORMAL
+  Duration busy_timeout = std::chrono::seconds(5);          // wait this long for another process's lock
+  Duration lease = std::chrono::seconds(30);                // a running job's claim lasts this long ...
+  Duration heartbeat = std::chrono::seconds(10);            // ... and is renewed this often
+  Duration park_threshold = std::chrono::milliseconds(50);  // longer waits park the job
+  Duration poll_interval = std::chrono::milliseconds(200);  // look for due jobs at least this often
+  Duration shutdown_grace = std::chrono::seconds(10);       // stop() lets steps finish this long
+  int max_lease_expiries = 3;       // a job whose attempts end this often in lease expiry is dead
+  std::vector<std::string> queues;  // queues this engine works; empty: all
+  // Time source for run-at, leases, backoff and parking. Null: the system clock.
+  std::shared_ptr<const Clock> clock;
+  // This engine's lease owner name; empty: "<hostname>:<pid>:<random>".
+  std::string worker_id;
+  // Seed of the backoff jitter; 0: random.
+  std::uint64_t seed = 0;
+};
+
+class RATCHET_API Engine {
+ public:
+  // Opens (creating or migrating) the database. Fails with kDatabase when the
+  // file is locked, read-only, not a database, corrupt or from a newer ratchet.
+  static Result<std::unique_ptr<Engine>> open(EngineOptions options);
+
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Defines (or redefines) a C++ job type. Only job types defined in this
+  // engine are claimed by it.
+  Status define(std::string type, JobHandler handler, JobTypeOptions options = {});
+
+  // Enqueues a job of a defined type. Refuses an unknown type or arguments
+  // that do not match the type's declared arguments (nothing is written).
+  // With a unique key held by a live job, returns that job's id.
+  Result<JobId> enqueue(std::string_view type, nlohmann::json args, EnqueueOptions options = {});
+  // Enqueues many jobs of one type in one transaction: all or none.
+  Result<std::vector<JobId>> enqueue_many(std::string_view type, const std::vector<nlohmann::json>& args,
+                                          EnqueueOptions options = {});
+
+  // Starts the workers, heartbeat and claiming. Idempotent.
+  Status start();
+  // Blocks until no job in the database is pending or running (including
+  // jobs of other processes and jobs scheduled in the future), or until
+  // `timeout` (real time) passes: then kTimeout.
+  Status drain(std::optional<std::chrono::steady_clock::duration> timeout = std::nullopt);
+  // Stops claiming, lets running steps finish within shutdown_grace, then
+  // releases unfinished jobs with their checkpoints for another worker.
+  // Idempotent; start() may be called again afterwards.
+  void stop();
+
+  // One job with its steps, attempt errors and timeline; kNotFound if absent.
+  Result<JobRecord> get(JobId id);
+  Result<std::vector<JobRecord>> list(const JobFilter& filter = {});
+  // Jobs per state.
+  Result<std::vector<std::pair<JobState, std::int64_t>>> counts();
+
+  // Cancels a pending job now, or a running job at its next step boundary.
+  // kInvalidArgument when the job already ended.
+  Status cancel(JobId id);
+  // Puts a dead or cancelled job back to available with a fresh set of
+  // attempts; its committed steps are kept and not run again.
+  Status retry(JobId id);
+  // Deletes terminal jobs (with their steps, errors and timeline) that
+  // finished before now - older_than. Returns how many.
+  Result<std::int64_t> purge(Duration older_than);
+
+  // Calls `callback` after each event is committed, from the worker thread
+  // that caused it: keep it short, and do not call stop() from it.
+  using Subscription = std::uint64_t;
+  Subscription subscribe(std::function<void(const JobEvent&)> callback);
+  void unsubscribe(Subscription id);
+
+  // This engine's lease owner name.
+  const std::string& worker_id() const;
+
+  class Impl;
+  explicit Engine(std::unique_ptr<Impl> impl);
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ratchet

@@ -1,0 +1,447 @@
+// The embedding API with C++ handlers: enqueue checks, steps and replay,
+// job retries and dead jobs, cancellation, parking, stop and release, lease
+// takeover, events, purge.
+#include <SQLiteCpp/Database.h>
+#include <atomic>
+#include <fstream>
+#include <latch>
+#include <set>
+
+#include "engine_fixture.hpp"
+#include "store/store.hpp"
+
+namespace ratchet::testing {
+namespace {
+
+JobTypeOptions typed_args() {
+  JobTypeOptions o;
+  o.args = {{"name", ArgKind::kString, true}, {"year", ArgKind::kInteger, false}};
+  return o;
+}
+
+TEST_F(EngineFixture, Enqueue_UnknownType_NotFoundAndNothingWritten) {
+  auto e = open();
+  ASSERT_TRUE(e->define("known", [](StepContext&) { return nlohmann::json(); }));
+  auto r = e->enqueue("unknwn", {{"a", 1}});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), ErrorCode::kNotFound);
+  EXPECT_NE(r.error().message().find("unknwn"), std::string::npos);
+  EXPECT_NE(r.error().message().find("known"), std::string::npos) << "lists the defined types";
+  EXPECT_TRUE(e->list()->empty());
+}
+
+TEST_F(EngineFixture, Enqueue_MismatchingArgs_InvalidArgumentNamingTypeAndFieldAndNothingWritten) {
+  auto e = open();
+  ASSERT_TRUE(e->define(
+      "rate_movie", [](StepContext&) { return nlohmann::json(); }, typed_args()));
+  struct Case {
+    nlohmann::json args;
+    std::string field;
+  };
+  for (const Case& c :
+       {Case{{{"year", 1995}}, "name"}, Case{{{"name", 7}}, "name"},
+        Case{{{"name", "Heat"}, {"year", "1995"}}, "year"},
+        Case{{{"name", "Heat"}, {"director", "Mann"}}, "director"}, Case{nlohmann::json::array(), ""}}) {
+    auto r = e->enqueue("rate_movie", c.args);
+    ASSERT_FALSE(r) << c.args;
+    EXPECT_EQ(r.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(r.error().message().find("rate_movie"), std::string::npos) << r.error().message();
+    EXPECT_NE(r.error().message().find(c.field), std::string::npos) << r.error().message();
+  }
+  // enqueue_many is all or nothing.
+  auto many = e->enqueue_many("rate_movie", {{{"name", "Heat"}}, {{"name", 3}}});
+  ASSERT_FALSE(many);
+  EXPECT_TRUE(e->list()->empty());
+  EXPECT_TRUE(e->enqueue("rate_movie", {{"name", "Heat"}}));
+}
+
+TEST_F(EngineFixture, Handler_TwoSteps_RunOnceAndResultStored) {
+  auto e = open();
+  std::atomic<int> a_runs{0};
+  ASSERT_TRUE(e->define("sum", [&](StepContext& ctx) {
+    auto a = ctx.step("a", [&] {
+      ++a_runs;
+      return nlohmann::json(ctx.args()["x"].get<int>() * 2);
+    });
+    auto b = ctx.step("b", [&] { return nlohmann::json(a.get<int>() + 1); });
+    return nlohmann::json{{"b", b}, {"key", ctx.idempotency_key("b")}};
+  }));
+  auto id = e->enqueue("sum", {{"x", 20}});
+  ASSERT_TRUE(id);
+  ASSERT_TRUE(e->start());
+  ASSERT_TRUE(e->drain(20s));
+  auto j = e->get(*id);
+  ASSERT_TRUE(j);
+  EXPECT_EQ(j->state, JobState::kCompleted);
+  EXPECT_EQ(j->result["b"], 41);
+  EXPECT_EQ(j->result["key"], std::to_string(*id) + ":b");
+  ASSERT_EQ(j->steps.size(), 2u);
+  EXPECT_EQ(j->steps[0].output, 40);
+  EXPECT_EQ(j->attempt, 1);
+  EXPECT_EQ(a_runs.load(), 1);
+}
+
+TEST_F(EngineFixture, Handler_FailsAfterAStep_RetriedWithBackoffAndCommittedStepNotRerun) {
+  auto e = open();
+  std::atomic<int> a_runs{0}, b_runs{0};
+  JobTypeOptions o;
+  o.attempts = 3;
+  o.backoff.initial = 10s;
+  o.backoff.jitter = false;
+  ASSERT_TRUE(e->define(
+      "flaky",
+      [&](StepContext& ctx) {
+        ctx.step("a", [&] { return nlohmann::json(++a_runs); });
+        return ctx.step("b", [&]() -> nlohmann::json {
+          if (++b_runs == 1) throw std::runtime_error("upstream said no");
+          return "ok";
+        });
+      },
+      o));
+  std::vector<JobEvent> events;
+  std::mutex mu;
+  e->subscribe([&](const JobEvent& ev) {
+    std::lock_guard lock(mu);
+    events.push_back(ev);
+  });
+  auto id = e->enqueue("flaky", nlohmann::json::object());
+  ASSERT_TRUE(e->start());
+  auto j = wait_state(*e, *id, JobState::kRetryable);
+  EXPECT_EQ(j.run_at, clock_->now() + 10s) << "backoff of the first attempt is `initial`";
+  ASSERT_EQ(j.errors.size(), 1u);
+  EXPECT_EQ(j.errors[0].step, "b");
+  EXPECT_NE(j.errors[0].error.find("upstream said no"), std::string::npos);
+  clock_->advance(10s);
+  e->impl().wake();
+  j = wait_state(*e, *id, JobState::kCompleted);
+  EXPECT_EQ(j.attempt, 2);
+  EXPECT_EQ(a_runs.load(), 1) << "a committed step never runs again";
+  EXPECT_EQ(b_runs.load(), 2);
+  e->stop();
+  std::lock_guard lock(mu);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].kind, JobEvent::Kind::kFailed);
+  EXPECT_EQ(events[1].kind, JobEvent::Kind::kCompleted);
+  EXPECT_EQ(events[1].result, "ok");
+}
+
+TEST_F(EngineFixture, Handler_AlwaysFails_DeadAfterLastAttemptThenRetryByHandRunsAgain) {
+  auto e = open();
+  std::atomic<bool> heal{false};
+  JobTypeOptions o;
+  o.attempts = 2;
+  o.backoff.initial = 1s;
+  o.backoff.jitter = false;
+  ASSERT_TRUE(e->define(
+      "doomed",
+      [&](StepContext&) -> nlohmann::json {
+        if (!heal) throw std::runtime_error("always");
+        return "healed";
+      },
+      o));
+  std::atomic<int> dead{0};
+  e->subscribe([&](const JobEvent& ev) { dead += ev.kind == JobEvent::Kind::kDead; });
+  auto id = e->enqueue("doomed", nlohmann::json::object());
+  ASSERT_TRUE(e->start());
+  wait_state(*e, *id, JobState::kRetryable);
+  clock_->advance(1s);
+  e->impl().wake();
+  auto j = wait_state(*e, *id, JobState::kDead);
+  EXPECT_EQ(j.attempt, 2);
+  EXPECT_EQ(j.errors.size(), 2u);
+  EXPECT_EQ(dead.load(), 1);
+  heal = true;
+  ASSERT_TRUE(e->retry(*id));
+  j = wait_state(*e, *id, JobState::kCompleted);
+  EXPECT_EQ(j.result, "healed");
+  auto again = e->retry(*id);
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().code(), ErrorCode::kInvalidArgument);
+}
+
+TEST_F(EngineFixture, Cancel_PendingJob_NeverRuns) {
+  auto e = open();
+  std::atomic<int> runs{0};
+  ASSERT_TRUE(e->define("t", [&](StepContext&) { return nlohmann::json(++runs); }));
+  EnqueueOptions later;
+  later.delay = 1h;
+  auto id = e->enqueue("t", nlohmann::json::object(), later);
+  ASSERT_TRUE(e->cancel(*id));
+  EXPECT_EQ(e->get(*id)->state, JobState::kCancelled);
+  ASSERT_TRUE(e->start());
+  clock_->advance(2h);
+  ASSERT_TRUE(e->drain(20s));
+  EXPECT_EQ(runs.load(), 0);
+  auto again = e->cancel(*id);
+  EXPECT_TRUE(again) << "cancelling a cancelled job is harmless";
+}
+
+TEST_F(EngineFixture, Cancel_RunningJob_StopsAtNextStepBoundaryKeepingCommittedSteps) {
+  auto e = open();
+  std::latch in_first(1), go_on(1);
+  std::atomic<bool> second_ran{false};
+  ASSERT_TRUE(e->define("long", [&](StepContext& ctx) {
+    ctx.step("first", [&] {
+      in_first.count_down();
+      go_on.wait();
+      return nlohmann::json(1);
+    });
+    ctx.step("second", [&] {
+      second_ran = true;
+      return nlohmann::json(2);
+    });
+    return nlohmann::json();
+  }));
+  std::atomic<int> cancelled{0};
+  e->subscribe([&](const JobEvent& ev) { cancelled += ev.kind == JobEvent::Kind::kCancelled; });
+  auto id = e->enqueue("long", nlohmann::json::object());
+  ASSERT_TRUE(e->start());
+  in_first.wait();
+  ASSERT_TRUE(e->cancel(*id));
+  go_on.count_down();
+  auto j = wait_state(*e, *id, JobState::kCancelled);
+  EXPECT_FALSE(second_ran.load());
+  ASSERT_EQ(j.steps.size(), 1u);
+  EXPECT_EQ(j.steps[0].name, "first");
+  e->stop();
+  EXPECT_EQ(cancelled.load(), 1);
+}
+
+TEST_F(EngineFixture, Enqueue_UniqueKeyHeldByLiveJob_ReturnsThatJob) {
+  auto e = open();
+  ASSERT_TRUE(e->define("t", [](StepContext&) { return nlohmann::json(); }));
+  EnqueueOptions keyed;
+  keyed.unique_key = "movie:heat";
+  auto a = e->enqueue("t", nlohmann::json::object(), keyed);
+  auto b = e->enqueue("t", nlohmann::json::object(), keyed);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(*a, *b);
+  EXPECT_EQ(e->list()->size(), 1u);
+}
+
+TEST_F(EngineFixture, Call_ThrottledLongerThanThreshold_ParksWithoutUsingAnAttemptAndFreesTheWorker) {
+  auto e = open(/*workers=*/1);
+  std::atomic<int> prep_runs{0};
+  std::atomic<int> slow_calls{0};
+  caller_->on("slow.get", [&](const runtime::StepCall&) {
+    if (++slow_calls == 1)
+      return runtime::CallOutcome::park_until(clock_->now() + 30s, "limiter slow: 1/min");
+    return runtime::CallOutcome::ok({{"rating", 8}});
+  });
+  caller_->on("fast.get", [](const runtime::StepCall&) { return runtime::CallOutcome::ok(1); });
+  ASSERT_TRUE(e->define("slow_job", [&](StepContext& ctx) {
+    ctx.step("prep", [&] { return nlohmann::json(++prep_runs); });
+    return ctx.call("rating", "slow.get", {{"q", 1}});
+  }));
+  ASSERT_TRUE(e->define("fast_job", [&](StepContext& ctx) { return ctx.call("one", "fast.get", {}); }));
+  auto slow = e->enqueue("slow_job", nlohmann::json::object());
+  ASSERT_TRUE(e->start());
+  auto j = wait_state(*e, *slow, JobState::kScheduled);
+  EXPECT_EQ(j.run_at, clock_->now() + 30s);
+  EXPECT_EQ(j.attempt, 1);
+  ASSERT_FALSE(j.timeline.empty());
+  EXPECT_EQ(j.timeline.back().kind, "parked");
+  EXPECT_NE(j.timeline.back().detail.find("limiter slow"), std::string::npos);
+  // The single worker is free for a job on another plugin.
+  auto fast = e->enqueue("fast_job", nlohmann::json::object());
+  wait_state(*e, *fast, JobState::kCompleted);
+  EXPECT_EQ(e->get(*slow)->state, JobState::kScheduled);
+  clock_->advance(30s);
+  e->impl().wake();
+  j = wait_state(*e, *slow, JobState::kCompleted);
+  EXPECT_EQ(j.attempt, 1) << "a park does not use up an attempt";
+  EXPECT_EQ(j.result["rating"], 8);
+  EXPECT_EQ(prep_runs.load(), 1) << "the step before the park is replayed, not rerun";
+  EXPECT_EQ(slow_calls.load(), 2);
+  EXPECT_EQ(caller_->last_key("rating"), std::to_string(*slow) + ":rating");
+}
+
+TEST_F(EngineFixture, Stop_WithAJobMidway_ReleasesItWithCheckpointsAndAnotherEngineFinishesIt) {
+  std::atomic<int> first_runs{0}, second_runs{0};
+  std::latch in_second(1);
+  auto handler = [&](StepContext& ctx) {
+    ctx.step("first", [&] { return nlohmann::json(++first_runs); });
+    return ctx.step("second", [&] {
+      if (++second_runs == 1) {
+        in_second.count_down();
+        // Interrupted once the grace period is over.
+        while (!ctx.stop_token().stop_requested()) std::this_thread::sleep_for(1ms);
+        throw std::runtime_error("interrupted");
+      }
+      return nlohmann::json("done");
+    });
+  };
+  JobId id = 0;
+  {
+    auto o = options(1);
+    o.shutdown_grace = 0s;
+    auto e = open(o);
+    ASSERT_TRUE(e->define("two", handler));
+    id = *e->enqueue("two", nlohmann::json::object());
+    ASSERT_TRUE(e->start());
+    in_second.wait();
+    e->stop();
+    auto j = e->get(id);
+    ASSERT_TRUE(j);
+    EXPECT_NE(j->state, JobState::kRunning);
+    EXPECT_NE(j->state, JobState::kCompleted);
+  }
+  auto e = open();
+  ASSERT_TRUE(e->define("two", handler));
+  ASSERT_TRUE(e->start());
+  clock_->advance(1h);  // past any retry backoff
+  e->impl().wake();
+  auto j = wait_state(*e, id, JobState::kCompleted);
+  EXPECT_EQ(first_runs.load(), 1);
+  EXPECT_EQ(j.result, "done");
+}
+
+TEST_F(EngineFixture, Stop_WithinGrace_StepFinishesAndJobIsReleasedAtTheBoundary) {
+  auto e = open(1);
+  std::latch in_first(1);
+  std::atomic<bool> release_first{false};
+  std::atomic<int> second_runs{0};
+  ASSERT_TRUE(e->define("two", [&](StepContext& ctx) {
+    ctx.step("first", [&] {
+      in_first.count_down();
+      while (!release_first) std::this_thread::sleep_for(1ms);
+      return nlohmann::json(1);
+    });
+    return ctx.step("second", [&] { return nlohmann::json(++second_runs); });
+  }));
+  auto id = *e->enqueue("two", nlohmann::json::object());
+  ASSERT_TRUE(e->start());
+  in_first.wait();
+  std::jthread stopper([&] { e->stop(); });
+  std::this_thread::sleep_for(20ms);  // let stop() begin; the step is still in flight
+  release_first = true;
+  stopper.join();
+  auto j = e->get(id);
+  ASSERT_TRUE(j);
+  EXPECT_EQ(j->state, JobState::kAvailable);
+  EXPECT_EQ(j->attempt, 1);
+  ASSERT_EQ(j->steps.size(), 1u);
+  EXPECT_EQ(j->steps[0].state, "completed");
+  EXPECT_EQ(second_runs.load(), 0);
+  EXPECT_EQ(j->timeline.back().kind, "released");
+}
+
+TEST_F(EngineFixture, LeaseExpired_JobOfAVanishedWorker_IsTakenOverAndResumesAfterItsCheckpoint) {
+  std::atomic<int> a_runs{0};
+  auto e = open();
+  ASSERT_TRUE(e->define("resume", [&](StepContext& ctx) {
+    auto a = ctx.step("a", [&] { return nlohmann::json(++a_runs); });
+    return ctx.step("b", [&] { return nlohmann::json(a.get<int>() + 100); });
+  }));
+  auto id = *e->enqueue("resume", nlohmann::json::object());
+  // A worker in another process claims it, commits step a, and dies.
+  {
+    store::DatabaseOptions dbo;
+    dbo.path = dir_.file("engine.db");
+    auto ghost = store::Store::open(dbo);
+    ASSERT_TRUE(ghost);
+    store::Micros now = store::to_micros(clock_->now());
+    auto c = (*ghost)->write([&](store::JobStore& s) {
+      return s.claim({"ghost", now, now + 30'000'000, 1, {"resume"}, {}, 3});
+    });
+    ASSERT_TRUE(c);
+    ASSERT_EQ(c->jobs.size(), 1u);
+    ASSERT_TRUE((*ghost)->write([&](store::JobStore& s) {
+      return s.checkpoint({id, "ghost", "a", "7", now, now, now + 30'000'000});
+    }));
+  }
+  ASSERT_TRUE(e->start());
+  clock_->advance(31s);
+  e->impl().wake();
+  auto j = wait_state(*e, id, JobState::kCompleted);
+  EXPECT_EQ(a_runs.load(), 0) << "step a committed by the dead worker is not run again";
+  EXPECT_EQ(j.result, 107);
+  EXPECT_EQ(j.lease_expiries, 1);
+  EXPECT_EQ(j.attempt, 2);
+  ASSERT_FALSE(j.errors.empty());
+  EXPECT_NE(j.errors[0].error.find("lease expired"), std::string::npos);
+}
+
+TEST_F(EngineFixture, Heartbeat_RenewsLeasesOfRunningJobs) {
+  auto o = options(1);
+  o.lease = 30s;
+  o.heartbeat = 10s;
+  auto e = open(o);
+  std::latch started(1);
+  std::atomic<bool> finish{false};
+  ASSERT_TRUE(e->define("slow", [&](StepContext& ctx) {
+    return ctx.step("s", [&] {
+      started.count_down();
+      while (!finish) std::this_thread::sleep_for(1ms);
+      return nlohmann::json(1);
+    });
+  }));
+  auto id = *e->enqueue("slow", nlohmann::json::object());
+  ASSERT_TRUE(e->start());
+  started.wait();
+  TimePoint first = *e->get(id)->lease_expires_at;
+  for (int i = 0; i < 50 && *e->get(id)->lease_expires_at == first; ++i) {
+    clock_->advance(10s);
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_GT(*e->get(id)->lease_expires_at, first);
+  finish = true;
+  wait_state(*e, id, JobState::kCompleted);
+}
+
+TEST_F(EngineFixture, Purge_OldTerminalJobs_Removed) {
+  auto e = open();
+  ASSERT_TRUE(e->define("t", [](StepContext&) { return nlohmann::json(); }));
+  auto id = *e->enqueue("t", nlohmann::json::object());
+  ASSERT_TRUE(e->start());
+  ASSERT_TRUE(e->drain(20s));
+  clock_->advance(2h);
+  auto n = e->purge(1h);
+  ASSERT_TRUE(n);
+  EXPECT_EQ(*n, 1);
+  EXPECT_EQ(e->get(id).error().code(), ErrorCode::kNotFound);
+}
+
+TEST_F(EngineFixture, Handler_SameStepNameTwice_FailsTheAttemptClearly) {
+  auto e = open();
+  JobTypeOptions o;
+  o.attempts = 1;
+  ASSERT_TRUE(e->define(
+      "dup",
+      [](StepContext& ctx) {
+        ctx.step("x", [] { return nlohmann::json(1); });
+        return ctx.step("x", [] { return nlohmann::json(2); });
+      },
+      o));
+  auto id = *e->enqueue("dup", nlohmann::json::object());
+  ASSERT_TRUE(e->start());
+  auto j = wait_state(*e, id, JobState::kDead);
+  EXPECT_NE(j.last_error.find("used twice"), std::string::npos) << j.last_error;
+}
+
+TEST(EngineOpen, BadDatabaseFiles_ClearDatabaseErrors) {
+  TempDir dir;
+  EngineOptions o;
+  o.database = dir.file("text.db");
+  { std::ofstream(o.database) << std::string(4096, 'x'); }
+  auto e = Engine::open(o);
+  ASSERT_FALSE(e);
+  EXPECT_EQ(e.error().code(), ErrorCode::kDatabase);
+  EXPECT_NE(e.error().message().find("text.db"), std::string::npos);
+}
+
+TEST_F(EngineFixture, Enqueue_DatabaseLockedByAnotherProcess_DatabaseErrorAndNothingWritten) {
+  auto e = open();
+  ASSERT_TRUE(e->define("t", [](StepContext&) { return nlohmann::json(); }));
+  SQLite::Database other(dir_.file("engine.db").string(), SQLite::OPEN_READWRITE);
+  other.exec("BEGIN IMMEDIATE");
+  auto r = e->enqueue("t", nlohmann::json::object());
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), ErrorCode::kDatabase);
+  EXPECT_NE(r.error().message().find("locked"), std::string::npos) << r.error().message();
+  other.exec("ROLLBACK");
+  EXPECT_TRUE(e->list()->empty());
+}
+
+}  // namespace
+}  // namespace ratchet::testing

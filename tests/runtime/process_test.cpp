@@ -1,0 +1,144 @@
+// Several processes on one database file: a worker killed with SIGKILL at
+// random moments and resumed by a new process, and two workers sharing the
+// work. Children are the ratchet_engine_test_worker helper.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <SQLiteCpp/Database.h>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "test_db.hpp"
+
+namespace ratchet::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+pid_t spawn(const std::vector<std::string>& args) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    std::string exe = RATCHET_TEST_WORKER;
+    argv.push_back(exe.data());
+    std::vector<std::string> copy = args;
+    for (auto& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(exe.c_str(), argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// The child's exit code, or -1 if it did not exit within `limit`.
+int wait_exit(pid_t pid, std::chrono::seconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+    std::this_thread::sleep_for(5ms);
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  return -1;
+}
+
+int pending(const std::filesystem::path& db_path) {
+  SQLite::Database db(db_path.string(), SQLite::OPEN_READONLY, 5000);
+  return db.execAndGet("SELECT COUNT(*) FROM jobs WHERE state <> 'completed'").getInt();
+}
+
+struct Runs {
+  std::map<std::pair<long, std::string>, int> count;
+  std::vector<std::string> violations;
+  std::set<long> pids;
+};
+
+Runs read_runs(const std::filesystem::path& p) {
+  Runs r;
+  std::ifstream in(p);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string kind, step;
+    long job = 0, pid = 0;
+    ls >> kind >> job >> step >> pid;
+    if (kind == "VIOLATION") r.violations.push_back(line);
+    if (kind == "RUN") {
+      ++r.count[{job, step}];
+      r.pids.insert(pid);
+    }
+  }
+  return r;
+}
+
+void expect_all_completed(const std::filesystem::path& db_path, int jobs) {
+  SQLite::Database db(db_path.string(), SQLite::OPEN_READONLY);
+  EXPECT_EQ(db.execAndGet("PRAGMA integrity_check").getString(), "ok");
+  EXPECT_EQ(db.execAndGet("SELECT COUNT(*) FROM jobs").getInt(), jobs);
+  EXPECT_EQ(db.execAndGet("SELECT COUNT(*) FROM jobs WHERE state = 'completed'").getInt(), jobs);
+  EXPECT_EQ(db.execAndGet("SELECT COUNT(*) FROM steps WHERE state = 'completed'").getInt(), jobs * 5);
+  EXPECT_EQ(db.execAndGet("SELECT COUNT(*) FROM jobs WHERE result <> '[0,1,2,3,4]'").getInt(), 0);
+}
+
+TEST(CrashTest, WorkerKilledAtRandomMoments_EveryJobCompletesNoCommittedStepRunsAgain) {
+  TempDir dir;
+  auto db = dir.file("crash.db");
+  auto runs = dir.file("runs.txt");
+  constexpr int kJobs = 600;
+  constexpr int kKills = 30;
+  ASSERT_EQ(wait_exit(spawn({db.string(), "enqueue", std::to_string(kJobs)}), 30s), 0);
+  std::mt19937 rng(20261129);
+  std::uniform_int_distribution<int> delay_ms(5, 120);
+  int killed_while_running = 0;
+  for (int k = 0; k < kKills; ++k) {
+    pid_t pid = spawn({db.string(), "work", runs.string(), "800"});
+    ASSERT_GT(pid, 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng)));
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == 0 && pending(db) > 0) ++killed_while_running;
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+  }
+  ASSERT_EQ(wait_exit(spawn({db.string(), "work", runs.string(), "800"}), 90s), 0);
+  EXPECT_GE(killed_while_running, kKills / 2) << "most kills must land while jobs are in progress";
+  Runs r = read_runs(runs);
+  std::size_t total = 0;
+  for (const auto& [key, n] : r.count) total += n;
+  std::printf("crash test: %d of %d kills with work pending, %zu step runs for %d steps, %zu processes\n",
+              killed_while_running, kKills, total, kJobs * 5, r.pids.size());
+  EXPECT_TRUE(r.violations.empty()) << r.violations.size() << " committed steps ran again, e.g. "
+                                    << (r.violations.empty() ? "" : r.violations.front());
+  EXPECT_EQ(r.count.size(), static_cast<std::size_t>(kJobs * 5)) << "every step ran at least once";
+  expect_all_completed(db, kJobs);
+}
+
+TEST(MultiProcess, TwoWorkersOnOneDatabase_EveryJobCompletedExactlyOnce) {
+  TempDir dir;
+  auto db = dir.file("shared.db");
+  auto runs = dir.file("runs.txt");
+  constexpr int kJobs = 300;
+  ASSERT_EQ(wait_exit(spawn({db.string(), "enqueue", std::to_string(kJobs)}), 30s), 0);
+  pid_t a = spawn({db.string(), "work", runs.string(), "20000"});
+  pid_t b = spawn({db.string(), "work", runs.string(), "20000"});
+  EXPECT_EQ(wait_exit(a, 90s), 0);
+  EXPECT_EQ(wait_exit(b, 90s), 0);
+  Runs r = read_runs(runs);
+  EXPECT_TRUE(r.violations.empty());
+  ASSERT_EQ(r.count.size(), static_cast<std::size_t>(kJobs * 5));
+  for (const auto& [key, n] : r.count) {
+    EXPECT_EQ(n, 1) << "job " << key.first << " step " << key.second << " ran " << n << " times";
+  }
+  expect_all_completed(db, kJobs);
+}
+
+}  // namespace
+}  // namespace ratchet::testing

@@ -1,0 +1,111 @@
+// A small program the process tests start as children:
+//   worker DB enqueue N              enqueue N five-step jobs
+//   worker DB work RUNS LEASE_MS     run jobs until none is pending, then exit 0
+// Each step appends "RUN <job> <step> <pid>" to the RUNS file before it
+// returns, and first checks (on its own connection) whether that step's
+// checkpoint is already committed: if so it appends "VIOLATION ...", because
+// a committed step must never run again.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <SQLiteCpp/Database.h>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "ratchet/engine.hpp"
+
+namespace {
+
+int g_runs_fd = -1;
+std::string g_db;
+
+void append(const std::string& line) {
+  std::string l = line + "\n";
+  // O_APPEND writes of one short line are atomic and survive SIGKILL (they
+  // are in the page cache once write returns).
+  if (::write(g_runs_fd, l.data(), l.size()) != static_cast<ssize_t>(l.size())) std::abort();
+}
+
+bool already_committed(ratchet::JobId id, const std::string& step) {
+  thread_local std::unique_ptr<SQLite::Database> db;
+  if (!db) db = std::make_unique<SQLite::Database>(g_db, SQLite::OPEN_READONLY, 10000);
+  SQLite::Statement q(*db, "SELECT 1 FROM steps WHERE job_id = ? AND name = ? AND state = 'completed'");
+  q.bind(1, id);
+  q.bind(2, step);
+  return q.executeStep();
+}
+
+ratchet::JobTypeOptions five_options() {
+  ratchet::JobTypeOptions o;
+  o.attempts = 1000;
+  o.backoff.initial = std::chrono::milliseconds(5);
+  o.backoff.max = std::chrono::milliseconds(50);
+  o.args = {{"n", ratchet::ArgKind::kInteger, true}};
+  return o;
+}
+
+nlohmann::json five_steps(ratchet::StepContext& ctx) {
+  nlohmann::json out = nlohmann::json::array();
+  for (int i = 0; i < 5; ++i) {
+    std::string name = "s" + std::to_string(i);
+    out.push_back(ctx.step(name, [&] {
+      std::string where = std::to_string(ctx.job_id()) + " " + name + " " + std::to_string(::getpid());
+      if (already_committed(ctx.job_id(), name)) append("VIOLATION " + where);
+      append("RUN " + where);
+      return nlohmann::json(i);
+    }));
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: %s DB enqueue N | DB work RUNS LEASE_MS\n", argv[0]);
+    return 2;
+  }
+  g_db = argv[1];
+  std::string mode = argv[2];
+  ratchet::EngineOptions o;
+  o.database = g_db;
+  o.workers = 4;
+  o.busy_timeout = std::chrono::seconds(20);
+  o.poll_interval = std::chrono::milliseconds(20);
+  o.max_lease_expiries = 1000;
+  if (mode == "work") {
+    if (argc < 5) return 2;
+    o.lease = std::chrono::milliseconds(std::atoi(argv[4]));
+    o.heartbeat = o.lease / 5;
+  }
+  auto engine = ratchet::Engine::open(o);
+  if (!engine) {
+    std::fprintf(stderr, "%s\n", engine.error().to_string().c_str());
+    return 1;
+  }
+  auto& e = **engine;
+  if (auto st = e.define("five", five_steps, five_options()); !st) return 1;
+  if (mode == "enqueue") {
+    std::vector<nlohmann::json> args;
+    for (int i = 0; i < std::atoi(argv[3]); ++i) args.push_back({{"n", i}});
+    auto ids = e.enqueue_many("five", args);
+    if (!ids) {
+      std::fprintf(stderr, "%s\n", ids.error().to_string().c_str());
+      return 1;
+    }
+    return 0;
+  }
+  if (mode != "work") return 2;
+  g_runs_fd = ::open(argv[3], O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+  if (g_runs_fd < 0) return 1;
+  if (auto st = e.start(); !st) return 1;
+  auto drained = e.drain(std::chrono::seconds(100));
+  e.stop();
+  if (!drained) {
+    std::fprintf(stderr, "%s\n", drained.error().to_string().c_str());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,152 @@
+#include "store/database.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <SQLiteCpp/Database.h>
+#include <fstream>
+#include <iterator>
+
+#include "store/store.hpp"
+#include "test_db.hpp"
+
+namespace ratchet::store {
+namespace {
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+DatabaseOptions opts(const std::filesystem::path& p) {
+  DatabaseOptions o;
+  o.path = p;
+  o.busy_timeout = std::chrono::milliseconds(100);
+  return o;
+}
+
+TEST(OpenDatabase, NewFile_CreatedPrivateWithWalAndCurrentSchema) {
+  testing::TempDir dir;
+  auto db = open_database(opts(dir.file("a.db")));
+  ASSERT_TRUE(db) << db.error().to_string();
+  struct stat sb {};
+  ASSERT_EQ(::stat(dir.file("a.db").c_str(), &sb), 0);
+  EXPECT_EQ(sb.st_mode & 0777, 0600);
+  EXPECT_EQ((*db)->execAndGet("PRAGMA journal_mode").getString(), "wal");
+  EXPECT_EQ((*db)->execAndGet("PRAGMA user_version").getInt(), schema_version());
+  EXPECT_EQ((*db)->execAndGet("PRAGMA synchronous").getInt(), 1);  // NORMAL
+  EXPECT_TRUE((*db)->tableExists("limiter_state"));
+  EXPECT_TRUE((*db)->tableExists("limiter_calls"));
+  EXPECT_TRUE((*db)->tableExists("job_timeline"));
+}
+
+TEST(OpenDatabase, SynchronousFull_SetsFull) {
+  testing::TempDir dir;
+  auto o = opts(dir.file("a.db"));
+  o.synchronous_full = true;
+  auto db = open_database(o);
+  ASSERT_TRUE(db);
+  EXPECT_EQ((*db)->execAndGet("PRAGMA synchronous").getInt(), 2);
+}
+
+TEST(OpenDatabase, ReopenedTwice_MigrationsAppliedOnce) {
+  testing::TempDir dir;
+  ASSERT_TRUE(open_database(opts(dir.file("a.db"))));
+  auto again = open_database(opts(dir.file("a.db")));
+  ASSERT_TRUE(again) << again.error().to_string();
+  EXPECT_EQ((*again)->execAndGet("PRAGMA user_version").getInt(), schema_version());
+}
+
+TEST(OpenDatabase, NewerSchemaVersion_RefusedAndUntouched) {
+  testing::TempDir dir;
+  auto path = dir.file("new.db");
+  {
+    SQLite::Database raw(path.string(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+    raw.exec("CREATE TABLE t(x); PRAGMA user_version=999");
+  }
+  std::string before = slurp(path);
+  auto db = open_database(opts(path));
+  ASSERT_FALSE(db);
+  EXPECT_EQ(db.error().code(), ErrorCode::kDatabase);
+  EXPECT_NE(db.error().message().find("newer ratchet"), std::string::npos) << db.error().message();
+  EXPECT_NE(db.error().message().find("999"), std::string::npos);
+  EXPECT_NE(db.error().message().find(path.string()), std::string::npos);
+  EXPECT_EQ(slurp(path), before);
+}
+
+TEST(OpenDatabase, NotADatabase_ClearErrorAndUntouched) {
+  testing::TempDir dir;
+  auto path = dir.file("notes.txt");
+  {
+    std::ofstream out(path);
+    for (int i = 0; i < 200; ++i) out << "this is not a database, it is a text file with some lines\n";
+  }
+  std::string before = slurp(path);
+  auto db = open_database(opts(path));
+  ASSERT_FALSE(db);
+  EXPECT_EQ(db.error().code(), ErrorCode::kDatabase);
+  EXPECT_NE(db.error().message().find("not a ratchet database"), std::string::npos) << db.error().message();
+  EXPECT_NE(db.error().message().find(path.string()), std::string::npos);
+  EXPECT_EQ(slurp(path), before);
+}
+
+TEST(OpenDatabase, ReadOnlyFile_ClearError) {
+  testing::TempDir dir;
+  auto path = dir.file("ro.db");
+  ASSERT_TRUE(open_database(opts(path)));
+  std::filesystem::remove(dir.file("ro.db-wal"));
+  std::filesystem::remove(dir.file("ro.db-shm"));
+  ASSERT_EQ(::chmod(path.c_str(), 0400), 0);
+  std::string before = slurp(path);
+  auto db = open_database(opts(path));
+  ASSERT_FALSE(db);
+  EXPECT_EQ(db.error().code(), ErrorCode::kDatabase);
+  EXPECT_NE(db.error().message().find("read-only"), std::string::npos) << db.error().message();
+  EXPECT_EQ(slurp(path), before);
+}
+
+TEST(OpenDatabase, MissingFolder_ClearError) {
+  testing::TempDir dir;
+  auto db = open_database(opts(dir.file("no/such/folder/a.db")));
+  ASSERT_FALSE(db);
+  EXPECT_EQ(db.error().code(), ErrorCode::kDatabase);
+  EXPECT_NE(db.error().message().find("folder"), std::string::npos) << db.error().message();
+}
+
+TEST(OpenDatabase, ExclusivelyLocked_ClearLockedError) {
+  testing::TempDir dir;
+  auto path = dir.file("locked.db");
+  ASSERT_TRUE(open_database(opts(path)));
+  SQLite::Database other(path.string(), SQLite::OPEN_READWRITE);
+  other.exec("PRAGMA locking_mode=EXCLUSIVE");
+  other.exec("BEGIN EXCLUSIVE");
+  other.exec("INSERT INTO limiter_calls VALUES ('k', 1)");
+  auto db = open_database(opts(path));
+  ASSERT_FALSE(db);
+  EXPECT_EQ(db.error().code(), ErrorCode::kDatabase);
+  EXPECT_NE(db.error().message().find("locked"), std::string::npos) << db.error().message();
+  other.exec("ROLLBACK");
+}
+
+TEST(StoreWrite, WhileAnotherProcessHoldsTheWriteLock_FailsWithLockedAndWritesNothing) {
+  testing::TempDir dir;
+  auto path = dir.file("busy.db");
+  auto store = Store::open(opts(path));
+  ASSERT_TRUE(store) << store.error().to_string();
+  SQLite::Database other(path.string(), SQLite::OPEN_READWRITE);
+  other.exec("BEGIN IMMEDIATE");
+  auto r = (*store)->write([](JobStore& s) {
+    NewJob j{"t", "default", "{}", 0, 0, 1, ""};
+    return s.insert(j, 1).id;
+  });
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), ErrorCode::kDatabase);
+  EXPECT_NE(r.error().message().find("locked"), std::string::npos) << r.error().message();
+  other.exec("ROLLBACK");
+  auto n = (*store)->read([](JobStore& s) { return s.list({}).size(); });
+  ASSERT_TRUE(n);
+  EXPECT_EQ(*n, 0u);
+}
+
+}  // namespace
+}  // namespace ratchet::store

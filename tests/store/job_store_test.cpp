@@ -1,0 +1,316 @@
+#include "store/job_store.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "store/store.hpp"
+#include "test_db.hpp"
+
+namespace ratchet::store {
+namespace {
+
+constexpr Micros kSec = 1'000'000;
+constexpr Micros kT0 = 1'700'000'000 * kSec;
+
+class JobStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    DatabaseOptions o;
+    o.path = dir_.file("jobs.db");
+    auto s = Store::open(o);
+    ASSERT_TRUE(s) << s.error().to_string();
+    store_ = std::move(*s);
+  }
+
+  JobId add(const std::string& type = "t", Micros run_at = kT0, int priority = 0, int attempts = 3,
+            const std::string& key = "") {
+    auto r = store_->write([&](JobStore& s) {
+      return s.insert({type, "default", R"({"n":1})", priority, run_at, attempts, key}, kT0);
+    });
+    EXPECT_TRUE(r);
+    return r->id;
+  }
+
+  ClaimResult claim(const std::string& owner, Micros now, int limit = 10,
+                    std::vector<std::string> types = {"t"}) {
+    ClaimRequest req{owner, now, now + 30 * kSec, limit, std::move(types), {}, 3};
+    auto r = store_->write([&](JobStore& s) { return s.claim(req); });
+    EXPECT_TRUE(r);
+    return std::move(*r);
+  }
+
+  JobRecord job(JobId id) {
+    auto r = store_->read([&](JobStore& s) { return s.get(id); });
+    EXPECT_TRUE(r && r->has_value());
+    return **r;
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<Store> store_;
+};
+
+TEST_F(JobStoreTest, Insert_DueNow_IsAvailableAndFutureIsScheduled) {
+  JobId now = add("t", kT0);
+  JobId later = add("t", kT0 + 60 * kSec);
+  EXPECT_EQ(job(now).state, JobState::kAvailable);
+  EXPECT_EQ(job(later).state, JobState::kScheduled);
+  EXPECT_EQ(job(now).args["n"], 1);
+}
+
+TEST_F(JobStoreTest, Insert_LiveUniqueKey_ReturnsExistingJob) {
+  JobId a = add("t", kT0, 0, 3, "movie-1");
+  auto r = store_->write([&](JobStore& s) {
+    return s.insert({"t", "default", "{}", 0, kT0, 3, "movie-1"}, kT0);
+  });
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->existing);
+  EXPECT_EQ(r->id, a);
+}
+
+TEST_F(JobStoreTest, Insert_UniqueKeyOfFinishedJob_CreatesNewJob) {
+  JobId a = add("t", kT0, 0, 3, "k");
+  auto c = claim("w", kT0);
+  ASSERT_EQ(c.jobs.size(), 1u);
+  ASSERT_TRUE(store_->write([&](JobStore& s) { return s.complete(a, "w", "null", kT0).held; }).value());
+  JobId b = add("t", kT0, 0, 3, "k");
+  EXPECT_NE(a, b);
+}
+
+TEST_F(JobStoreTest, Claim_OrdersByPriorityThenRunAt) {
+  JobId late = add("t", kT0 - 1 * kSec, 5);
+  JobId urgent = add("t", kT0, 0);
+  JobId early = add("t", kT0 - 2 * kSec, 5);
+  add("t", kT0 + 10 * kSec, 0);  // not due
+  auto c = claim("w", kT0);
+  ASSERT_EQ(c.jobs.size(), 3u);
+  EXPECT_EQ(c.jobs[0].id, urgent);
+  EXPECT_EQ(c.jobs[1].id, early);
+  EXPECT_EQ(c.jobs[2].id, late);
+  EXPECT_EQ(c.jobs[0].attempt, 1);
+  auto j = job(urgent);
+  EXPECT_EQ(j.state, JobState::kRunning);
+  EXPECT_EQ(j.lease_owner, "w");
+}
+
+TEST_F(JobStoreTest, Claim_OnlyKnownTypesAndNeverTwice) {
+  add("t");
+  add("other");
+  auto a = claim("a", kT0);
+  auto b = claim("b", kT0);
+  EXPECT_EQ(a.jobs.size(), 1u);
+  EXPECT_TRUE(b.jobs.empty());
+}
+
+TEST_F(JobStoreTest, Checkpoint_CommittedStepIsReturnedOnNextClaimAndNeverOverwritten) {
+  JobId id = add();
+  claim("w", kT0);
+  auto w = store_->write([&](JobStore& s) {
+    return s.checkpoint({id, "w", "fetch", R"({"v":1})", kT0, kT0 + 1, kT0 + 30 * kSec});
+  });
+  ASSERT_TRUE(w && w->held);
+  // Same step again (a bug or a race): the first output stands.
+  ASSERT_TRUE(store_->write([&](JobStore& s) {
+    return s.checkpoint({id, "w", "fetch", R"({"v":2})", kT0, kT0 + 1, kT0 + 30 * kSec});
+  }));
+  ASSERT_TRUE(
+      store_->write([&](JobStore& s) { return s.release(id, "w", "stopping", kT0 + 2).held; }).value());
+  auto c = claim("w2", kT0 + 3);
+  ASSERT_EQ(c.jobs.size(), 1u);
+  EXPECT_EQ(c.jobs[0].checkpoints.at("fetch")["v"], 1);
+  EXPECT_EQ(c.jobs[0].attempt, 1) << "a release does not use up an attempt";
+}
+
+TEST_F(JobStoreTest, Writes_WithoutTheLease_AreRefusedAndChangeNothing) {
+  JobId id = add();
+  claim("owner", kT0);
+  auto w = store_->write([&](JobStore& s) {
+    return s.checkpoint({id, "intruder", "fetch", "1", kT0, kT0, kT0 + kSec});
+  });
+  ASSERT_TRUE(w);
+  EXPECT_FALSE(w->held);
+  EXPECT_FALSE(store_->write([&](JobStore& s) { return s.complete(id, "intruder", "1", kT0).held; }).value());
+  auto j = job(id);
+  EXPECT_EQ(j.state, JobState::kRunning);
+  EXPECT_TRUE(j.steps.empty());
+}
+
+TEST_F(JobStoreTest, Park_SchedulesAtUntilKeepsAttemptAndRecordsTimeline) {
+  JobId id = add();
+  claim("w", kT0);
+  ASSERT_TRUE(store_->write([&](JobStore& s) { return s.park(id, "w", kT0 + 5 * kSec, "limiter imdb", kT0); })
+                  .value()
+                  .held);
+  auto j = job(id);
+  EXPECT_EQ(j.state, JobState::kScheduled);
+  EXPECT_EQ(to_micros(j.run_at), kT0 + 5 * kSec);
+  ASSERT_EQ(j.timeline.size(), 1u);
+  EXPECT_EQ(j.timeline[0].kind, "parked");
+  EXPECT_TRUE(claim("w", kT0 + kSec).jobs.empty());
+  auto c = claim("w", kT0 + 5 * kSec);
+  ASSERT_EQ(c.jobs.size(), 1u);
+  EXPECT_EQ(c.jobs[0].attempt, 1);
+}
+
+TEST_F(JobStoreTest, FailAttempt_WithRetry_IsRetryableThenNextAttempt) {
+  JobId id = add();
+  claim("w", kT0);
+  ASSERT_TRUE(store_
+                  ->write([&](JobStore& s) {
+                    return s.fail_attempt({id, "w", "fetch", "boom", kT0, kT0 + 10 * kSec}).held;
+                  })
+                  .value());
+  auto j = job(id);
+  EXPECT_EQ(j.state, JobState::kRetryable);
+  ASSERT_EQ(j.errors.size(), 1u);
+  EXPECT_EQ(j.errors[0].step, "fetch");
+  EXPECT_EQ(j.errors[0].error, "boom");
+  EXPECT_EQ(j.errors[0].attempt, 1);
+  ASSERT_EQ(j.steps.size(), 1u);
+  EXPECT_EQ(j.steps[0].state, "failed");
+  auto c = claim("w", kT0 + 10 * kSec);
+  ASSERT_EQ(c.jobs.size(), 1u);
+  EXPECT_EQ(c.jobs[0].attempt, 2);
+}
+
+TEST_F(JobStoreTest, FailAttempt_WithoutRetry_IsDeadAndRetryByHandRevivesIt) {
+  JobId id = add();
+  claim("w", kT0);
+  ASSERT_TRUE(store_->write([&](JobStore& s) {
+                      return s.fail_attempt({id, "w", "", "fatal", kT0, {}}).held;
+                    })
+                  .value());
+  EXPECT_EQ(job(id).state, JobState::kDead);
+  EXPECT_TRUE(job(id).finished_at.has_value());
+  auto st = store_->write([&](JobStore& s) { return s.retry(id, kT0 + 1, 1); });
+  ASSERT_TRUE(st);
+  EXPECT_EQ(*st, JobState::kAvailable);
+  auto j = job(id);
+  EXPECT_EQ(j.state, JobState::kAvailable);
+  EXPECT_EQ(j.attempt, 0);
+  EXPECT_FALSE(j.finished_at.has_value());
+}
+
+TEST_F(JobStoreTest, Cancel_PendingJob_IsCancelledAtOnce) {
+  JobId id = add();
+  auto st = store_->write([&](JobStore& s) { return s.cancel(id, kT0); });
+  ASSERT_TRUE(st);
+  EXPECT_EQ(*st, JobState::kCancelled);
+  EXPECT_TRUE(claim("w", kT0).jobs.empty());
+}
+
+TEST_F(JobStoreTest, Cancel_RunningJob_SetsFlagSeenByNextCheckpoint) {
+  JobId id = add();
+  claim("w", kT0);
+  ASSERT_EQ(*store_->write([&](JobStore& s) { return s.cancel(id, kT0); }), JobState::kRunning);
+  auto w = store_->write([&](JobStore& s) {
+    return s.checkpoint({id, "w", "a", "1", kT0, kT0, kT0 + kSec});
+  });
+  ASSERT_TRUE(w && w->held);
+  EXPECT_TRUE(w->cancel_requested);
+  ASSERT_TRUE(store_->write([&](JobStore& s) { return s.finish_cancelled(id, "w", kT0).held; }).value());
+  EXPECT_EQ(job(id).state, JobState::kCancelled);
+}
+
+TEST_F(JobStoreTest, Cancel_FinishedJob_LeavesItAlone) {
+  JobId id = add();
+  claim("w", kT0);
+  ASSERT_TRUE(store_->write([&](JobStore& s) { return s.complete(id, "w", "1", kT0).held; }).value());
+  EXPECT_EQ(*store_->write([&](JobStore& s) { return s.cancel(id, kT0); }), JobState::kCompleted);
+  EXPECT_EQ(job(id).state, JobState::kCompleted);
+}
+
+TEST_F(JobStoreTest, Claim_ExpiredLease_TakenOverWithCheckpointsAndCountsAsFailure) {
+  JobId id = add();
+  claim("dead-worker", kT0);
+  ASSERT_TRUE(store_->write([&](JobStore& s) {
+    return s.checkpoint({id, "dead-worker", "a", "7", kT0, kT0, kT0 + 30 * kSec});
+  }));
+  EXPECT_TRUE(claim("b", kT0 + 29 * kSec).jobs.empty()) << "the lease still holds";
+  auto c = claim("b", kT0 + 31 * kSec);
+  ASSERT_EQ(c.expired.size(), 1u);
+  EXPECT_FALSE(c.expired[0].dead);
+  ASSERT_EQ(c.jobs.size(), 1u);
+  EXPECT_EQ(c.jobs[0].checkpoints.at("a"), 7);
+  EXPECT_EQ(c.jobs[0].attempt, 2);
+  auto j = job(id);
+  EXPECT_EQ(j.lease_owner, "b");
+  EXPECT_EQ(j.lease_expiries, 1);
+  ASSERT_FALSE(j.timeline.empty());
+  EXPECT_EQ(j.timeline[0].kind, "lease_expired");
+}
+
+TEST_F(JobStoreTest, Claim_RepeatedLeaseExpiry_EndsDead) {
+  JobId id = add("t", kT0, 0, 20);
+  Micros now = kT0;
+  for (int i = 0; i < 3; ++i) {
+    claim("crasher", now);
+    now += 31 * kSec;
+  }
+  claim("b", now);
+  auto j = job(id);
+  EXPECT_EQ(j.state, JobState::kDead);
+  EXPECT_EQ(j.lease_expiries, 3);
+}
+
+TEST_F(JobStoreTest, Renew_ExtendsHeldLeasesAndReportsLostOnes) {
+  JobId a = add();
+  JobId b = add();
+  claim("w", kT0);
+  auto held = store_->write([&](JobStore& s) { return s.renew("w", {a, b, 999}, kT0 + 60 * kSec, kT0); });
+  ASSERT_TRUE(held);
+  EXPECT_EQ(held->size(), 2u);
+  EXPECT_EQ(to_micros(*job(a).lease_expires_at), kT0 + 60 * kSec);
+}
+
+TEST_F(JobStoreTest, Purge_RemovesOnlyOldTerminalJobsWithTheirRows) {
+  JobId old_done = add();
+  JobId pending = add("t", kT0 + 100 * kSec);
+  claim("w", kT0);
+  ASSERT_TRUE(store_->write([&](JobStore& s) {
+    return s.checkpoint({old_done, "w", "a", "1", kT0, kT0, kT0 + kSec});
+  }));
+  ASSERT_TRUE(store_->write([&](JobStore& s) { return s.complete(old_done, "w", "1", kT0); }));
+  auto n = store_->write([&](JobStore& s) { return s.purge(kT0 + 1); });
+  ASSERT_TRUE(n);
+  EXPECT_EQ(*n, 1);
+  auto gone = store_->read([&](JobStore& s) { return s.get(old_done); });
+  ASSERT_TRUE(gone);
+  EXPECT_FALSE(gone->has_value());
+  EXPECT_EQ(job(pending).state, JobState::kScheduled);
+}
+
+TEST_F(JobStoreTest, Write_ManyThreadsAtOnce_ShareCommitsAndLoseNothing) {
+  constexpr int kThreads = 8;
+  constexpr int kPerThread = 200;
+  std::vector<std::jthread> threads;
+  std::atomic<int> ok{0};
+  std::uint64_t before = store_->commits();
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kPerThread; ++i) {
+        if (store_->write([&](JobStore& s) { return s.insert({"t", "q", "{}", 0, kT0, 1, ""}, kT0).id; }))
+          ++ok;
+      }
+    });
+  }
+  threads.clear();
+  EXPECT_EQ(ok.load(), kThreads * kPerThread);
+  auto counts = store_->read([](JobStore& s) { return s.counts(); });
+  ASSERT_TRUE(counts);
+  ASSERT_EQ(counts->size(), 1u);
+  EXPECT_EQ(counts->at(0).second, kThreads * kPerThread);
+  EXPECT_LE(store_->commits() - before, static_cast<std::uint64_t>(kThreads * kPerThread));
+}
+
+TEST_F(JobStoreTest, Write_OneFailingWrite_DoesNotRollBackOthersInTheBatch) {
+  auto bad = store_->write([](JobStore&) -> int { throw SQLite::Exception("simulated failure", 1); });
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code(), ErrorCode::kDatabase);
+  JobId id = add();
+  EXPECT_EQ(job(id).state, JobState::kAvailable);
+}
+
+}  // namespace
+}  // namespace ratchet::store
