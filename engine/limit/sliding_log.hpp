@@ -13,11 +13,13 @@
 
 namespace ratchet::limit {
 
-// Whether a start at t keeps every interval of length `per` within `rate`.
+// Zero when a start at t keeps every interval of length `per` within `rate`;
+// otherwise a time > t before which no start can fit (a lower bound for the
+// search: the entries of the crowded group must be passed first).
 template <typename Seq>
-bool sliding_fits(const Seq& log, std::int64_t rate, std::int64_t per, std::int64_t t) {
+std::int64_t sliding_check(const Seq& log, std::int64_t rate, std::int64_t per, std::int64_t t) {
   const auto m = static_cast<std::int64_t>(log.size());
-  if (m < rate) return true;
+  if (m < rate) return 0;
   const auto p = static_cast<std::int64_t>(std::upper_bound(log.begin(), log.end(), t) - log.begin());
   // The log with t inserted at index p; only groups of rate + 1 that hold t change.
   auto merged = [&](std::int64_t i) -> std::int64_t {
@@ -27,20 +29,32 @@ bool sliding_fits(const Seq& log, std::int64_t rate, std::int64_t per, std::int6
   };
   const std::int64_t first = std::max<std::int64_t>(0, p - rate);
   const std::int64_t last = std::min<std::int64_t>(p, m - rate);
+  std::int64_t bound = 0;
   for (std::int64_t q = first; q <= last; ++q) {
-    if (merged(q + rate) - merged(q) < per) return false;
+    if (merged(q + rate) - merged(q) < per) {
+      // t last in the group: it must wait for the group's first to leave the
+      // window. Otherwise every time up to the group's last entry stays inside it.
+      bound = std::max(bound, q + rate == p ? merged(q) + per : std::max(t + 1, merged(q + rate)));
+    }
   }
-  return true;
+  return bound;
+}
+
+template <typename Seq>
+bool sliding_fits(const Seq& log, std::int64_t rate, std::int64_t per, std::int64_t t) {
+  return sliding_check(log, rate, per, t) == 0;
 }
 
 // The earliest time >= t at which a start fits. Feasible times begin at t or
-// where an entry leaves the window (entry + per), so only those are tried. The
-// search for a gap between reservations is bounded: past `max_probes`
-// candidates the answer is the first time after every entry, which always fits.
+// where an entry leaves the window (entry + per), so only those are tried,
+// skipping past crowded groups. The search for a gap between reservations is
+// bounded: past `max_probes` candidates the answer is the first time after
+// every entry, which always fits.
 template <typename Seq>
 std::int64_t sliding_earliest(const Seq& log, std::int64_t rate, std::int64_t per, std::int64_t t,
-                              int max_probes = 256) {
-  if (sliding_fits(log, rate, per, t)) return t;
+                              int max_probes = 64) {
+  std::int64_t bound = sliding_check(log, rate, per, t);
+  if (bound == 0) return t;
   const auto m = log.size();
   // After every entry and `per` after the rate-th latest: the group of the last
   // rate entries plus this one then spans at least `per`.
@@ -48,11 +62,14 @@ std::int64_t sliding_earliest(const Seq& log, std::int64_t rate, std::int64_t pe
   if (static_cast<std::int64_t>(m) >= rate) {
     tail = std::max(tail, log[m - static_cast<std::size_t>(rate)] + per);
   }
-  auto it = std::upper_bound(log.begin(), log.end(), t - per);
-  for (int probes = 0; it != log.end() && probes < max_probes; ++it, ++probes) {
-    const std::int64_t c = *it + per;
+  for (int probes = 0; probes < max_probes; ++probes) {
+    auto it = std::lower_bound(log.begin(), log.end(), bound - per);
+    if (it == log.end()) break;
+    const std::int64_t c = std::max(*it + per, bound);
     if (c >= tail) break;
-    if (c > t && sliding_fits(log, rate, per, c)) return c;
+    const std::int64_t next = sliding_check(log, rate, per, c);
+    if (next == 0) return c;
+    bound = std::max(next, c + 1);
   }
   return tail;
 }

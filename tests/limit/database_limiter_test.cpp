@@ -1,0 +1,180 @@
+#include "limit/database_limiter.hpp"
+
+#include <SQLiteCpp/SQLiteCpp.h>
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "limiter_tables.hpp"
+#include "limit/make_limiter.hpp"
+
+namespace ratchet::limit {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr std::int64_t kSec = 1'000'000;
+constexpr std::int64_t kT0 = 1'700'000'000 * kSec;
+
+config::LimitSpec spec(config::LimitAlgorithm algo, std::int64_t rate, std::chrono::microseconds per,
+                       std::optional<std::int64_t> burst = std::nullopt) {
+  config::LimitSpec s;
+  s.algorithm = algo;
+  s.rate = rate;
+  s.per = per;
+  s.burst = burst;
+  s.scope = config::LimitScope::kDatabase;
+  return s;
+}
+
+std::shared_ptr<DatabaseLimiter> open(const testing::LimiterTables& db, const config::LimitSpec& s,
+                                      const std::string& key = "imdb/day") {
+  auto l = DatabaseLimiter::open(s, key, db.connect());
+  EXPECT_TRUE(l) << (l ? "" : l.error().to_string());
+  return l ? *l : nullptr;
+}
+
+Slot must(Result<Slot> r) {
+  EXPECT_TRUE(r.has_value()) << (r ? "" : r.error().to_string());
+  return r.value_or(Slot{});
+}
+
+TEST(DatabaseLimiter_Sliding, TwoConnectionsShareOneLimit) {
+  testing::LimiterTables db;
+  auto s = spec(config::LimitAlgorithm::kSlidingWindow, 3, 86400s);
+  auto p1 = open(db, s);
+  auto p2 = open(db, s);
+  EXPECT_EQ(must(p1->reserve(kT0, kT0)).at_us, kT0);
+  EXPECT_EQ(must(p2->reserve(kT0, kT0)).at_us, kT0);
+  EXPECT_EQ(must(p1->reserve(kT0 + kSec, kT0)).at_us, kT0 + kSec);
+  // The daily quota of 3 is used up across both connections.
+  EXPECT_EQ(must(p2->reserve(kT0 + kSec, kT0)).at_us, kT0 + 86400 * kSec);
+}
+
+TEST(DatabaseLimiter_Sliding, QuotaSurvivesARestart) {
+  testing::LimiterTables db;
+  auto s = spec(config::LimitAlgorithm::kSlidingWindow, 2, 86400s);
+  {
+    auto before = open(db, s);
+    must(before->reserve(kT0, kT0));
+    must(before->reserve(kT0, kT0));
+  }
+  auto after = open(db, s);  // a new process opening the same file
+  EXPECT_EQ(must(after->reserve(kT0 + 3600 * kSec, kT0)).at_us, kT0 + 86400 * kSec);
+}
+
+TEST(DatabaseLimiter_Sliding, KeysAreIndependent) {
+  testing::LimiterTables db;
+  auto s = spec(config::LimitAlgorithm::kSlidingWindow, 1, 1s);
+  auto a = open(db, s, "a");
+  auto b = open(db, s, "b");
+  EXPECT_EQ(must(a->reserve(kT0, kT0)).at_us, kT0);
+  EXPECT_EQ(must(b->reserve(kT0, kT0)).at_us, kT0);
+}
+
+TEST(DatabaseLimiter_Sliding, CancelFreesTheRowAndLateUseMoves) {
+  testing::LimiterTables db;
+  auto l = open(db, spec(config::LimitAlgorithm::kSlidingWindow, 1, 1s));
+  auto a = must(l->reserve(kT0, kT0));
+  auto b = must(l->reserve(kT0, kT0));
+  ASSERT_EQ(b.at_us, kT0 + kSec);
+  auto used = l->start(a, kT0 + 500'000);
+  ASSERT_TRUE(used);
+  EXPECT_EQ(*used, UseResult::kMoved);
+  EXPECT_EQ(a.at_us, kT0 + 2 * kSec);
+  ASSERT_TRUE(l->cancel(b));
+  // Only `a` (moved to +2s) remains: +0.5s is free again.
+  auto c = must(l->reserve(kT0 + 500'000, kT0));
+  EXPECT_EQ(c.at_us, kT0 + 500'000);
+}
+
+TEST(DatabaseLimiter_Sliding, OldRowsArePruned) {
+  testing::LimiterTables db;
+  auto l = open(db, spec(config::LimitAlgorithm::kSlidingWindow, 1, 1s));
+  for (int i = 0; i < 5; ++i) must(l->reserve(kT0 + i * kSec, kT0 + i * kSec));
+  SQLite::Database check(db.path().string());
+  EXPECT_LE(check.execAndGet("SELECT COUNT(*) FROM limiter_calls").getInt(), 2);
+}
+
+TEST(DatabaseLimiter_TokenBucket, BurstThenPaceAcrossConnections) {
+  testing::LimiterTables db;
+  auto s = spec(config::LimitAlgorithm::kTokenBucket, 10, 1s, 2);
+  auto p1 = open(db, s, "bucket");
+  auto p2 = open(db, s, "bucket");
+  EXPECT_EQ(must(p1->reserve(kT0, kT0)).at_us, kT0);
+  EXPECT_EQ(must(p2->reserve(kT0, kT0)).at_us, kT0);
+  EXPECT_EQ(must(p1->reserve(kT0, kT0)).at_us, kT0 + 100'000);
+  auto last = must(p2->reserve(kT0, kT0));
+  EXPECT_EQ(last.at_us, kT0 + 200'000);
+  ASSERT_TRUE(p1->cancel(last));  // the latest slot comes back, even via another connection
+  EXPECT_EQ(must(p1->reserve(kT0, kT0)).at_us, kT0 + 200'000);
+}
+
+TEST(DatabaseLimiter_FixedWindow, CountsPerEpochAlignedWindow) {
+  testing::LimiterTables db;
+  auto l = open(db, spec(config::LimitAlgorithm::kFixedWindow, 2, 60s), "fixed");
+  const std::int64_t mid = kT0 + 30 * kSec;
+  const std::int64_t window_end = (mid / (60 * kSec) + 1) * 60 * kSec;
+  EXPECT_EQ(must(l->reserve(mid, mid)).at_us, mid);
+  EXPECT_EQ(must(l->reserve(mid, mid)).at_us, mid);
+  EXPECT_EQ(must(l->reserve(mid, mid)).at_us, window_end);
+}
+
+TEST(DatabaseLimiter_Open, MissingTablesAreAClearDatabaseError) {
+  auto path = std::filesystem::temp_directory_path() / "ratchet-limit-no-tables.db";
+  std::filesystem::remove(path);
+  { SQLite::Database create(path.string(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE); }
+  auto l = DatabaseLimiter::open(spec(config::LimitAlgorithm::kSlidingWindow, 1, 1s), "k", connect_to(path));
+  ASSERT_TRUE(l);
+  auto r = (*l)->reserve(kT0, kT0);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), ErrorCode::kDatabase);
+  EXPECT_NE(r.error().message().find("limiter k"), std::string::npos);
+  std::filesystem::remove(path);
+}
+
+TEST(DatabaseLimiter_Open, UnopenableFileIsADatabaseError) {
+  auto l = DatabaseLimiter::open(spec(config::LimitAlgorithm::kSlidingWindow, 1, 1s), "k",
+                                 connect_to("/nonexistent-dir/ratchet.db"));
+  ASSERT_FALSE(l);
+  EXPECT_EQ(l.error().code(), ErrorCode::kDatabase);
+}
+
+TEST(DatabaseLimiter_Concurrency, ThreadsOnTwoConnectionsNeverOverbook) {
+  testing::LimiterTables db;
+  auto s = spec(config::LimitAlgorithm::kSlidingWindow, 3, 1s);
+  auto p1 = open(db, s, "shared");
+  auto p2 = open(db, s, "shared");
+  std::vector<std::int64_t> all;
+  std::mutex mu;
+  auto run = [&](DatabaseLimiter* l) {
+    for (int i = 0; i < 15; ++i) {
+      auto slot = l->reserve(kT0, kT0);
+      ASSERT_TRUE(slot) << slot.error().to_string();
+      std::lock_guard lock(mu);
+      all.push_back(slot->at_us);
+    }
+  };
+  std::thread t1(run, p1.get());
+  std::thread t2(run, p2.get());
+  t1.join();
+  t2.join();
+  std::sort(all.begin(), all.end());
+  ASSERT_EQ(all.size(), 30u);
+  for (std::size_t i = 3; i < all.size(); ++i) EXPECT_GE(all[i] - all[i - 3], kSec);
+  EXPECT_EQ(all.back(), kT0 + 9 * kSec);  // and no slot wasted
+}
+
+TEST(MakeLimiter, DatabaseScopeWithoutAConnectionIsRefused) {
+  auto l = make_limiter(spec(config::LimitAlgorithm::kSlidingWindow, 1, 1s), "k");
+  ASSERT_FALSE(l);
+  EXPECT_EQ(l.error().code(), ErrorCode::kInvalidArgument);
+}
+
+TEST(MakeLimiter, NonPositiveRateIsRefused) {
+  auto s = spec(config::LimitAlgorithm::kSlidingWindow, 0, 1s);
+  s.scope = config::LimitScope::kProcess;
+  EXPECT_FALSE(make_limiter(s, "k"));
+}
+
+}  // namespace
+}  // namespace ratchet::limit

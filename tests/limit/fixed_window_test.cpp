@@ -1,0 +1,53 @@
+#include "limit/fixed_window.hpp"
+
+#include <gtest/gtest.h>
+
+namespace ratchet::limit {
+namespace {
+
+constexpr std::int64_t kSec = 1'000'000;
+constexpr std::int64_t kT0 = 1'700'000'000 * kSec;  // a whole second: windows align here
+
+Slot must(Result<Slot> r) {
+  EXPECT_TRUE(r.has_value());
+  return r.value_or(Slot{});
+}
+
+TEST(FixedWindow_Reserve, FullWindowPushesToTheNextEpochAlignedWindow) {
+  FixedWindowLimiter l(2, kSec);
+  const std::int64_t mid = kT0 + 600'000;
+  EXPECT_EQ(must(l.reserve(mid, mid)).at_us, mid);
+  EXPECT_EQ(must(l.reserve(mid, mid)).at_us, mid);
+  EXPECT_EQ(must(l.reserve(mid, mid)).at_us, kT0 + kSec);  // start of the next window
+}
+
+TEST(FixedWindow_Reserve, WindowsFillInOrder) {
+  FixedWindowLimiter l(1, 60 * kSec);
+  const std::int64_t minute = (kT0 / (60 * kSec)) * 60 * kSec;  // the window kT0 is in
+  EXPECT_EQ(must(l.reserve(kT0, kT0)).at_us, kT0);
+  for (int i = 1; i < 4; ++i) EXPECT_EQ(must(l.reserve(kT0, kT0)).at_us, minute + i * 60 * kSec);
+}
+
+TEST(FixedWindow_Cancel, FreesItsWindowCount) {
+  FixedWindowLimiter l(1, kSec);
+  auto a = must(l.reserve(kT0, kT0));
+  ASSERT_TRUE(l.cancel(a));
+  EXPECT_EQ(must(l.reserve(kT0, kT0)).at_us, kT0);
+}
+
+TEST(FixedWindow_Start, LateUseInTheSameWindowStarts) {
+  FixedWindowLimiter l(1, kSec);
+  auto a = must(l.reserve(kT0, kT0));
+  EXPECT_EQ(*l.start(a, kT0 + 500'000), UseResult::kStarted);
+}
+
+TEST(FixedWindow_Start, LateUseInAFullLaterWindowIsMoved) {
+  FixedWindowLimiter l(1, kSec);
+  auto a = must(l.reserve(kT0, kT0));
+  must(l.reserve(kT0, kT0));  // takes the next window
+  EXPECT_EQ(*l.start(a, kT0 + kSec + 1), UseResult::kMoved);
+  EXPECT_EQ(a.at_us, kT0 + 2 * kSec);
+}
+
+}  // namespace
+}  // namespace ratchet::limit

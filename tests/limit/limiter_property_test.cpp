@@ -1,0 +1,207 @@
+// Property tests: for random limit sets and random arrival patterns (with
+// late starts and cancellations), the starts the limiters let through never
+// exceed any declared limit, and when demand exceeds the limit the limiters
+// use at least 95 % of what it allows.
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "limit/fixed_window.hpp"
+#include "limit/gcra_math.hpp"
+#include "limit/limiter_stack.hpp"
+#include "limit/micros.hpp"
+#include "limit/sliding_window.hpp"
+#include "limit/token_bucket.hpp"
+
+namespace ratchet::limit {
+namespace {
+
+constexpr std::int64_t kMs = 1000;
+constexpr std::int64_t kT0 = 1'700'000'000'000'000;  // a whole second since the epoch
+
+enum class Algo { kSliding, kBucket, kFixed };
+
+struct Limit {
+  Algo algo;
+  std::int64_t rate;
+  std::int64_t per_us;
+  std::int64_t burst;
+};
+
+std::shared_ptr<Limiter> make(const Limit& l) {
+  switch (l.algo) {
+    case Algo::kSliding: return std::make_shared<SlidingWindowLimiter>(l.rate, l.per_us);
+    case Algo::kBucket: return std::make_shared<TokenBucketLimiter>(l.rate, l.per_us, l.burst);
+    case Algo::kFixed: return std::make_shared<FixedWindowLimiter>(l.rate, l.per_us);
+  }
+  return nullptr;
+}
+
+// Checks the starts (sorted) against one limit's promise; returns a message on a breach.
+std::optional<std::string> breach(const Limit& l, const std::vector<std::int64_t>& starts) {
+  switch (l.algo) {
+    case Algo::kSliding: {
+      // Any interval of length per, any alignment: any rate + 1 consecutive span >= per.
+      const auto n = static_cast<std::size_t>(l.rate);
+      for (std::size_t i = n; i < starts.size(); ++i) {
+        if (starts[i] - starts[i - n] < l.per_us) {
+          return "sliding " + std::to_string(l.rate) + "/" + std::to_string(l.per_us) + "us: starts " +
+                 std::to_string(starts[i - n] - kT0) + ".." + std::to_string(starts[i] - kT0);
+        }
+      }
+      return std::nullopt;
+    }
+    case Algo::kBucket: {
+      // A token bucket of rate/per and size burst (exact real-valued refill).
+      double tokens = static_cast<double>(l.burst);
+      std::int64_t last = starts.empty() ? 0 : starts.front();
+      for (auto s : starts) {
+        tokens = std::min<double>(static_cast<double>(l.burst),
+                                  tokens + static_cast<double>(s - last) * static_cast<double>(l.rate) /
+                                               static_cast<double>(l.per_us));
+        last = s;
+        if (tokens < 1 - 1e-9) return "bucket: empty at " + std::to_string(s - kT0);
+        tokens -= 1;
+      }
+      return std::nullopt;
+    }
+    case Algo::kFixed: {
+      std::map<std::int64_t, std::int64_t> per_window;
+      for (auto s : starts) {
+        if (++per_window[floor_div(s, l.per_us)] > l.rate) return "fixed: window over at " + std::to_string(s - kT0);
+      }
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+rc::Gen<Limit> gen_limit() {
+  return rc::gen::apply(
+      [](int algo, int rate, int per_ms, int burst) {
+        return Limit{static_cast<Algo>(algo), rate, per_ms * kMs, std::min(burst, rate)};
+      },
+      rc::gen::inRange(0, 3), rc::gen::inRange(1, 8), rc::gen::element(100, 250, 1000, 3000), rc::gen::inRange(1, 8));
+}
+
+// What a caller does after reserving.
+enum class Act { kOnTime, kLate, kCancel };
+
+RC_GTEST_PROP(LimiterProperty, NoIntervalEverHoldsMoreStartsThanAnyLimitAllows, ()) {
+  const auto limits = *rc::gen::container<std::vector<Limit>>(*rc::gen::inRange(1, 4), gen_limit());
+  std::vector<std::shared_ptr<Limiter>> limiters;
+  for (const auto& l : limits) limiters.push_back(make(l));
+  LimiterStack stack(limiters);
+
+  struct Pending {
+    Reservation r;
+    Act act;
+    std::int64_t lateness;
+  };
+  std::vector<Pending> pending;
+  std::vector<std::int64_t> starts;
+  std::int64_t now = kT0;
+  const int arrivals = *rc::gen::inRange(1, 120);
+  // Runs every pending caller whose (late) time has come, in time order.
+  auto run_due = [&](std::int64_t until) {
+    for (bool progressed = true; progressed;) {
+      progressed = false;
+      std::sort(pending.begin(), pending.end(), [](const Pending& a, const Pending& b) {
+        return to_micros(a.r.at()) + a.lateness < to_micros(b.r.at()) + b.lateness;
+      });
+      for (auto it = pending.begin(); it != pending.end(); ++it) {
+        const std::int64_t when = to_micros(it->r.at()) + it->lateness;
+        if (when > until) break;
+        now = std::max(now, when);
+        auto go = stack.start(it->r, from_micros(now));
+        RC_ASSERT(go.has_value());
+        if (*go) {
+          starts.push_back(now);
+          pending.erase(it);
+        } else {
+          it->lateness = 0;  // moved: come back on time
+        }
+        progressed = true;
+        break;
+      }
+    }
+  };
+  for (int i = 0; i < arrivals; ++i) {
+    const std::int64_t next = now + *rc::gen::inRange<std::int64_t>(0, 400 * kMs);
+    run_due(next);
+    now = std::max(now, next);
+    auto r = stack.reserve(from_micros(now));
+    RC_ASSERT(r.has_value());
+    const Act act = *rc::gen::element(Act::kOnTime, Act::kOnTime, Act::kLate, Act::kCancel);
+    if (act == Act::kCancel) {
+      RC_ASSERT(r->cancel().has_value());
+      continue;
+    }
+    const std::int64_t late = act == Act::kLate ? *rc::gen::inRange<std::int64_t>(1, 1500 * kMs) : 0;
+    pending.push_back({std::move(*r), act, late});
+  }
+  run_due(std::numeric_limits<std::int64_t>::max() / 2);
+  RC_ASSERT(pending.empty());
+  std::sort(starts.begin(), starts.end());
+  for (const auto& l : limits) {
+    auto b = breach(l, starts);
+    RC_ASSERT_FALSE(b.has_value());
+  }
+}
+
+// Demand above the limit: a backlog from the start and arrivals at twice the
+// allowed rate; starts within the horizon reach 95 % of what the limits allow.
+RC_GTEST_PROP(LimiterProperty, UtilisationStaysAbove95PercentWhenDemandExceedsTheLimit, ()) {
+  const Algo algo = *rc::gen::element(Algo::kSliding, Algo::kBucket, Algo::kFixed);
+  const std::int64_t rate = *rc::gen::inRange(1, 12);
+  const std::int64_t per = *rc::gen::element(100, 1000, 60000) * kMs;
+  const int windows = *rc::gen::inRange(20, 30);
+  // Sometimes a second, longer limit stacked on the first (as 10/s plus N/minute).
+  const bool stacked = *rc::gen::arbitrary<bool>();
+  const std::int64_t long_mult = *rc::gen::inRange(2, 5);
+  const std::int64_t long_rate = *rc::gen::inRange(rate, rate * long_mult + 1);
+  std::vector<Limit> limits = {{algo, rate, per, 1}};
+  if (stacked) limits.push_back({Algo::kSliding, long_rate, per * long_mult, 1});
+  std::vector<std::shared_ptr<Limiter>> limiters;
+  for (const auto& l : limits) limiters.push_back(make(l));
+  LimiterStack stack(limiters);
+
+  const std::int64_t horizon = per * windows * (stacked ? long_mult : 1);
+  double allowed = 1e18;
+  for (const auto& l : limits) {
+    allowed = std::min(allowed, static_cast<double>(l.rate) * static_cast<double>(horizon / l.per_us));
+  }
+  // Arrivals: a backlog of one window's worth at the start, then twice the rate.
+  std::vector<std::int64_t> arrivals(static_cast<std::size_t>(rate), kT0);
+  const std::int64_t mean_gap = std::max<std::int64_t>(per / (2 * rate), 1);
+  std::mt19937_64 random(*rc::gen::arbitrary<std::uint64_t>());
+  std::uniform_int_distribution<std::int64_t> gap(0, 2 * mean_gap);
+  for (std::int64_t t = kT0; t < kT0 + horizon;) {
+    t += gap(random);
+    arrivals.push_back(t);
+  }
+  std::int64_t started = 0;
+  std::vector<Reservation> held;
+  for (auto a : arrivals) {
+    auto r = stack.reserve(from_micros(a));
+    RC_ASSERT(r.has_value());
+    if (to_micros(r->at()) < kT0 + horizon) {
+      auto go = stack.start(*r, r->at());
+      RC_ASSERT(go.has_value() && *go);
+      ++started;
+    } else {
+      held.push_back(std::move(*r));
+    }
+  }
+  RC_TAG(algo == Algo::kSliding ? "sliding" : algo == Algo::kBucket ? "bucket" : "fixed");
+  RC_ASSERT(static_cast<double>(started) >= 0.95 * allowed);
+}
+
+}  // namespace
+}  // namespace ratchet::limit

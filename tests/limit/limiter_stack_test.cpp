@@ -1,0 +1,133 @@
+#include "limit/limiter_stack.hpp"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "limit/micros.hpp"
+#include "limit/sliding_window.hpp"
+#include "limit/token_bucket.hpp"
+
+namespace ratchet::limit {
+namespace {
+
+using namespace std::chrono_literals;
+
+Reservation must(Result<Reservation> r) {
+  EXPECT_TRUE(r.has_value()) << (r ? "" : r.error().to_string());
+  return r ? std::move(*r) : Reservation();
+}
+
+TEST(LimiterStack_Reserve, ProceedsOnlyWhenEveryLimitAllows) {
+  FakeClock clock;
+  auto per_second = std::make_shared<SlidingWindowLimiter>(10, to_micros(1s));
+  auto per_minute = std::make_shared<SlidingWindowLimiter>(15, to_micros(60s));
+  LimiterStack stack({per_second, per_minute});
+  std::vector<Reservation> held;
+  std::vector<TimePoint> starts;
+  for (int i = 0; i < 16; ++i) {
+    held.push_back(must(stack.reserve(clock.now())));
+    starts.push_back(held.back().at());
+  }
+  // 10 now, 5 more a second later, then the minute limit holds the 16th.
+  EXPECT_EQ(starts[9], clock.now());
+  EXPECT_EQ(starts[10], clock.now() + 1s);
+  EXPECT_EQ(starts[14], clock.now() + 1s);
+  EXPECT_EQ(starts[15], clock.now() + 60s);
+}
+
+TEST(LimiterStack_Reserve, ReservesTheAgreedTimeInEveryLimiter) {
+  FakeClock clock;
+  auto a = std::make_shared<SlidingWindowLimiter>(1, to_micros(1s));
+  auto b = std::make_shared<SlidingWindowLimiter>(1, to_micros(5s));
+  LimiterStack both({a, b});
+  auto r1 = must(both.reserve(clock.now()));
+  auto r2 = must(both.reserve(clock.now()));
+  EXPECT_EQ(r2.at(), clock.now() + 5s);
+  // `a` alone now has slots at 0 and 5s held; 1s is still free in it.
+  LimiterStack only_a({a});
+  EXPECT_EQ(must(only_a.reserve(clock.now())).at(), clock.now() + 1s);
+}
+
+TEST(LimiterStack_Cancel, DestroyingAReservationGivesEverySlotBack) {
+  FakeClock clock;
+  auto a = std::make_shared<SlidingWindowLimiter>(1, to_micros(1s));
+  auto b = std::make_shared<TokenBucketLimiter>(1, to_micros(1s), 1);
+  LimiterStack stack({a, b});
+  { auto r = must(stack.reserve(clock.now())); }
+  EXPECT_EQ(must(stack.reserve(clock.now())).at(), clock.now());
+}
+
+TEST(LimiterStack_Start, WaitsUntilTheReservedTimeThenGoes) {
+  FakeClock clock;
+  LimiterStack stack({std::make_shared<SlidingWindowLimiter>(1, to_micros(1s))});
+  ASSERT_TRUE(*stack.try_acquire(clock.now()));
+  auto r = must(stack.reserve(clock.now()));
+  EXPECT_FALSE(*stack.start(r, clock.now()));
+  EXPECT_TRUE(r.held());
+  clock.advance(1s);
+  EXPECT_TRUE(*stack.start(r, clock.now()));
+  EXPECT_TRUE(r.started());
+  EXPECT_FALSE(r.held());
+}
+
+TEST(LimiterStack_Start, LateUseThatCannotBeHonouredMovesEverySlot) {
+  FakeClock clock;
+  auto a = std::make_shared<SlidingWindowLimiter>(1, to_micros(1s));
+  LimiterStack stack({a});
+  auto first = must(stack.reserve(clock.now()));
+  auto second = must(stack.reserve(clock.now()));  // at +1s
+  clock.advance(500ms);
+  EXPECT_FALSE(*stack.start(first, clock.now()));
+  EXPECT_EQ(first.at(), clock.now() + 1500ms);  // after `second`
+  clock.advance(500ms);
+  EXPECT_TRUE(*stack.start(second, clock.now()));
+}
+
+TEST(LimiterStack_TryAcquire, RefusesWithoutHoldingAnything) {
+  FakeClock clock;
+  auto a = std::make_shared<SlidingWindowLimiter>(1, to_micros(1s));
+  LimiterStack stack({a});
+  EXPECT_TRUE(*stack.try_acquire(clock.now()));
+  EXPECT_FALSE(*stack.try_acquire(clock.now()));
+  clock.advance(1s);
+  EXPECT_TRUE(*stack.try_acquire(clock.now()));
+}
+
+TEST(LimiterStack_Reserve, EmptyStackLetsEveryCallGoNow) {
+  FakeClock clock;
+  LimiterStack none;
+  auto r = must(none.reserve(clock.now()));
+  EXPECT_EQ(r.at(), clock.now());
+  EXPECT_TRUE(*none.start(r, clock.now()));
+}
+
+TEST(LimiterStack_Reserve, ConcurrentCallersNeverShareASlot) {
+  FakeClock clock;
+  auto a = std::make_shared<SlidingWindowLimiter>(5, to_micros(1s));
+  auto b = std::make_shared<TokenBucketLimiter>(5, to_micros(1s), 5);
+  LimiterStack stack({a, b});
+  std::vector<std::vector<TimePoint>> got(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 25; ++i) {
+        auto r = stack.reserve(clock.now());
+        ASSERT_TRUE(r);
+        got[t].push_back(r->at());
+        ASSERT_TRUE(*stack.start(*r, r->at()));
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  std::vector<TimePoint> all;
+  for (auto& g : got) all.insert(all.end(), g.begin(), g.end());
+  std::sort(all.begin(), all.end());
+  // 100 calls at 5 per second: any 6 consecutive starts span at least 1 s.
+  for (std::size_t i = 5; i < all.size(); ++i) EXPECT_GE(all[i] - all[i - 5], 1s) << i;
+}
+
+}  // namespace
+}  // namespace ratchet::limit

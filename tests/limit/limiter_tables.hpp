@@ -1,0 +1,47 @@
+// Test helper: a temporary SQLite database holding the limiter tables exactly
+// as the store's migration creates them, removed when the helper goes away.
+#pragma once
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include <atomic>
+#include <filesystem>
+#include <string>
+#include <unistd.h>
+
+#include "limit/database_limiter.hpp"
+
+namespace ratchet::limit::testing {
+
+class LimiterTables {
+ public:
+  LimiterTables() {
+    static std::atomic<int> counter{0};
+    path_ = std::filesystem::temp_directory_path() /
+            ("ratchet-limit-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".db");
+    std::filesystem::remove(path_);
+    SQLite::Database db(path_.string(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+    db.exec("PRAGMA journal_mode=WAL");
+    db.exec(
+        "CREATE TABLE limiter_state (key TEXT PRIMARY KEY, tat_us INTEGER, window_start_us INTEGER, "
+        "window_count INTEGER, updated_us INTEGER NOT NULL);");
+    db.exec("CREATE TABLE limiter_calls (key TEXT NOT NULL, at_us INTEGER NOT NULL);");
+    db.exec("CREATE INDEX limiter_calls_key_at ON limiter_calls(key, at_us);");
+  }
+  ~LimiterTables() {
+    std::error_code ec;
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+      std::filesystem::remove(path_.string() + suffix, ec);
+    }
+  }
+  LimiterTables(const LimiterTables&) = delete;
+  LimiterTables& operator=(const LimiterTables&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  ConnectionFactory connect() const { return connect_to(path_, std::chrono::seconds(5)); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace ratchet::limit::testing
