@@ -22,11 +22,14 @@ namespace {
 std::atomic<std::size_t> g_abandoned_running{0};
 std::atomic<std::size_t> g_threads_running{0};
 
-std::string_view view(ratchet_str s) { return s.size == 0 || s.data == nullptr ? std::string_view{} : std::string_view(s.data, s.size); }
+std::string_view view(ratchet_str s) {
+  return s.size == 0 || s.data == nullptr ? std::string_view{} : std::string_view(s.data, s.size);
+}
 ratchet_str str(std::string_view s) { return ratchet_str{s.data(), s.size()}; }
 
 // Whether a struct the other side sized as `size` has room for `field`.
-#define RATCHET_HAS_FIELD(type, size, field) ((size) >= offsetof(type, field) + sizeof(((type*)nullptr)->field))
+#define RATCHET_HAS_FIELD(type, size, field) \
+  ((size) >= offsetof(type, field) + sizeof(((type*)nullptr)->field))
 
 // A response kept alive, with C views of it, until the call's state dies.
 struct StoredResponse {
@@ -51,7 +54,7 @@ struct CallState {
   bool threw = false;
 
   std::mutex mu;
-  std::condition_variable idle;  // in_service dropped to 0
+  std::condition_variable idle;      // in_service dropped to 0
   HostServices* services = nullptr;  // null once the caller gave up
   int in_service = 0;
   bool done = false;
@@ -126,7 +129,8 @@ int32_t host_http(void* host_data, const ratchet_http_request* req, ratchet_http
   resp->transport_error = static_cast<int32_t>(r.error);
   if (RATCHET_HAS_FIELD(ratchet_http_response, size, status)) resp->status = r.status;
   if (RATCHET_HAS_FIELD(ratchet_http_response, size, headers)) resp->headers = stored.headers.data();
-  if (RATCHET_HAS_FIELD(ratchet_http_response, size, header_count)) resp->header_count = stored.headers.size();
+  if (RATCHET_HAS_FIELD(ratchet_http_response, size, header_count))
+    resp->header_count = stored.headers.size();
   if (RATCHET_HAS_FIELD(ratchet_http_response, size, body)) resp->body = str(r.body);
   if (RATCHET_HAS_FIELD(ratchet_http_response, size, message)) resp->message = str(r.message);
   if (RATCHET_HAS_FIELD(ratchet_http_response, size, retry_after_ms))
@@ -137,7 +141,8 @@ int32_t host_http(void* host_data, const ratchet_http_request* req, ratchet_http
 void host_log(void* host_data, int32_t level, ratchet_str message) {
   CallState* st = state_of(host_data);
   if (level < RATCHET_LOG_DEBUG || level > RATCHET_LOG_ERROR) level = RATCHET_LOG_INFO;
-  st->with_services([&](HostServices& s) { s.log(st->plugin(), static_cast<LogLevel>(level), view(message)); });
+  st->with_services(
+      [&](HostServices& s) { s.log(st->plugin(), static_cast<LogLevel>(level), view(message)); });
 }
 
 int32_t host_is_cancelled(void* host_data) {
@@ -173,18 +178,20 @@ std::string who(const Invocation& c) {
 Result<CallReply> read_reply(CallState& st) {
   const Invocation& c = st.call;
   if (st.threw)
-    return fail(Error::plugin(who(c) + " let a C++ exception escape through the C ABI; the call failed. The plugin "
-                                       "must catch everything (the C++ SDK does this for you)"));
+    return fail(Error::plugin(who(c) +
+                              " let a C++ exception escape through the C ABI; the call failed. The plugin "
+                              "must catch everything (the C++ SDK does this for you)"));
   const ratchet_reply& r = st.reply;
   if (r.status < RATCHET_STATUS_OK || r.status > RATCHET_STATUS_FATAL)
-    return fail(Error::plugin(fmt::format("{} returned an unknown status {} (expected 0 ok, 1 retryable, 2 "
-                                          "throttled or 3 fatal)",
-                                          who(c), r.status)));
+    return fail(
+        Error::plugin(fmt::format("{} returned an unknown status {} (expected 0 ok, 1 retryable, 2 "
+                                  "throttled or 3 fatal)",
+                                  who(c), r.status)));
   std::string_view text;
   if (r.output == nullptr) {
     if (r.output_size != 0)
-      return fail(Error::plugin(
-          fmt::format("{} returned a NULL output buffer of {} bytes", who(c), r.output_size)));
+      return fail(
+          Error::plugin(fmt::format("{} returned a NULL output buffer of {} bytes", who(c), r.output_size)));
   } else {
     auto it = st.buffers_by_address.find(r.output);
     if (it == st.buffers_by_address.end())
@@ -214,7 +221,8 @@ Result<CallReply> read_reply(CallState& st) {
     case RATCHET_STATUS_THROTTLED: out.status = CallStatus::kThrottled; break;
     default: out.status = CallStatus::kFatal; break;
   }
-  if (out.status != CallStatus::kOk) out.message = text.empty() ? "(the plugin gave no message)" : std::string(text);
+  if (out.status != CallStatus::kOk)
+    out.message = text.empty() ? "(the plugin gave no message)" : std::string(text);
   return out;
 }
 
@@ -279,10 +287,11 @@ Result<CallReply> invoke(Invocation call, HostServices& services, const Clock& c
     st->services = nullptr;
     st->idle.wait(lock, [&] { return st->in_service == 0; });
     worker.detach();
-    return fail(Error::timeout(fmt::format(
-        "{} did not return within {}ms; the call failed and its thread was abandoned (the plugin should check "
-        "is_cancelled)",
-        who(st->call), st->call.timeout.count())));
+    return fail(
+        Error::timeout(fmt::format("{} did not return within {}ms; the call failed and its thread was "
+                                   "abandoned (the plugin should check "
+                                   "is_cancelled)",
+                                   who(st->call), st->call.timeout.count())));
   }
   st->services = nullptr;
   lock.unlock();

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
-#include <vector>
+#include <system_error>
 
 namespace ratchet::plugin_host {
 namespace {
@@ -30,15 +30,23 @@ ElfCheck incomplete(std::uintmax_t size, std::uint64_t needed, const char* what)
 
 ElfCheck check_elf_shared_object(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
-  if (!in) return refuse("cannot be opened for reading");
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const std::uint64_t size = bytes.size();
+  std::error_code ec;
+  const std::uint64_t size = std::filesystem::file_size(file, ec);
+  if (!in || ec) return refuse("cannot be opened for reading");
+  // Reads `n` bytes at `offset` (both already checked against `size`).
+  auto read_at = [&](std::uint64_t offset, void* out, std::size_t n) {
+    in.seekg(static_cast<std::streamoff>(offset));
+    in.read(static_cast<char*>(out), static_cast<std::streamsize>(n));
+    return static_cast<bool>(in);
+  };
 
-  if (size < 4 || std::memcmp(bytes.data(), ELFMAG, SELFMAG) != 0)
-    return refuse("not a shared library: it does not start with an ELF header (a text file or another format?)");
+  char magic[SELFMAG] = {};
+  if (size < SELFMAG || !read_at(0, magic, SELFMAG) || std::memcmp(magic, ELFMAG, SELFMAG) != 0)
+    return refuse(
+        "not a shared library: it does not start with an ELF header (a text file or another format?)");
   if (size < sizeof(Elf64_Ehdr)) return incomplete(size, sizeof(Elf64_Ehdr), "ELF header would");
   Elf64_Ehdr eh;
-  std::memcpy(&eh, bytes.data(), sizeof(eh));
+  if (!read_at(0, &eh, sizeof(eh))) return refuse("cannot be read");
   if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB)
     return refuse("not a shared library for this machine: it is not a 64-bit little-endian ELF file");
   if (eh.e_type != ET_DYN)
@@ -53,7 +61,7 @@ ElfCheck check_elf_shared_object(const std::filesystem::path& file) {
   if (ph_end > size) return incomplete(size, ph_end, "program headers");
   for (int i = 0; i < eh.e_phnum; ++i) {
     Elf64_Phdr ph;
-    std::memcpy(&ph, bytes.data() + eh.e_phoff + i * sizeof(Elf64_Phdr), sizeof(ph));
+    if (!read_at(eh.e_phoff + i * sizeof(Elf64_Phdr), &ph, sizeof(ph))) return refuse("cannot be read");
     if (ph.p_type != PT_LOAD && ph.p_type != PT_DYNAMIC) continue;
     if (ph.p_offset + ph.p_filesz > size) return incomplete(size, ph.p_offset + ph.p_filesz, "segments");
   }

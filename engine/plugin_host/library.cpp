@@ -57,16 +57,18 @@ std::string dlopen_reason(const fs::path& p) {
 
 // Friend of Library: builds one step by step.
 struct LibraryLoader {
-  static std::expected<std::shared_ptr<const Library>, LoadFailure> load(const fs::path& file, const fs::path& copy);
+  static std::expected<std::shared_ptr<const Library>, LoadFailure> load(const fs::path& file,
+                                                                         const fs::path& copy);
 };
 
 std::expected<std::shared_ptr<const Library>, LoadFailure> LibraryLoader::load(const fs::path& file,
-                                                                                const fs::path& copy) {
+                                                                               const fs::path& copy) {
   std::error_code ec;
   const FileSignature before = signature_of(file, ec);
   if (ec) return refuse("cannot be read: " + ec.message());
   fs::create_directories(copy.parent_path(), ec);
-  if (!fs::copy_file(file, copy, ec) || ec) return refuse("cannot be copied to " + copy.string() + ": " + ec.message());
+  if (!fs::copy_file(file, copy, ec) || ec)
+    return refuse("cannot be copied to " + copy.string() + ": " + ec.message());
   // From here on the copy is ours; remove it whenever loading stops short.
   std::shared_ptr<Library> lib(new Library());
   lib->file_ = file;
@@ -74,8 +76,9 @@ std::expected<std::shared_ptr<const Library>, LoadFailure> LibraryLoader::load(c
 
   const FileSignature after = signature_of(file, ec);
   if (ec || !(before == after) || fs::file_size(copy, ec) != before.size)
-    return refuse("the file changed while it was being read (still being written?); it is retried on the next scan",
-                  true);
+    return refuse(
+        "the file changed while it was being read (still being written?); it is retried on the next scan",
+        true);
 
   ElfCheck elf = check_elf_shared_object(copy);
   if (!elf.ok) return refuse(elf.reason);
@@ -103,7 +106,8 @@ std::expected<std::shared_ptr<const Library>, LoadFailure> LibraryLoader::load(c
   try {
     d = entry();
   } catch (...) {
-    return refuse("its entry point threw an exception; an entry point must return a descriptor and never fail");
+    return refuse(
+        "its entry point threw an exception; an entry point must return a descriptor and never fail");
   }
   if (d == nullptr) return refuse("its entry point returned no descriptor (NULL)");
   if (d->abi_version != RATCHET_PLUGIN_ABI_VERSION)
@@ -126,16 +130,19 @@ std::expected<std::shared_ptr<const Library>, LoadFailure> LibraryLoader::load(c
   for (std::uint32_t i = 0; i < d->operation_count; ++i) {
     const auto* op = reinterpret_cast<const ratchet_operation*>(base + std::size_t{i} * d->operation_size);
     if (!valid_name(op->name))
-      return refuse("operation #" + std::to_string(i) + " has an empty name or one not made of a-z, 0-9 and _");
+      return refuse("operation #" + std::to_string(i) +
+                    " has an empty name or one not made of a-z, 0-9 and _");
     if (op->fn == nullptr) return refuse(std::string("operation '") + op->name + "' has no function");
-    if (!seen.insert(op->name).second) return refuse(std::string("operation '") + op->name + "' is declared twice");
+    if (!seen.insert(op->name).second)
+      return refuse(std::string("operation '") + op->name + "' is declared twice");
     lib->operations_.emplace_back(op->name, op->fn);
   }
   lib->descriptor_ = d;
   lib->name_ = d->name;
   lib->version_ = d->version;
 
-  const bool has_hooks = d->struct_size >= offsetof(ratchet_plugin_descriptor, shutdown) + sizeof(d->shutdown);
+  const bool has_hooks =
+      d->struct_size >= offsetof(ratchet_plugin_descriptor, shutdown) + sizeof(d->shutdown);
   if (has_hooks && d->init != nullptr) {
     const char* why = nullptr;
     try {

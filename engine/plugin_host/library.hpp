@@ -65,8 +65,8 @@ struct LoadFailure {
 };
 
 // Loads `file` via a copy at `private_copy` (which must not exist yet).
-std::expected<std::shared_ptr<const Library>, LoadFailure> load_library(const std::filesystem::path& file,
-                                                                        const std::filesystem::path& private_copy);
+std::expected<std::shared_ptr<const Library>, LoadFailure> load_library(
+    const std::filesystem::path& file, const std::filesystem::path& private_copy);
 
 // How many libraries are loaded right now, in this process (for tests and
 // diagnostics: a reloaded or removed plugin's old version must drop out).

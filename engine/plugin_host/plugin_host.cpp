@@ -31,7 +31,8 @@ PluginInfo info_of(const Library& lib) { return {lib.name(), lib.version(), lib.
 
 Result<std::unique_ptr<PluginHost>> PluginHost::open(PluginHostOptions options) {
   std::error_code ec;
-  if (options.folder.empty()) return fail(Error::invalid_argument("no plugin folder given ([engine] plugins)"));
+  if (options.folder.empty())
+    return fail(Error::invalid_argument("no plugin folder given ([engine] plugins)"));
   if (!fs::is_directory(options.folder, ec))
     return fail(Error::config("plugin folder " + options.folder.string() +
                               " does not exist or is not a directory; create it or fix [engine] plugins"));
@@ -47,8 +48,8 @@ Result<std::unique_ptr<PluginHost>> PluginHost::open(PluginHostOptions options) 
   }
   fs::create_directories(options.private_dir, ec);
   if (ec)
-    return fail(Error::io("cannot create the private plugin directory " + options.private_dir.string() + ": " +
-                          ec.message()));
+    return fail(Error::io("cannot create the private plugin directory " + options.private_dir.string() +
+                          ": " + ec.message()));
 
   std::unique_ptr<PluginHost> host(new PluginHost(std::move(options), owns));
   host->rescan();
@@ -101,7 +102,8 @@ ScanReport PluginHost::rescan() {
                                std::int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec,
                                static_cast<std::uintmax_t>(st.st_ino)};
   }
-  if (ec) spdlog::warn("plugin folder {} could not be read completely: {}", options_.folder.string(), ec.message());
+  if (ec)
+    spdlog::warn("plugin folder {} could not be read completely: {}", options_.folder.string(), ec.message());
 
   // Files that disappeared: their plugins go; names they held free up.
   {
@@ -115,7 +117,8 @@ ScanReport PluginHost::rescan() {
       if (!it->second.provides.empty()) {
         auto p = plugins_.find(it->second.provides);
         if (p != plugins_.end() && p->second->file() == it->first) {
-          spdlog::info("plugin {} {} unloaded: {} was removed", p->first, p->second->version(), it->first.string());
+          spdlog::info("plugin {} {} unloaded: {} was removed", p->first, p->second->version(),
+                       it->first.string());
           report.removed.push_back(p->first);
           plugins_.erase(p);
           freed = true;
@@ -135,8 +138,8 @@ ScanReport PluginHost::rescan() {
       auto known = files_.find(path);
       if (known != files_.end() && known->second.signature == sig && !known->second.retry) continue;
     }
-    const fs::path copy =
-        options_.private_dir / fmt::format("{}.{}{}", path.stem().string(), ++generation_, path.extension().string());
+    const fs::path copy = options_.private_dir / fmt::format("{}.{}{}", path.stem().string(), ++generation_,
+                                                             path.extension().string());
     auto loaded = load_library(path, copy);
 
     std::unique_lock lock(mu_);
@@ -160,8 +163,9 @@ ScanReport PluginHost::rescan() {
     auto taken = plugins_.find(lib->name());
     if (taken != plugins_.end() && taken->second->file() != path) {
       state.duplicate = true;
-      refuse(fmt::format("it declares plugin name '{}', which {} already provides; remove one of the two files",
-                         lib->name(), taken->second->file().string()));
+      refuse(
+          fmt::format("it declares plugin name '{}', which {} already provides; remove one of the two files",
+                      lib->name(), taken->second->file().string()));
       continue;  // `lib` unloads here: nothing from it was handed out
     }
     if (!state.provides.empty() && state.provides != lib->name()) {
@@ -170,8 +174,9 @@ ScanReport PluginHost::rescan() {
       report.removed.push_back(state.provides);
     }
     if (taken != plugins_.end())
-      spdlog::info("plugin {} reloaded: version {} replaces {} (from {}; calls in flight finish on the old one)",
-                   lib->name(), lib->version(), taken->second->version(), path.string());
+      spdlog::info(
+          "plugin {} reloaded: version {} replaces {} (from {}; calls in flight finish on the old one)",
+          lib->name(), lib->version(), taken->second->version(), path.string());
     else
       spdlog::info("plugin {} {} loaded from {} (operations: {})", lib->name(), lib->version(), path.string(),
                    join(lib->operations()));
@@ -212,18 +217,20 @@ Status PluginHost::check_configured(const std::vector<std::string>& names) const
   if (missing.empty()) return {};
   std::string msg;
   for (const auto& n : missing)
-    msg += fmt::format("{}plugin '{}' is configured ([plugin.{}]) but no file in {} provides it", msg.empty() ? "" : "; ",
-                       n, n, options_.folder.string());
+    msg += fmt::format("{}plugin '{}' is configured ([plugin.{}]) but no file in {} provides it",
+                       msg.empty() ? "" : "; ", n, n, options_.folder.string());
   if (!failures_.empty()) {
     msg += "; files that were refused:";
-    for (const auto& [file, reason] : failures_) msg += fmt::format(" {}: {};", file.filename().string(), reason);
+    for (const auto& [file, reason] : failures_)
+      msg += fmt::format(" {}: {};", file.filename().string(), reason);
   }
   return fail(Error::config(std::move(msg)));
 }
 
-Result<CallReply> PluginHost::call(std::string_view plugin, std::string_view operation, const nlohmann::json& args,
-                                   const nlohmann::json& settings, HostServices& services,
-                                   const CallContext& context, std::optional<std::chrono::milliseconds> timeout) const {
+Result<CallReply> PluginHost::call(std::string_view plugin, std::string_view operation,
+                                   const nlohmann::json& args, const nlohmann::json& settings,
+                                   HostServices& services, const CallContext& context,
+                                   std::optional<std::chrono::milliseconds> timeout) const {
   Invocation inv;
   {
     std::shared_lock lock(mu_);
@@ -231,23 +238,24 @@ Result<CallReply> PluginHost::call(std::string_view plugin, std::string_view ope
     if (it == plugins_.end()) {
       std::vector<std::string> names;
       for (const auto& [n, l] : plugins_) names.push_back(n);
-      return fail(Error::not_found(fmt::format("no plugin named '{}' is loaded from {} (loaded: {})", plugin,
-                                               options_.folder.string(), names.empty() ? "none" : join(names))));
+      return fail(
+          Error::not_found(fmt::format("no plugin named '{}' is loaded from {} (loaded: {})", plugin,
+                                       options_.folder.string(), names.empty() ? "none" : join(names))));
     }
     inv.library = it->second;  // held for the whole call, however long
   }
   inv.fn = inv.library->find(operation);
   if (inv.fn == nullptr)
-    return fail(Error::not_found(fmt::format("plugin '{}' {} has no operation '{}' (it has: {})", plugin,
-                                             inv.library->version(), operation,
-                                             join(inv.library->operations()))));
+    return fail(
+        Error::not_found(fmt::format("plugin '{}' {} has no operation '{}' (it has: {})", plugin,
+                                     inv.library->version(), operation, join(inv.library->operations()))));
   inv.operation = std::string(operation);
   try {
     inv.args = args.is_null() ? "{}" : args.dump();
     inv.config = settings.is_null() ? "{}" : settings.dump();
   } catch (const nlohmann::json::exception& e) {
-    return fail(Error::invalid_argument(fmt::format("arguments for {}.{} cannot be encoded: {}", plugin, operation,
-                                                    e.what())));
+    return fail(Error::invalid_argument(
+        fmt::format("arguments for {}.{} cannot be encoded: {}", plugin, operation, e.what())));
   }
   inv.context = context;
   inv.timeout = timeout.value_or(options_.default_timeout);

@@ -81,9 +81,9 @@ struct PluginFailure {
 
 // What one scan changed.
 struct ScanReport {
-  std::vector<PluginInfo> loaded;      // new plugins and new versions
-  std::vector<PluginFailure> failed;   // files refused in this scan
-  std::vector<std::string> removed;    // plugins whose file disappeared
+  std::vector<PluginInfo> loaded;     // new plugins and new versions
+  std::vector<PluginFailure> failed;  // files refused in this scan
+  std::vector<std::string> removed;   // plugins whose file disappeared
 };
 
 class PluginHost {
@@ -99,8 +99,8 @@ class PluginHost {
   // Brings the loaded set in step with the folder now.
   ScanReport rescan();
 
-  std::vector<PluginInfo> list() const;                       // sorted by name
-  std::vector<PluginFailure> failures() const;                // sorted by file
+  std::vector<PluginInfo> list() const;         // sorted by name
+  std::vector<PluginFailure> failures() const;  // sorted by file
   std::optional<PluginInfo> find(std::string_view name) const;
 
   // Error::config naming each plugin in `names` that no loaded file provides
@@ -128,9 +128,9 @@ class PluginHost {
   };
   struct FileState {
     FileSignature signature;
-    std::string provides;     // plugin name when loaded
-    bool retry = false;       // try again on the next scan even if unchanged
-    bool duplicate = false;   // refused for a taken name: retry when the name frees up
+    std::string provides;    // plugin name when loaded
+    bool retry = false;      // try again on the next scan even if unchanged
+    bool duplicate = false;  // refused for a taken name: retry when the name frees up
   };
 
   explicit PluginHost(PluginHostOptions options, bool owns_private_dir);
@@ -139,7 +139,7 @@ class PluginHost {
   PluginHostOptions options_;
   bool owns_private_dir_ = false;
 
-  std::mutex scan_mu_;  // one scan at a time; held for a whole scan
+  std::mutex scan_mu_;            // one scan at a time; held for a whole scan
   mutable std::shared_mutex mu_;  // guards the three maps below
   std::map<std::string, std::shared_ptr<const Library>, std::less<>> plugins_;
   std::map<std::filesystem::path, FileState> files_;

@@ -72,22 +72,17 @@ enum {
 
 /* Why an HTTP request produced no response. */
 enum {
-  RATCHET_HTTP_OK = 0,          /* a response arrived (any HTTP status) */
-  RATCHET_HTTP_REFUSED = 1,     /* the engine's limiter or breaker refused or throttled it */
-  RATCHET_HTTP_TIMEOUT = 2,     /* connect or total timeout */
-  RATCHET_HTTP_CONNECT = 3,     /* DNS failure, connection refused or reset */
-  RATCHET_HTTP_TLS = 4,         /* certificate or handshake failure */
-  RATCHET_HTTP_TOO_LARGE = 5,   /* the response exceeded the configured size bound */
-  RATCHET_HTTP_CANCELLED = 6,   /* the call was cancelled or timed out */
-  RATCHET_HTTP_OTHER = 7        /* anything else; see the message */
+  RATCHET_HTTP_OK = 0,        /* a response arrived (any HTTP status) */
+  RATCHET_HTTP_REFUSED = 1,   /* the engine's limiter or breaker refused or throttled it */
+  RATCHET_HTTP_TIMEOUT = 2,   /* connect or total timeout */
+  RATCHET_HTTP_CONNECT = 3,   /* DNS failure, connection refused or reset */
+  RATCHET_HTTP_TLS = 4,       /* certificate or handshake failure */
+  RATCHET_HTTP_TOO_LARGE = 5, /* the response exceeded the configured size bound */
+  RATCHET_HTTP_CANCELLED = 6, /* the call was cancelled or timed out */
+  RATCHET_HTTP_OTHER = 7      /* anything else; see the message */
 };
 
-enum {
-  RATCHET_LOG_DEBUG = 0,
-  RATCHET_LOG_INFO = 1,
-  RATCHET_LOG_WARN = 2,
-  RATCHET_LOG_ERROR = 3
-};
+enum { RATCHET_LOG_DEBUG = 0, RATCHET_LOG_INFO = 1, RATCHET_LOG_WARN = 2, RATCHET_LOG_ERROR = 3 };
 
 /* "No retry-after given" in the *_retry_after_ms fields. */
 #define RATCHET_NO_RETRY_AFTER (-1)
@@ -157,11 +152,11 @@ typedef struct ratchet_host_services {
 
 /* Who is calling. Owned by the host; valid until the operation returns. */
 typedef struct ratchet_call_context {
-  uint32_t struct_size;          /* sizeof(ratchet_call_context) as the host was built */
-  ratchet_str idempotency_key;   /* stable across every attempt of one step */
-  ratchet_str job_id;            /* empty outside a job */
-  ratchet_str step_name;         /* empty outside a job */
-  ratchet_str operation;         /* the operation's name */
+  uint32_t struct_size;        /* sizeof(ratchet_call_context) as the host was built */
+  ratchet_str idempotency_key; /* stable across every attempt of one step */
+  ratchet_str job_id;          /* empty outside a job */
+  ratchet_str step_name;       /* empty outside a job */
+  ratchet_str operation;       /* the operation's name */
 } ratchet_call_context;
 
 /* The operation's answer. The host zeroes it, sets struct_size and sets
@@ -186,10 +181,10 @@ typedef struct ratchet_operation {
 } ratchet_operation;
 
 typedef struct ratchet_plugin_descriptor {
-  uint32_t abi_version;    /* RATCHET_PLUGIN_ABI_VERSION */
-  uint32_t struct_size;    /* sizeof(ratchet_plugin_descriptor) as the plugin was built */
-  const char* name;        /* NUL-terminated, [a-z0-9_]+, the name config refers to */
-  const char* version;     /* NUL-terminated, e.g. "1.2.0" */
+  uint32_t abi_version; /* RATCHET_PLUGIN_ABI_VERSION */
+  uint32_t struct_size; /* sizeof(ratchet_plugin_descriptor) as the plugin was built */
+  const char* name;     /* NUL-terminated, [a-z0-9_]+, the name config refers to */
+  const char* version;  /* NUL-terminated, e.g. "1.2.0" */
   const ratchet_operation* operations;
   uint32_t operation_count;
   uint32_t operation_size; /* sizeof(ratchet_operation) as built: the array's stride */

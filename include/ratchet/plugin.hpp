@@ -72,7 +72,9 @@ class Throttled : public std::runtime_error {
 using Headers = std::vector<std::pair<std::string, std::string>>;
 
 namespace detail {
-inline std::string_view view(ratchet_str s) { return s.size == 0 ? std::string_view{} : std::string_view(s.data, s.size); }
+inline std::string_view view(ratchet_str s) {
+  return s.size == 0 ? std::string_view{} : std::string_view(s.data, s.size);
+}
 inline ratchet_str str(std::string_view s) { return ratchet_str{s.data(), s.size()}; }
 inline bool iequals(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
@@ -142,7 +144,8 @@ struct Response {
   // The body parsed as JSON; a malformed body is Fatal, quoting its first bytes.
   nlohmann::json json() const {
     auto parsed = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
-    if (parsed.is_discarded()) throw Fatal("malformed JSON from " + url + ": \"" + printable_prefix(body) + "\"");
+    if (parsed.is_discarded())
+      throw Fatal("malformed JSON from " + url + ": \"" + printable_prefix(body) + "\"");
     return parsed;
   }
 };
@@ -152,7 +155,9 @@ class Http {
  public:
   explicit Http(const ratchet_host_services* host) : host_(host) {}
 
-  Response get(const std::string& url, const Headers& headers = {}) { return request("GET", url, headers, {}); }
+  Response get(const std::string& url, const Headers& headers = {}) {
+    return request("GET", url, headers, {});
+  }
   Response post(const std::string& url, std::string_view body, const Headers& headers = {}) {
     return request("POST", url, headers, body);
   }
@@ -235,8 +240,9 @@ class Context {
   // Secrets from ${ENV} are already resolved here: never log them.
   const nlohmann::json& config() {
     if (!config_) {
-      config_ = config_text_.empty() ? nlohmann::json::object()
-                                     : nlohmann::json::parse(config_text_, nullptr, /*allow_exceptions=*/false);
+      config_ = config_text_.empty()
+                    ? nlohmann::json::object()
+                    : nlohmann::json::parse(config_text_, nullptr, /*allow_exceptions=*/false);
       if (config_->is_discarded()) throw Fatal("the plugin's config is not valid JSON");
     }
     return *config_;
@@ -247,7 +253,8 @@ class Context {
     const auto& c = config();
     auto it = c.find(key);
     if (it == c.end() || !it->is_string())
-      throw Fatal("setting '" + key + "' is missing or not a string; set it in this plugin's [plugin.NAME] table");
+      throw Fatal("setting '" + key +
+                  "' is missing or not a string; set it in this plugin's [plugin.NAME] table");
     return it->get<std::string>();
   }
 
@@ -304,11 +311,13 @@ void trampoline(const ratchet_host_services* host, const ratchet_call_context* c
   try {
     try {
       Context ctx(host, call, config);
-      auto parsed = view(args).empty() ? nlohmann::json::object()
-                                       : nlohmann::json::parse(view(args), nullptr, /*allow_exceptions=*/false);
+      auto parsed = view(args).empty()
+                        ? nlohmann::json::object()
+                        : nlohmann::json::parse(view(args), nullptr, /*allow_exceptions=*/false);
       if (parsed.is_discarded()) throw Fatal("the operation's arguments are not valid JSON");
       nlohmann::json out = F(ctx, parsed);
-      reply_with(host, reply, RATCHET_STATUS_OK, out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      reply_with(host, reply, RATCHET_STATUS_OK,
+                 out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     } catch (const Throttled& e) {
       reply_with(host, reply, RATCHET_STATUS_THROTTLED, e.what());
       if (auto ra = e.retry_after()) reply->retry_after_ms = ra->count();
@@ -329,23 +338,23 @@ void trampoline(const ratchet_host_services* host, const ratchet_call_context* c
 
 // One operation for RATCHET_PLUGIN: the function's name is the operation's name.
 #define RATCHET_OP(fn) \
-  ratchet_operation { #fn, &::ratchet::plugin::detail::trampoline<&fn> }
+  ratchet_operation { #fn, &::ratchet::plugin::detail::trampoline < &fn> }
 
 // Declares the plugin: its name (what config calls it), its version and its
 // operations. Exports the entry point, the library's only visible symbol.
-#define RATCHET_PLUGIN(NAME, VERSION, ...)                                                            \
-  extern "C" __attribute__((visibility("default"))) const ratchet_plugin_descriptor*                 \
-  ratchet_plugin_entry_v1(void) {                                                                     \
-    static const ratchet_operation ratchet_ops[] = {__VA_ARGS__};                                     \
-    static const ratchet_plugin_descriptor ratchet_descriptor = {                                     \
-        RATCHET_PLUGIN_ABI_VERSION,                                                                   \
-        sizeof(ratchet_plugin_descriptor),                                                            \
-        NAME,                                                                                         \
-        VERSION,                                                                                      \
-        ratchet_ops,                                                                                  \
-        static_cast<uint32_t>(sizeof(ratchet_ops) / sizeof(ratchet_ops[0])),                          \
-        sizeof(ratchet_operation),                                                                    \
-        nullptr,                                                                                      \
-        nullptr};                                                                                     \
-    return &ratchet_descriptor;                                                                       \
+#define RATCHET_PLUGIN(NAME, VERSION, ...)                                           \
+  extern "C" __attribute__((visibility("default"))) const ratchet_plugin_descriptor* \
+  ratchet_plugin_entry_v1(void) {                                                    \
+    static const ratchet_operation ratchet_ops[] = {__VA_ARGS__};                    \
+    static const ratchet_plugin_descriptor ratchet_descriptor = {                    \
+        RATCHET_PLUGIN_ABI_VERSION,                                                  \
+        sizeof(ratchet_plugin_descriptor),                                           \
+        NAME,                                                                        \
+        VERSION,                                                                     \
+        ratchet_ops,                                                                 \
+        static_cast<uint32_t>(sizeof(ratchet_ops) / sizeof(ratchet_ops[0])),         \
+        sizeof(ratchet_operation),                                                   \
+        nullptr,                                                                     \
+        nullptr};                                                                    \
+    return &ratchet_descriptor;                                                      \
   }

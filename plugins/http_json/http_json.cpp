@@ -26,7 +26,9 @@ using nlohmann::json;
 
 enum class Escape { kNone, kUrl };
 
-std::string arg_text(const json& value) { return value.is_string() ? value.get<std::string>() : value.dump(); }
+std::string arg_text(const json& value) {
+  return value.is_string() ? value.get<std::string>() : value.dump();
+}
 
 // Replaces each {{args.X}} in `tpl` with argument X. `where` names the
 // setting for error messages.
@@ -45,7 +47,8 @@ std::string fill(const std::string& tpl, const json& args, Escape escape, const 
     key.erase(0, 5);
     auto it = args.find(key);
     if (it == args.end())
-      throw rp::Fatal("setting '" + where + "' uses {{args." + key + "}} but the call has no argument '" + key + "'");
+      throw rp::Fatal("setting '" + where + "' uses {{args." + key + "}} but the call has no argument '" +
+                      key + "'");
     out += escape == Escape::kUrl ? rp::url_encode(arg_text(*it)) : arg_text(*it);
     pos = close + 2;
   }
@@ -101,7 +104,8 @@ json request(rp::Context& ctx, const json& args) {
 
   json value = reply;
   if (auto e = cfg.find("extract"); e != cfg.end()) {
-    if (!e->is_string()) throw rp::Fatal("setting 'extract' must be a JSON pointer string such as \"/data/rating\"");
+    if (!e->is_string())
+      throw rp::Fatal("setting 'extract' must be a JSON pointer string such as \"/data/rating\"");
     json::json_pointer ptr;
     try {
       ptr = json::json_pointer(e->get<std::string>());

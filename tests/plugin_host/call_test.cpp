@@ -17,9 +17,9 @@
 namespace ratchet::plugin_host {
 namespace {
 
-using ::testing::HasSubstr;
 using ratchet::testing::FakeHostServices;
 using ratchet::testing::TestFolder;
+using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
 class MisbehavingPluginTest : public ::testing::Test {
@@ -34,7 +34,8 @@ class MisbehavingPluginTest : public ::testing::Test {
     auto host = PluginHost::open(options);
     ASSERT_TRUE(host.has_value());
     host_ = std::move(*host);
-    ASSERT_EQ(host_->list().size(), 3u) << (host_->failures().empty() ? "" : host_->failures()[0].to_string());
+    ASSERT_EQ(host_->list().size(), 3u)
+        << (host_->failures().empty() ? "" : host_->failures()[0].to_string());
   }
 
   Result<CallReply> call(const std::string& plugin, const std::string& op) {
@@ -115,7 +116,8 @@ TEST_F(MisbehavingPluginTest, HangsPastTimeout_TimeoutErrorAndHostKeepsWorking) 
   auto r = pending.get();
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code(), ErrorCode::kTimeout);
-  EXPECT_THAT(r.error().message(), HasSubstr("plugin 'misbehaving' 0.1 operation 'hang' did not return within 10000ms"));
+  EXPECT_THAT(r.error().message(),
+              HasSubstr("plugin 'misbehaving' 0.1 operation 'hang' did not return within 10000ms"));
   expect_host_still_works();
   wait_for_abandoned_calls();
 }

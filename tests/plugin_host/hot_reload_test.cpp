@@ -18,9 +18,9 @@
 namespace ratchet::plugin_host {
 namespace {
 
-using ::testing::HasSubstr;
 using ratchet::testing::FakeHostServices;
 using ratchet::testing::TestFolder;
+using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
 std::unique_ptr<PluginHost> open_host(const TestFolder& folder, PluginHostOptions options = {}) {
@@ -95,7 +95,8 @@ TEST(HotDrop, FileReplacedWhileCallInFlight_OldCallFinishesOnOldVersionNewCallsU
     r.status = 200;
     return r;
   });
-  auto in_flight = std::async(std::launch::async, [&] { return host->call("versioned", "wait", {}, {}, blocking, {}); });
+  auto in_flight =
+      std::async(std::launch::async, [&] { return host->call("versioned", "wait", {}, {}, blocking, {}); });
   entered.wait();
 
   folder.add("versioned_v2", "versioned.so");  // cp over the file in place

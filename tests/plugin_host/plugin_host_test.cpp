@@ -14,9 +14,9 @@
 namespace ratchet::plugin_host {
 namespace {
 
-using ::testing::HasSubstr;
 using ratchet::testing::FakeHostServices;
 using ratchet::testing::TestFolder;
+using ::testing::HasSubstr;
 
 std::unique_ptr<PluginHost> open_host(const TestFolder& folder) {
   PluginHostOptions options;

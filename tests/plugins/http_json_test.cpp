@@ -1,0 +1,102 @@
+// http_json: a portal configured only in TOML settings.
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "plugin_fixture.hpp"
+
+namespace ratchet::testing {
+namespace {
+
+using nlohmann::json;
+using plugin_host::CallStatus;
+using ::testing::HasSubstr;
+
+class HttpJsonTest : public ::testing::Test {
+ protected:
+  Result<plugin_host::CallReply> request(const json& args, const json& settings) {
+    return call_plugin(services_, "http_json", "request", args, settings);
+  }
+  FakeHostServices services_;
+};
+
+TEST_F(HttpJsonTest, UrlTemplateAndExtract_GetsEncodedUrlAndReturnsValue) {
+  services_.respond_json("http://api.test/v1/find?q=Am%C3%A9lie%20%26%20co",
+                         R"({"data": {"score": 7.9, "title": "Amélie"}})");
+  auto r = request(
+      {{"name", "Amélie & co"}},
+      {{"url", "http://api.test/v1/find?q={{args.name}}"}, {"extract", "/data/score"}, {"output", "rating"}});
+  ASSERT_TRUE(r.has_value()) << r.error().to_string();
+  ASSERT_EQ(r->status, CallStatus::kOk) << r->message;
+  EXPECT_EQ(r->output, (json{{"rating", 7.9}}));
+  EXPECT_EQ(services_.requests().at(0).method, "GET");
+}
+
+TEST_F(HttpJsonTest, NoExtract_WholeReplyUnderValue) {
+  services_.respond_json("http://api.test/x", R"([1, 2])");
+  auto r = request({}, {{"url", "http://api.test/x"}});
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->output, (json{{"value", {1, 2}}}));
+}
+
+TEST_F(HttpJsonTest, HeadersAndJsonBodyTemplate_SentWithArgumentsFilledIn) {
+  services_.respond_json("http://api.test/graphql", R"({"ok": true})");
+  auto r = request({{"name", "Up"}, {"year", 2009}},
+                   {{"url", "http://api.test/graphql"},
+                    {"method", "POST"},
+                    {"headers", {{"Authorization", "Bearer resolved-secret"}, {"X-Movie", "{{args.name}}"}}},
+                    {"body", {{"query", "movie {{args.name}}"}, {"year", "{{args.year}}"}}},
+                    {"extract", "/ok"}});
+  ASSERT_TRUE(r.has_value());
+  ASSERT_EQ(r->status, CallStatus::kOk) << r->message;
+  auto sent = services_.requests().at(0);
+  EXPECT_EQ(sent.method, "POST");
+  EXPECT_EQ(json::parse(sent.body),
+            (json{{"query", "movie Up"}, {"year", 2009}}));  // the number stays a number
+  EXPECT_THAT(sent.headers, ::testing::Contains(std::pair<std::string, std::string>(
+                                "Authorization", "Bearer resolved-secret")));
+  EXPECT_THAT(sent.headers, ::testing::Contains(std::pair<std::string, std::string>("X-Movie", "Up")));
+  EXPECT_THAT(sent.headers,
+              ::testing::Contains(std::pair<std::string, std::string>("Content-Type", "application/json")));
+}
+
+TEST_F(HttpJsonTest, PlaceholderWithoutArgument_FatalNamingArgumentAndSetting) {
+  auto r = request({}, {{"url", "http://api.test/{{args.name}}"}});
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, CallStatus::kFatal);
+  EXPECT_THAT(r->message, HasSubstr("setting 'url' uses {{args.name}} but the call has no argument 'name'"));
+  EXPECT_TRUE(services_.requests().empty());
+}
+
+TEST_F(HttpJsonTest, ExtractPathAbsent_FatalQuotingBody) {
+  services_.respond_json("http://api.test/x", R"({"data": {}})");
+  auto r = request({}, {{"url", "http://api.test/x"}, {"extract", "/data/score"}});
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, CallStatus::kFatal);
+  EXPECT_THAT(r->message, HasSubstr("nothing at /data/score"));
+  EXPECT_THAT(r->message, HasSubstr(R"({"data": {}})"));
+}
+
+TEST_F(HttpJsonTest, BadSettings_FatalNamingSetting) {
+  auto no_url = request({}, json::object());
+  ASSERT_TRUE(no_url.has_value());
+  EXPECT_THAT(no_url->message, HasSubstr("setting 'url'"));
+  services_.respond_json("http://api.test/x", "{}");
+  auto bad_pointer = request({}, {{"url", "http://api.test/x"}, {"extract", "data.score"}});
+  ASSERT_TRUE(bad_pointer.has_value());
+  EXPECT_EQ(bad_pointer->status, CallStatus::kFatal);
+  EXPECT_THAT(bad_pointer->message, HasSubstr("setting 'extract' is not a JSON pointer"));
+}
+
+TEST_F(HttpJsonTest, StatusMapping_SameAsPortals) {
+  services_.respond_json("http://api.test/x", "busy", 429);
+  EXPECT_EQ(request({}, {{"url", "http://api.test/x"}})->status, CallStatus::kThrottled);
+  services_.respond_json("http://api.test/x", "down", 502);
+  EXPECT_EQ(request({}, {{"url", "http://api.test/x"}})->status, CallStatus::kRetryable);
+  services_.respond_json("http://api.test/x", "nope", 403);
+  EXPECT_EQ(request({}, {{"url", "http://api.test/x"}})->status, CallStatus::kFatal);
+}
+
+}  // namespace
+}  // namespace ratchet::testing
