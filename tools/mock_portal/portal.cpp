@@ -1,7 +1,6 @@
 #include "mock_portal/portal.hpp"
 
 #include <algorithm>
-#include <cmath>
 
 #include "mock_portal/bodies.hpp"
 #include "mock_portal/http_date.hpp"
@@ -104,26 +103,29 @@ Portal::Limit Portal::decide(TimePoint now) {
       return l;
     }
     case Dialect::kTokenBucket: {
-      const double capacity = static_cast<double>(options_.burst.value_or(options_.limit));
-      const double per_us = static_cast<double>(options_.limit) / static_cast<double>(window.count());
+      // Integer credit so that waits come out exact: one token is worth
+      // `window` microseconds of credit, and each elapsed microsecond adds
+      // `limit` of it.
+      const std::int64_t token = window.count();
+      const std::int64_t capacity = options_.burst.value_or(options_.limit) * token;
       if (!bucket_started_) {
         bucket_started_ = true;
-        tokens_ = capacity;
+        credit_ = capacity;
         bucket_time_ = now;
       } else if (now > bucket_time_) {
         const auto elapsed = duration_cast<microseconds>(now - bucket_time_).count();
-        tokens_ = std::min(capacity, tokens_ + static_cast<double>(elapsed) * per_us);
+        credit_ = elapsed >= capacity / options_.limit + 1
+                      ? capacity
+                      : std::min(capacity, credit_ + elapsed * options_.limit);
         bucket_time_ = now;
       }
-      // The epsilon absorbs rounding in the refill; it never admits early by a
-      // measurable amount (a billionth of a token).
-      if (tokens_ >= 1.0 - 1e-9) {
-        tokens_ = std::max(0.0, tokens_ - 1.0);
-        l.remaining = static_cast<std::int64_t>(std::floor(tokens_));
+      if (credit_ >= token) {
+        credit_ -= token;
+        l.remaining = credit_ / token;
       } else {
         l.admitted = false;
-        l.retry_after = duration_cast<Duration>(
-            microseconds(static_cast<std::int64_t>(std::ceil((1.0 - tokens_) / per_us))));
+        const std::int64_t wait_us = (token - credit_ + options_.limit - 1) / options_.limit;
+        l.retry_after = duration_cast<Duration>(microseconds(wait_us));
       }
       return l;
     }

@@ -70,7 +70,7 @@ class Portal {
   std::int64_t window_index_ = -1;
   std::int64_t window_count_ = 0;
   bool bucket_started_ = false;
-  double tokens_ = 0;
+  std::int64_t credit_ = 0;  // token bucket: one token is `window` microseconds of credit
   TimePoint bucket_time_;
 };
 

@@ -1,6 +1,7 @@
 #include "mock_portal/server.hpp"
 
 #include <arpa/inet.h>
+#include <sys/socket.h>
 
 #include <httplib.h>
 #include <algorithm>
@@ -196,6 +197,12 @@ Result<std::unique_ptr<MockPortalServer>> MockPortalServer::start(ServerOptions 
   // Headers and body go out in separate writes; without this, Nagle and the
   // client's delayed ACK add 40 ms to every answer on a reused connection.
   impl->http.set_tcp_nodelay(true);
+  // cpp-httplib sets SO_REUSEPORT by default, which would let a second
+  // server bind the same port and split the traffic (and the counts).
+  impl->http.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   impl->install_routes();
 
   if (impl->options.port == 0) {
