@@ -19,8 +19,9 @@ std::string mask_secrets(std::string text, const std::vector<std::string>& secre
   return text;
 }
 
-CallServices::CallServices(http::Client& client, retry::CallGate& gate, const Clock& clock, Duration attempt_timeout,
-                           const std::vector<std::string>& secrets, std::stop_token stop)
+CallServices::CallServices(http::Client& client, retry::CallGate& gate, const Clock& clock,
+                           Duration attempt_timeout, const std::vector<std::string>& secrets,
+                           std::stop_token stop)
     : client_(client),
       gate_(gate),
       clock_(clock),
@@ -76,7 +77,8 @@ plugin_host::HttpResult CallServices::http(std::string_view plugin, const plugin
       default: result.error = plugin_host::TransportError::kOther; break;
     }
     result.message = mask_secrets(reply.error().message, secrets_);
-    spdlog::debug("plugin {}: {} {}: {}", plugin, request.method, http::redact_url(request.url), result.message);
+    spdlog::debug("plugin {}: {} {}: {}", plugin, request.method, http::redact_url(request.url),
+                  result.message);
     return result;
   }
   last_error_.reset();

@@ -12,9 +12,10 @@ void write_policy(std::ostringstream& out, const config::CallPolicy& p) {
     out << "L" << static_cast<int>(l.algorithm) << ',' << l.rate << ',' << l.per.count() << ','
         << l.burst.value_or(0) << ',' << static_cast<int>(l.scope) << ';';
   }
-  out << "C" << p.concurrency.value_or(0) << ";R" << p.retry.attempts << ',' << static_cast<int>(p.retry.backoff.kind)
-      << ',' << p.retry.backoff.initial.count() << ',' << p.retry.backoff.max.count() << ','
-      << p.retry.backoff.multiplier << ',' << static_cast<int>(p.retry.backoff.jitter) << ','
+  out << "C" << p.concurrency.value_or(0) << ";R" << p.retry.attempts << ','
+      << static_cast<int>(p.retry.backoff.kind) << ',' << p.retry.backoff.initial.count() << ','
+      << p.retry.backoff.max.count() << ',' << p.retry.backoff.multiplier << ','
+      << static_cast<int>(p.retry.backoff.jitter) << ','
       << p.retry.per_try_timeout.value_or(config::microseconds{-1}).count() << ','
       << p.retry.deadline.value_or(config::microseconds{-1}).count() << ',';
   for (auto on : p.retry.on) out << static_cast<int>(on) << '|';
@@ -65,7 +66,8 @@ Result<GateRegistry::PluginParts*> GateRegistry::plugin_parts(const std::string&
     if (!made) return fail(made.error().with_context("plugin " + plugin + " limit " + l.source.to_string()));
     parts.limiters.push_back(std::move(*made));
   }
-  if (spec.policy.breaker.enabled) parts.breaker = std::make_shared<retry::CircuitBreaker>(spec.policy.breaker);
+  if (spec.policy.breaker.enabled)
+    parts.breaker = std::make_shared<retry::CircuitBreaker>(spec.policy.breaker);
   limit::PacerOptions pacing;
   pacing.floor = retry::declared_pace(spec.policy.limits);
   parts.pacer = std::make_shared<limit::AdaptivePacer>(pacing);
@@ -73,7 +75,8 @@ Result<GateRegistry::PluginParts*> GateRegistry::plugin_parts(const std::string&
   return &plugins_.emplace(plugin, std::move(parts)).first->second;
 }
 
-Result<std::shared_ptr<retry::CallGate>> GateRegistry::gate(const std::string& plugin, const std::string& operation) {
+Result<std::shared_ptr<retry::CallGate>> GateRegistry::gate(const std::string& plugin,
+                                                            const std::string& operation) {
   std::lock_guard lock(mu_);
   auto parts = plugin_parts(plugin);
   if (!parts) return fail(parts.error());

@@ -74,7 +74,8 @@ std::map<std::string, CallCounters> PluginStepCaller::counters() const {
   return counters_;
 }
 
-Result<http::Client*> PluginStepCaller::client_for(const std::string& plugin, const config::CallPolicy& policy) {
+Result<http::Client*> PluginStepCaller::client_for(const std::string& plugin,
+                                                   const config::CallPolicy& policy) {
   std::lock_guard lock(mu_);
   if (auto it = clients_.find(plugin); it != clients_.end()) return it->second.get();
   http::ClientOptions options;
@@ -136,7 +137,8 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
   const plugin_host::CallContext context{call.idempotency_key, std::to_string(call.job_id), call.step};
 
   for (;;) {
-    if (stop.stop_requested()) return finish(runtime::CallOutcome::failed(Error::cancelled(where + ": stopped")));
+    if (stop.stop_requested())
+      return finish(runtime::CallOutcome::failed(Error::cancelled(where + ": stopped")));
     TimePoint now = clock_->now();
     auto admission = (*gate)->admit(*step, now);
     if (auto* f = std::get_if<retry::CallGate::Fail>(&admission)) {
@@ -167,7 +169,8 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
       if (outcome.kind == retry::OutcomeKind::kThrottled) ++c.throttled;
     }
     limit::PaceHint hint;
-    auto verdict = (*gate)->record(*step, std::move(go.ticket), outcome, services.last_headers(), clock_->now(), &hint);
+    auto verdict =
+        (*gate)->record(*step, std::move(go.ticket), outcome, services.last_headers(), clock_->now(), &hint);
     if (hint.clamped) spdlog::warn("plugin {}: {}", call.plugin, *hint.clamped);
     for (const auto& ignored : hint.ignored) spdlog::debug("plugin {}: ignored {}", call.plugin, ignored);
 
@@ -175,8 +178,8 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
       return finish(runtime::CallOutcome::ok(reply->output));
     }
     if (auto* f = std::get_if<retry::CallGate::Fail>(&verdict)) {
-      return finish(runtime::CallOutcome::failed(Error(f->error.code(), mask_secrets(f->error.message(), secrets))
-                                                     .with_context(where)));
+      return finish(runtime::CallOutcome::failed(
+          Error(f->error.code(), mask_secrets(f->error.message(), secrets)).with_context(where)));
     }
     auto& again = std::get<retry::CallGate::RetryAt>(verdict);
     if (!again.throttled) {
@@ -185,7 +188,8 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
     }
     now = clock_->now();
     if (again.at - now > park_threshold) {
-      return finish(runtime::CallOutcome::park_until(again.at, again.throttled ? "throttled" : "retry backoff"));
+      return finish(
+          runtime::CallOutcome::park_until(again.at, again.throttled ? "throttled" : "retry backoff"));
     }
     clock_->wait_until(again.at, stop);
   }

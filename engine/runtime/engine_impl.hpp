@@ -21,6 +21,9 @@
 #include "store/store.hpp"
 
 namespace ratchet {
+namespace pipeline {
+class Assembly;
+}
 
 class Engine::Impl {
  public:
@@ -32,6 +35,9 @@ class Engine::Impl {
   std::unique_ptr<runtime::Jitter> jitter;
   std::shared_ptr<runtime::StepCaller> caller;
   runtime::TemplateRenderer render = runtime::render_template_basic;
+  // The plugins, decorators and config of an engine opened from a config
+  // file (pipeline/assembly.hpp); null for an engine built in code.
+  std::shared_ptr<pipeline::Assembly> assembly;
 
   std::mutex scheduler_mu;
   std::unique_ptr<runtime::Scheduler> scheduler;

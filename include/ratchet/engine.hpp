@@ -37,6 +37,7 @@
 #include "ratchet/clock.hpp"
 #include "ratchet/export.hpp"
 #include "ratchet/job.hpp"
+#include "ratchet/plugins.hpp"
 #include "ratchet/status.hpp"
 #include "ratchet/step_context.hpp"
 
@@ -68,6 +69,14 @@ class RATCHET_API Engine {
   // Opens (creating or migrating) the database. Fails with kDatabase when the
   // file is locked, read-only, not a database, corrupt or from a newer ratchet.
   static Result<std::unique_ptr<Engine>> open(EngineOptions options);
+
+  // Opens the engine a TOML config file declares: its database, its plugin
+  // folder (every plugin loaded, each wrapped in the limiters, retry and
+  // circuit breaker the file declares for it) and its job types. Fails with
+  // kConfig listing every problem of the file (each with file:line:column and
+  // key), or with kPlugin when a configured plugin has no file.
+  static Result<std::unique_ptr<Engine>> open_config(const std::filesystem::path& file,
+                                                     ConfigOverrides overrides = {});
 
   ~Engine();
   Engine(const Engine&) = delete;
@@ -117,6 +126,20 @@ class RATCHET_API Engine {
   using Subscription = std::uint64_t;
   Subscription subscribe(std::function<void(const JobEvent&)> callback);
   void unsubscribe(Subscription id);
+
+  // Re-reads the config file this engine was opened from. New limits,
+  // policies, plugin settings and job types apply from the next call; an
+  // invalid file is refused with all its errors (kConfig) and the running
+  // config stays. Returns what changed. kInvalidArgument without a file.
+  Result<std::string> reload_config();
+
+  // The plugin folder: loaded plugins and refused files. Rescans the folder
+  // first, so a file dropped in since the last call is included.
+  PluginReport plugins();
+  // Every limiter in use, with its next free start time.
+  std::vector<LimiterInfo> limits();
+  // Calls, 429s, retries and parks per plugin since the engine opened.
+  std::vector<PluginCallStats> call_stats();
 
   // This engine's lease owner name.
   const std::string& worker_id() const;

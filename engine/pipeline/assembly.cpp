@@ -1,0 +1,134 @@
+#include "pipeline/assembly.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "limit/database_limiter.hpp"
+#include "runtime/engine_impl.hpp"
+
+namespace ratchet::pipeline {
+
+Error config_error(const std::vector<config::Diagnostic>& diagnostics) {
+  std::string message = std::to_string(diagnostics.size()) +
+                        (diagnostics.size() == 1 ? " problem" : " problems") + " in the configuration:";
+  for (const auto& d : diagnostics) message += "\n  " + d.to_string();
+  return Error::config(std::move(message));
+}
+
+Result<std::shared_ptr<Assembly>> Assembly::create(std::unique_ptr<config::ConfigSource> source,
+                                                   std::filesystem::path database,
+                                                   std::shared_ptr<const Clock> clock, std::uint64_t seed) {
+  std::shared_ptr<Assembly> a(new Assembly());
+  a->source_ = std::move(source);
+  config::ConfigPtr config = a->source_->current();
+
+  plugin_host::PluginHostOptions options;
+  options.folder = config->engine.plugins;
+  options.clock = clock;
+  auto host = plugin_host::PluginHost::open(options);
+  if (!host) return fail(host.error());
+  a->host_ = std::move(*host);
+  for (const auto& f : a->host_->failures()) spdlog::warn("plugin file refused: {}", f.to_string());
+
+  std::vector<std::string> configured;
+  for (const auto& [name, spec] : config->plugins) configured.push_back(name);
+  if (auto st = a->host_->check_configured(configured); !st) return fail(st.error());
+
+  auto connect = limit::connect_to(
+      database, std::chrono::duration_cast<std::chrono::milliseconds>(config->engine.busy_timeout));
+  a->caller_ =
+      std::make_shared<PluginStepCaller>(a->host_, config, std::move(connect), std::move(clock), seed);
+  return a;
+}
+
+Result<std::string> Assembly::reload() {
+  auto changed = source_->reload();
+  if (!changed) return fail(config_error(changed.error()));
+  caller_->reconfigure(source_->current());
+  return *changed;
+}
+
+PluginReport Assembly::plugins() {
+  host_->rescan();
+  PluginReport report;
+  report.folder = host_->folder();
+  config::ConfigPtr config = source_->current();
+  for (auto& p : host_->list()) {
+    report.loaded.push_back({p.name, p.version, p.file, p.operations, config->plugins.contains(p.name)});
+  }
+  for (auto& f : host_->failures()) report.failed.push_back({f.file, f.reason});
+  return report;
+}
+
+std::vector<LimiterInfo> Assembly::limits(TimePoint now) {
+  auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count();
+  std::vector<LimiterInfo> out;
+  for (auto& v : caller_->gates().limiters(now_us)) {
+    out.push_back(
+        {v.plugin, v.operation, v.declared,
+         TimePoint(std::chrono::duration_cast<Duration>(std::chrono::microseconds(v.next_free_us)))});
+  }
+  return out;
+}
+
+std::vector<PluginCallStats> Assembly::call_stats() const {
+  std::vector<PluginCallStats> out;
+  for (const auto& [plugin, c] : caller_->counters()) {
+    out.push_back({plugin, c.calls, c.throttled, c.retries, c.parks});
+  }
+  return out;
+}
+
+}  // namespace ratchet::pipeline
+
+namespace ratchet {
+
+Result<std::unique_ptr<Engine>> Engine::open_config(const std::filesystem::path& file,
+                                                    ConfigOverrides overrides) {
+  auto source = config::ConfigSource::open(file);
+  if (!source) return fail(pipeline::config_error(source.error()));
+  config::ConfigPtr config = (*source)->current();
+
+  EngineOptions options = runtime::engine_options(*config);
+  if (overrides.workers) options.workers = *overrides.workers;
+  if (overrides.database) options.database = *overrides.database;
+  options.clock = overrides.clock ? overrides.clock : SystemClock::instance();
+  options.worker_id = overrides.worker_id;
+  options.seed = overrides.seed;
+
+  auto assembly = pipeline::Assembly::create(std::move(*source), options.database, options.clock,
+                                             overrides.seed != 0 ? overrides.seed : 0x5eed);
+  if (!assembly) return fail(assembly.error());
+
+  runtime::EngineWiring wiring;
+  wiring.caller = (*assembly)->caller();
+  auto engine = runtime::open_engine(std::move(options), std::move(wiring));
+  if (!engine) return engine;
+  for (const auto& [name, spec] : config->jobs) {
+    if (auto st = runtime::define_declarative(**engine, spec); !st) return fail(st.error());
+  }
+  (*engine)->impl().assembly = std::move(*assembly);
+  return engine;
+}
+
+Result<std::string> Engine::reload_config() {
+  auto& assembly = impl().assembly;
+  if (!assembly) return fail(Error::invalid_argument("this engine was not opened from a config file"));
+  auto changed = assembly->reload();
+  if (!changed) return changed;
+  for (const auto& [name, spec] : assembly->config()->jobs) {
+    if (auto st = runtime::define_declarative(*this, spec); !st) return fail(st.error());
+  }
+  return changed;
+}
+
+PluginReport Engine::plugins() { return impl().assembly ? impl().assembly->plugins() : PluginReport{}; }
+
+std::vector<LimiterInfo> Engine::limits() {
+  return impl().assembly ? impl().assembly->limits(impl().clock->now()) : std::vector<LimiterInfo>{};
+}
+
+std::vector<PluginCallStats> Engine::call_stats() {
+  return impl().assembly ? impl().assembly->call_stats() : std::vector<PluginCallStats>{};
+}
+
+}  // namespace ratchet

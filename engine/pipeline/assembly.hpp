@@ -1,0 +1,49 @@
+// Everything an engine opened from a config file has beyond the job runtime:
+// the config source (for reloads), the plugin host and the step caller with
+// its gates. Engine::open_config builds one; the Engine keeps it.
+//
+// Ownership: shared by the Engine and its step caller's users.
+// Thread-safety: every method may be called from any thread.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "config/source.hpp"
+#include "pipeline/plugin_step_caller.hpp"
+#include "plugin_host/plugin_host.hpp"
+#include "ratchet/plugins.hpp"
+#include "ratchet/status.hpp"
+
+namespace ratchet::pipeline {
+
+class Assembly {
+ public:
+  // Opens the plugin folder the config names and checks that every
+  // configured plugin has a file.
+  static Result<std::shared_ptr<Assembly>> create(std::unique_ptr<config::ConfigSource> source,
+                                                  std::filesystem::path database,
+                                                  std::shared_ptr<const Clock> clock, std::uint64_t seed);
+
+  config::ConfigPtr config() const { return source_->current(); }
+  std::shared_ptr<PluginStepCaller> caller() const { return caller_; }
+
+  // Re-reads the file; see Engine::reload_config.
+  Result<std::string> reload();
+
+  PluginReport plugins();
+  std::vector<LimiterInfo> limits(TimePoint now);
+  std::vector<PluginCallStats> call_stats() const;
+
+ private:
+  Assembly() = default;
+
+  std::unique_ptr<config::ConfigSource> source_;
+  std::shared_ptr<plugin_host::PluginHost> host_;
+  std::shared_ptr<PluginStepCaller> caller_;
+};
+
+// All diagnostics of a refused config as one kConfig error, one per line.
+Error config_error(const std::vector<config::Diagnostic>& diagnostics);
+
+}  // namespace ratchet::pipeline
