@@ -1,0 +1,176 @@
+// The assembled engine end to end: a TOML config, the portal plugins loaded
+// from the build tree's plugin folder, the mock portal server, and jobs that
+// call all five portals through the declared limits and retries.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "mock_portal/server.hpp"
+#include "ratchet/engine.hpp"
+
+namespace ratchet {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+class AssembledEngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("ratchet-pipeline-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  void start_server(std::map<std::string, mock_portal::PortalOptions> portals) {
+    mock_portal::ServerOptions options;
+    options.portals = std::move(portals);
+    auto server = mock_portal::MockPortalServer::start(options);
+    ASSERT_TRUE(server.has_value()) << server.error().to_string();
+    server_ = std::move(*server);
+  }
+
+  fs::path write_config(const std::string& plugins_toml, const std::string& extra = "") {
+    fs::path file = dir_ / "ratchet.toml";
+    std::ofstream out(file);
+    out << "[engine]\ndatabase = \"jobs.db\"\nplugins = \"" << RATCHET_PLUGIN_DIR
+        << "\"\nworkers = 8\npark_threshold = \"20ms\"\npoll_interval = \"20ms\"\n\n"
+        << plugins_toml << "\n"
+        << extra;
+    return file;
+  }
+
+  std::string portal(const std::string& name, const std::string& limit) {
+    return "[plugin." + name + "]\nbase_url = \"" + server_->portal_url(name) + "\"\n" + limit + "\n";
+  }
+
+  fs::path dir_;
+  std::unique_ptr<mock_portal::MockPortalServer> server_;
+};
+
+const char* kRateMovie = R"(
+[job.rate_movie]
+attempts = 3
+steps = [
+  { name = "imdb", call = "imdb.get_rating", args = { name = "{{args.name}}" } },
+  { name = "rt", call = "rotten_tomatoes.get_rating", args = { name = "{{args.name}}" } },
+  { name = "sify", call = "sify.get_rating", args = { name = "{{args.name}}" } },
+  { name = "netflix", call = "netflix.get_rating", args = { name = "{{args.name}}" } },
+  { name = "amazon", call = "amazon_prime.get_rating", args = { name = "{{args.name}}" } },
+]
+)";
+
+TEST_F(AssembledEngineTest, RateMovie_DeclaredLimits_EveryJobCompletesWithoutA429) {
+  mock_portal::PortalOptions strict;
+  strict.dialect = mock_portal::Dialect::kFixedWindow;
+  strict.limit = 20;
+  strict.window = 500ms;
+  std::map<std::string, mock_portal::PortalOptions> portals;
+  for (const auto& p : mock_portal::portal_names()) portals[p] = strict;
+  start_server(portals);
+
+  std::string plugins;
+  for (const auto& p : mock_portal::portal_names()) {
+    plugins += portal(p, "[[plugin." + p + ".limit]]\nrate = 20\nper = \"500ms\"\n");
+  }
+  auto engine = Engine::open_config(write_config(plugins, kRateMovie));
+  ASSERT_TRUE(engine.has_value()) << engine.error().to_string();
+
+  constexpr int kJobs = 30;
+  std::vector<JobId> ids;
+  for (int i = 0; i < kJobs; ++i) {
+    auto id = (*engine)->enqueue("rate_movie", {{"name", "movie " + std::to_string(i)}});
+    ASSERT_TRUE(id.has_value()) << id.error().to_string();
+    ids.push_back(*id);
+  }
+  ASSERT_TRUE((*engine)->start().has_value());
+  auto drained = (*engine)->drain(60s);
+  ASSERT_TRUE(drained.has_value()) << drained.error().to_string();
+  (*engine)->stop();
+
+  for (JobId id : ids) {
+    auto job = (*engine)->get(id);
+    ASSERT_TRUE(job.has_value());
+    EXPECT_EQ(job->state, JobState::kCompleted) << id;
+  }
+  auto first = (*engine)->get(ids[0]);
+  ASSERT_TRUE(first.has_value());
+  ASSERT_EQ(first->steps.size(), 5u);
+  for (const auto& step : first->steps) EXPECT_TRUE(step.output.contains("rating")) << step.name;
+
+  auto stats = server_->stats();
+  for (const auto& p : mock_portal::portal_names()) {
+    const auto& s = stats.portals.at(p);
+    EXPECT_EQ(s.throttled, 0) << p;
+    EXPECT_EQ(s.requests, kJobs) << p << ": one request per rating";
+    EXPECT_LE(s.max_in_window, 20) << p;
+  }
+}
+
+TEST_F(AssembledEngineTest, RateMovie_NoDeclaredLimits_LearnsFromHeadersAndCompletes) {
+  mock_portal::PortalOptions limited;
+  limited.dialect = mock_portal::Dialect::kTokenBucket;
+  limited.limit = 40;
+  limited.window = 1s;
+  limited.burst = 5;
+  std::map<std::string, mock_portal::PortalOptions> portals;
+  for (const auto& p : mock_portal::portal_names()) portals[p] = limited;
+  start_server(portals);
+
+  std::string plugins;
+  for (const auto& p : mock_portal::portal_names()) {
+    plugins += portal(p, "[plugin." + p + ".retry]\nattempts = 10\ninitial = \"50ms\"\nmax = \"1s\"\n");
+  }
+  auto engine = Engine::open_config(write_config(plugins, kRateMovie));
+  ASSERT_TRUE(engine.has_value()) << engine.error().to_string();
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE((*engine)->enqueue("rate_movie", {{"name", std::to_string(i)}}));
+  ASSERT_TRUE((*engine)->start().has_value());
+  ASSERT_TRUE((*engine)->drain(60s).has_value());
+  (*engine)->stop();
+
+  auto counts = (*engine)->counts();
+  ASSERT_TRUE(counts.has_value());
+  for (auto [state, n] : *counts) {
+    if (state != JobState::kCompleted) EXPECT_EQ(n, 0) << to_string(state);
+  }
+  auto stats = (*engine)->call_stats();
+  EXPECT_EQ(stats.size(), 5u);
+}
+
+TEST_F(AssembledEngineTest, OpenConfig_PluginWithoutFile_IsAnErrorNamingIt) {
+  start_server({});
+  auto engine = Engine::open_config(write_config("[plugin.no_such_portal]\nbase_url = \"x\"\n"));
+  ASSERT_FALSE(engine.has_value());
+  EXPECT_NE(engine.error().message().find("no_such_portal"), std::string::npos) << engine.error().message();
+}
+
+TEST_F(AssembledEngineTest, OpenConfig_InvalidFile_ListsEveryProblem) {
+  fs::path file = dir_ / "bad.toml";
+  std::ofstream(file) << "[engine]\nworkerz = 3\n[job.x]\nattempts = 0\nsteps = []\n";
+  auto engine = Engine::open_config(file);
+  ASSERT_FALSE(engine.has_value());
+  EXPECT_EQ(engine.error().code(), ErrorCode::kConfig);
+  EXPECT_NE(engine.error().message().find("workerz"), std::string::npos) << engine.error().message();
+  EXPECT_NE(engine.error().message().find("attempts"), std::string::npos) << engine.error().message();
+}
+
+TEST_F(AssembledEngineTest, ReloadConfig_InvalidFile_KeepsRunningConfig) {
+  start_server({});
+  std::string plugins = portal("imdb", "");
+  fs::path file = write_config(plugins);
+  auto engine = Engine::open_config(file);
+  ASSERT_TRUE(engine.has_value()) << engine.error().to_string();
+  std::ofstream(file, std::ios::app) << "[plugin.imdb.retry]\nattempts = -1\n";
+  auto reloaded = (*engine)->reload_config();
+  ASSERT_FALSE(reloaded.has_value());
+  EXPECT_EQ(reloaded.error().code(), ErrorCode::kConfig);
+  EXPECT_FALSE((*engine)->plugins().loaded.empty());
+}
+
+}  // namespace
+}  // namespace ratchet
