@@ -136,7 +136,9 @@ TEST_F(AssembledEngineTest, RateMovie_NoDeclaredLimits_LearnsFromHeadersAndCompl
   auto counts = (*engine)->counts();
   ASSERT_TRUE(counts.has_value());
   for (auto [state, n] : *counts) {
-    if (state != JobState::kCompleted) EXPECT_EQ(n, 0) << to_string(state);
+    if (state != JobState::kCompleted) {
+      EXPECT_EQ(n, 0) << to_string(state);
+    }
   }
   auto stats = (*engine)->call_stats();
   EXPECT_EQ(stats.size(), 5u);
