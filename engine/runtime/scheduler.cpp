@@ -175,6 +175,11 @@ void Scheduler::heartbeat_loop(std::stop_token stop) {
 
 void Scheduler::stop(std::chrono::steady_clock::duration grace) {
   if (!started_) return;
+  // The dispatcher first, so no claim lands in ready_ after it is emptied.
+  dispatcher_.request_stop();
+  room_cv_.notify_all();
+  wake();
+  if (dispatcher_.joinable()) dispatcher_.join();
   std::deque<store::ClaimedJob> unstarted;
   {
     std::lock_guard lock(mu_);
@@ -182,10 +187,6 @@ void Scheduler::stop(std::chrono::steady_clock::duration grace) {
     for (const auto& [id, run] : active_) run->request_stop();
     unstarted.swap(ready_);
   }
-  dispatcher_.request_stop();
-  room_cv_.notify_all();
-  wake();
-  if (dispatcher_.joinable()) dispatcher_.join();
   work_cv_.notify_all();
   if (!unstarted.empty()) {
     store::Micros now = store::to_micros(env_.run.clock->now());

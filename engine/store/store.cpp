@@ -9,6 +9,11 @@ namespace {
 // transaction never holds the write lock for long.
 constexpr std::size_t kMaxBatch = 512;
 
+void run_prepared(SQLite::Statement& s) {
+  s.reset();
+  s.exec();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Store>> Store::open(const DatabaseOptions& options) {
@@ -28,6 +33,9 @@ Store::Store(DatabaseOptions options, std::unique_ptr<SQLite::Database> writer,
       wstore_(std::make_unique<JobStore>(*wdb_)),
       rdb_(std::move(reader)),
       rstore_(std::make_unique<JobStore>(*rdb_)) {
+  savepoint_ = std::make_unique<SQLite::Statement>(*wdb_, "SAVEPOINT op");
+  release_ = std::make_unique<SQLite::Statement>(*wdb_, "RELEASE op");
+  rollback_to_ = std::make_unique<SQLite::Statement>(*wdb_, "ROLLBACK TO op");
   thread_ = std::jthread([this](std::stop_token stop) { run_writer(stop); });
 }
 
@@ -38,6 +46,9 @@ Store::~Store() {
   // Statements before their connections.
   wstore_.reset();
   rstore_.reset();
+  savepoint_.reset();
+  release_.reset();
+  rollback_to_.reset();
 }
 
 std::uint64_t Store::commits() const {
@@ -51,7 +62,8 @@ void Store::submit(Op& op) {
     queue_.push_back(&op);
   }
   cv_.notify_one();
-  op.done.acquire();
+  std::unique_lock lock(op.mu);
+  op.cv.wait(lock, [&] { return op.done; });
 }
 
 void Store::run_writer(std::stop_token stop) {
@@ -72,7 +84,12 @@ void Store::run_writer(std::stop_token stop) {
       std::lock_guard lock(mu_);
       ++commits_;
     }
-    for (Op* op : batch) op->done.release();
+    for (Op* op : batch) {
+      std::lock_guard lock(op->mu);
+      op->done = true;
+      // Notified under the lock: the waiter may destroy op as soon as it sees done.
+      op->cv.notify_one();
+    }
     batch.clear();
   }
 }
@@ -91,16 +108,16 @@ void Store::commit_batch(std::deque<Op*>& batch) {
   }
   for (Op* op : batch) {
     try {
-      wdb_->exec("SAVEPOINT op");
+      run_prepared(*savepoint_);
       op->body(*wstore_);
-      wdb_->exec("RELEASE op");
+      run_prepared(*release_);
     } catch (const std::exception& e) {
       op->error = dynamic_cast<const SQLite::Exception*>(&e) != nullptr
                       ? database_error(options_.path, "writing", e)
                       : Error::internal(std::string("a database write failed: ") + e.what());
       try {
-        wdb_->exec("ROLLBACK TO op");
-        wdb_->exec("RELEASE op");
+        run_prepared(*rollback_to_);
+        run_prepared(*release_);
       } catch (const std::exception&) {
         // The transaction itself is gone; COMMIT below reports it.
       }

@@ -21,7 +21,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <semaphore>
 #include <thread>
 #include <type_traits>
 
@@ -52,10 +51,14 @@ class Store {
   std::uint64_t commits() const;
 
  private:
+  // One queued write. The caller sleeps on its own condition variable (a
+  // semaphore's spin-and-yield costs more than it saves on a busy machine).
   struct Op {
     std::function<void(JobStore&)> body;
     std::optional<Error> error;
-    std::binary_semaphore done{0};
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
   };
 
   Store(DatabaseOptions options, std::unique_ptr<SQLite::Database> writer,
@@ -68,6 +71,7 @@ class Store {
   DatabaseOptions options_;
   std::unique_ptr<SQLite::Database> wdb_;
   std::unique_ptr<JobStore> wstore_;
+  std::unique_ptr<SQLite::Statement> savepoint_, release_, rollback_to_;
   std::unique_ptr<SQLite::Database> rdb_;
   std::unique_ptr<JobStore> rstore_;
   std::mutex read_mu_;
