@@ -8,9 +8,7 @@
 
 namespace ratchet::limit {
 
-AdaptivePacer::AdaptivePacer(PacerOptions options) : options_(options) {
-  interval_us_ = to_micros(options_.floor);
-}
+AdaptivePacer::AdaptivePacer(PacerOptions options) : options_(options) {}
 
 void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<TimePoint> call_started) {
   const std::int64_t now_us = to_micros(now);
@@ -41,9 +39,14 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
     // Additive increase back towards the learned (or declared) pace.
     const double rate = 1.0 / static_cast<double>(std::max<std::int64_t>(interval_us_, 1)) +
                         options_.recovery * rate_at_decrease_;
+    // Back at the learned pace (or the declared one when nothing was learned),
+    // pacing hands over to what the server said, or to the declared limiters.
     const std::int64_t target = std::max(learned_us_, floor_us);
-    interval_us_ = std::max(static_cast<std::int64_t>(1.0 / rate), target);
-    if (interval_us_ == target) rate_at_decrease_ = 0;
+    interval_us_ = static_cast<std::int64_t>(1.0 / rate);
+    if (interval_us_ <= target) {
+      interval_us_ = learned_us_;
+      rate_at_decrease_ = 0;
+    }
   }
 }
 

@@ -11,7 +11,9 @@
 //     pace is reached again.
 // Learned pace never goes faster than `floor` (the tightest declared limit's
 // per/rate); the declared limiters stay in the stack anyway, so nothing
-// learned can exceed a declared limit. A 429 for a call that started before
+// learned can exceed a declared limit. Until the server says something the
+// pacer imposes nothing (declared bursts stay usable), and once recovered
+// from a bare 429 to the declared pace it stops pacing again. A 429 for a call that started before
 // the latest decrease does not decrease again (replies of calls already in
 // flight report the same overload).
 //
