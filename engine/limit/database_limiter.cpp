@@ -53,9 +53,8 @@ struct DatabaseLimiter::Impl {
       up.bind(2, key);
       up.bind(3, hw);
       if (up.exec() > 0 && algorithm != config::LimitAlgorithm::kTokenBucket) {
-        const std::int64_t horizon = algorithm == config::LimitAlgorithm::kSlidingWindow
-                                         ? hw - per + 1
-                                         : floor_div(hw, per) * per;
+        const std::int64_t horizon =
+            algorithm == config::LimitAlgorithm::kSlidingWindow ? hw - per + 1 : floor_div(hw, per) * per;
         SQLite::Statement prune(*db, "DELETE FROM limiter_calls WHERE key = ? AND at_us < ?");
         prune.bind(1, key);
         prune.bind(2, horizon);
@@ -192,9 +191,9 @@ struct DatabaseLimiter::Impl {
         return out;
       }
     } catch (const SQLite::Exception& e) {
-      return fail(Error::database(std::string("limiter ") + key + ": cannot " + what + " in " +
-                                  db->getFilename() + ": " + e.what() +
-                                  " (is the database migrated and not locked for longer than the busy timeout?)"));
+      return fail(Error::database(
+          std::string("limiter ") + key + ": cannot " + what + " in " + db->getFilename() + ": " + e.what() +
+          " (is the database migrated and not locked for longer than the busy timeout?)"));
     }
   }
 };
@@ -225,11 +224,13 @@ Result<std::shared_ptr<DatabaseLimiter>> DatabaseLimiter::open(const config::Lim
 }
 
 Result<std::int64_t> DatabaseLimiter::earliest(std::int64_t now_us, std::int64_t t_us) {
-  return impl_->transact("read the limit", [&] { return impl_->find(std::max(t_us, impl_->advance(now_us))); });
+  return impl_->transact("read the limit",
+                         [&] { return impl_->find(std::max(t_us, impl_->advance(now_us))); });
 }
 
 Result<Slot> DatabaseLimiter::reserve(std::int64_t now_us, std::int64_t t_us) {
-  return impl_->transact("reserve a slot", [&] { return impl_->grant(std::max(t_us, impl_->advance(now_us))); });
+  return impl_->transact("reserve a slot",
+                         [&] { return impl_->grant(std::max(t_us, impl_->advance(now_us))); });
 }
 
 Result<UseResult> DatabaseLimiter::start(Slot& slot, std::int64_t now_us) {
@@ -246,7 +247,7 @@ Status DatabaseLimiter::cancel(const Slot& slot) {
 std::string DatabaseLimiter::describe() const {
   std::string algo = impl_->algorithm == config::LimitAlgorithm::kSlidingWindow ? "sliding window"
                      : impl_->algorithm == config::LimitAlgorithm::kFixedWindow ? "fixed window"
-                                                                                 : "token bucket";
+                                                                                : "token bucket";
   return std::to_string(impl_->rate) + "/" + common::format_duration(std::chrono::microseconds(impl_->per)) +
          " " + algo + " (database, key " + impl_->key + ")";
 }

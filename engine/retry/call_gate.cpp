@@ -36,7 +36,8 @@ CallGate::Admission CallGate::admit(StepCall& step, TimePoint now) {
   auto past_deadline = [&](TimePoint t) { return deadline && t >= *deadline; };
   auto timed_out = [&](const std::string& waiting_for) {
     (void)step.reservation_.cancel();
-    return Fail{Error::timeout("the step's retry deadline of " + show(*spec.deadline) + " passed " + waiting_for)};
+    return Fail{
+        Error::timeout("the step's retry deadline of " + show(*spec.deadline) + " passed " + waiting_for)};
   };
 
   // 1-2: deadline and backoff (the retry decorator).
@@ -116,7 +117,8 @@ CallGate::Verdict CallGate::record(StepCall& step, Ticket ticket, const Outcome&
     if (parts_.breaker) parts_.breaker->record(outcome.is_failure(), ticket.probe_, now);
     ticket.probe_ = false;
   }
-  RetryVerdict v = decide_retry(parts_.retry, parts_.max_wait, step.retry_, outcome, hint.resume_at, now, random01());
+  RetryVerdict v =
+      decide_retry(parts_.retry, parts_.max_wait, step.retry_, outcome, hint.resume_at, now, random01());
   if (hint_out) *hint_out = std::move(hint);
   switch (v.kind) {
     case RetryVerdict::Kind::kDone: return Done{};
@@ -135,8 +137,10 @@ Duration declared_pace(const std::vector<config::LimitSpec>& limits) {
   return pace;
 }
 
-Result<std::shared_ptr<CallGate>> make_call_gate(const config::CallPolicy& policy, const std::string& key_prefix,
-                                                 const limit::ConnectionFactory& connect, std::uint64_t seed) {
+Result<std::shared_ptr<CallGate>> make_call_gate(const config::CallPolicy& policy,
+                                                 const std::string& key_prefix,
+                                                 const limit::ConnectionFactory& connect,
+                                                 std::uint64_t seed) {
   CallGateParts parts;
   parts.retry = policy.retry;
   parts.max_wait = policy.max_wait;

@@ -5,8 +5,8 @@
 
 #include <thread>
 
-#include "limiter_tables.hpp"
 #include "limit/make_limiter.hpp"
+#include "limiter_tables.hpp"
 
 namespace ratchet::limit {
 namespace {

@@ -62,9 +62,9 @@ std::optional<std::string> breach(const Limit& l, const std::vector<std::int64_t
       double tokens = static_cast<double>(l.burst);
       std::int64_t last = starts.empty() ? 0 : starts.front();
       for (auto s : starts) {
-        tokens = std::min<double>(static_cast<double>(l.burst),
-                                  tokens + static_cast<double>(s - last) * static_cast<double>(l.rate) /
-                                               static_cast<double>(l.per_us));
+        tokens = std::min<double>(static_cast<double>(l.burst), tokens + static_cast<double>(s - last) *
+                                                                             static_cast<double>(l.rate) /
+                                                                             static_cast<double>(l.per_us));
         last = s;
         if (tokens < 1 - 1e-9) return "bucket: empty at " + std::to_string(s - kT0);
         tokens -= 1;
@@ -74,7 +74,8 @@ std::optional<std::string> breach(const Limit& l, const std::vector<std::int64_t
     case Algo::kFixed: {
       std::map<std::int64_t, std::int64_t> per_window;
       for (auto s : starts) {
-        if (++per_window[floor_div(s, l.per_us)] > l.rate) return "fixed: window over at " + std::to_string(s - kT0);
+        if (++per_window[floor_div(s, l.per_us)] > l.rate)
+          return "fixed: window over at " + std::to_string(s - kT0);
       }
       return std::nullopt;
     }
@@ -87,7 +88,8 @@ rc::Gen<Limit> gen_limit() {
       [](int algo, int rate, int per_ms, int burst) {
         return Limit{static_cast<Algo>(algo), rate, per_ms * kMs, std::min(burst, rate)};
       },
-      rc::gen::inRange(0, 3), rc::gen::inRange(1, 8), rc::gen::element(100, 250, 1000, 3000), rc::gen::inRange(1, 8));
+      rc::gen::inRange(0, 3), rc::gen::inRange(1, 8), rc::gen::element(100, 250, 1000, 3000),
+      rc::gen::inRange(1, 8));
 }
 
 // What a caller does after reserving.

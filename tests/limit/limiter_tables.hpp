@@ -4,10 +4,10 @@
 
 #include <SQLiteCpp/SQLiteCpp.h>
 
+#include <unistd.h>
 #include <atomic>
 #include <filesystem>
 #include <string>
-#include <unistd.h>
 
 #include "limit/database_limiter.hpp"
 

@@ -29,7 +29,8 @@ CallGateParts parts_with(std::int64_t rate, Duration per) {
 }
 
 Gate::Go go_or_fail(Gate::Admission a) {
-  if (auto* w = std::get_if<Gate::Wait>(&a)) ADD_FAILURE() << "waited, reason " << static_cast<int>(w->reason);
+  if (auto* w = std::get_if<Gate::Wait>(&a))
+    ADD_FAILURE() << "waited, reason " << static_cast<int>(w->reason);
   if (auto* f = std::get_if<Gate::Fail>(&a)) ADD_FAILURE() << f->error.to_string();
   return std::move(std::get<Gate::Go>(a));
 }
@@ -212,7 +213,8 @@ TEST(CallGate_Record, ClampedHeaderIsReportedForLogging) {
   Gate gate(parts);
   StepCall step(clock.now());
   auto go = go_or_fail(gate.admit(step, clock.now()));
-  std::vector<limit::HttpHeader> headers = {{"X-RateLimit-Remaining", "0"}, {"X-RateLimit-Reset", "4102444800"}};
+  std::vector<limit::HttpHeader> headers = {{"X-RateLimit-Remaining", "0"},
+                                            {"X-RateLimit-Reset", "4102444800"}};
   limit::PaceHint hint;
   auto v = gate.record(step, std::move(go.ticket), Outcome::http(429), headers, clock.now(), &hint);
   EXPECT_TRUE(hint.clamped);

@@ -100,7 +100,7 @@ TEST(CircuitBreaker_Ratio, OpensWhenTheFailureRatioOverTheWindowIsReached) {
   s.window = 60s;
   CircuitBreaker b(s);
   for (int i = 0; i < 8; ++i) b.record(i % 2 == 0, false, clock.now());  // 4 of 8 failed
-  EXPECT_EQ(b.state(clock.now()), BreakerState::kClosed);               // below min_calls
+  EXPECT_EQ(b.state(clock.now()), BreakerState::kClosed);                // below min_calls
   b.record(false, false, clock.now());
   b.record(true, false, clock.now());  // 5 of 10
   EXPECT_EQ(b.state(clock.now()), BreakerState::kOpen);

@@ -21,15 +21,17 @@ struct Fixture : ::testing::Test {
   FakeClock clock;
   RetryState state;
   Fixture() { state.began = clock.now(); }
-  RetryVerdict decide(const config::RetrySpec& s, const Outcome& o, std::optional<TimePoint> resume = std::nullopt,
-                      Duration max_wait = 1h) {
+  RetryVerdict decide(const config::RetrySpec& s, const Outcome& o,
+                      std::optional<TimePoint> resume = std::nullopt, Duration max_wait = 1h) {
     return decide_retry(s, max_wait, state, o, resume, clock.now(), 0.5);
   }
 };
 
 using RetryDecision = Fixture;
 
-TEST_F(RetryDecision, SuccessIsDone) { EXPECT_EQ(decide(spec(), Outcome::ok()).kind, RetryVerdict::Kind::kDone); }
+TEST_F(RetryDecision, SuccessIsDone) {
+  EXPECT_EQ(decide(spec(), Outcome::ok()).kind, RetryVerdict::Kind::kDone);
+}
 
 TEST_F(RetryDecision, ServerErrorsRetryWithBackoffUntilAttemptsRunOut) {
   auto s = spec(3);
