@@ -21,7 +21,7 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
     interval_us_ = learned_us_;
     rate_at_decrease_ = 0;
   }
-  if (hint.throttled && !hint.resume_at) {
+  if (hint.throttled && !hint.interval) {
     const bool in_flight_at_decrease = call_started && to_micros(*call_started) < decreased_at_us_;
     if (!in_flight_at_decrease) {
       // Multiplicative decrease from the pace actually used.
@@ -31,7 +31,8 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
       interval_us_ = std::clamp<std::int64_t>(next, std::max<std::int64_t>(floor_us, 1), max_us);
       rate_at_decrease_ = 1.0 / static_cast<double>(interval_us_);
       decreased_at_us_ = now_us;
-      resume_us_ = std::max(resume_us_, now_us + interval_us_);
+      // Retry-After already says when to resume; a bare 429 pauses one interval.
+      if (!hint.resume_at) resume_us_ = std::max(resume_us_, now_us + interval_us_);
     }
     return;
   }

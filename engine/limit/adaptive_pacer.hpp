@@ -4,9 +4,10 @@
 //   - Retry-After / a reset with nothing remaining: no start before resume_at.
 //   - A pace from the headers (reset / remaining, or window / quota): starts
 //     are spaced by that interval.
-//   - A bare 429: multiplicative decrease (the rate is multiplied by
-//     `decrease`, from the pace observed so far when nothing was learned) and a
-//     pause of one interval; then each good reply adds `recovery` times the
+//   - A 429 that gives no pace (bare, or with only Retry-After): multiplicative
+//     decrease (the rate is multiplied by `decrease`, from the pace observed so
+//     far when nothing was learned) and, when bare, a pause of one interval;
+//     then each good reply adds `recovery` times the
 //     rate at the decrease (additive increase) until the learned or declared
 //     pace is reached again.
 // Learned pace never goes faster than `floor` (the tightest declared limit's

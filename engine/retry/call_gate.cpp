@@ -50,6 +50,8 @@ CallGate::Admission CallGate::admit(StepCall& step, TimePoint now) {
     b = parts_.breaker->admit(now);
     if (!b.allowed) {
       if (b.retry_at && past_deadline(*b.retry_at)) return timed_out("while the circuit breaker is open");
+      // A held slot would only go stale while the circuit is open: let others use it.
+      (void)step.reservation_.cancel();
       return Wait{b.retry_at, WaitReason::kCircuitOpen};
     }
   }
@@ -113,10 +115,8 @@ CallGate::Verdict CallGate::record(StepCall& step, Ticket ticket, const Outcome&
     }
   }
   if (parts_.pacer) parts_.pacer->observe(hint, now, ticket.started());
-  if (ticket.breaker_ || parts_.breaker) {
-    if (parts_.breaker) parts_.breaker->record(outcome.is_failure(), ticket.probe_, now);
-    ticket.probe_ = false;
-  }
+  if (parts_.breaker) parts_.breaker->record(outcome.is_failure(), ticket.probe_, now);
+  ticket.probe_ = false;  // reported: the ticket must not release it again
   RetryVerdict v =
       decide_retry(parts_.retry, parts_.max_wait, step.retry_, outcome, hint.resume_at, now, random01());
   if (hint_out) *hint_out = std::move(hint);

@@ -138,7 +138,11 @@ TEST(CallGate_Record, ThrottledReplyIsNotAFailureAndSlowsTheWholePlugin) {
   ASSERT_TRUE(std::holds_alternative<Gate::Wait>(a));
   EXPECT_EQ(std::get<Gate::Wait>(a).until, clock.now() + 5s);
   clock.advance(5s);
-  go_or_fail(gate.admit(step, clock.now()));
+  go_or_fail(gate.admit(other, clock.now()));  // its slot, held in order
+  // The 429 also halved the learned pace: the retry comes one interval later.
+  auto retry = gate.admit(step, clock.now());
+  ASSERT_TRUE(std::holds_alternative<Gate::Wait>(retry));
+  EXPECT_GT(*std::get<Gate::Wait>(retry).until, clock.now());
 }
 
 TEST(CallGate_Admit, SlotWaitsPastMaxWaitFailTheStepAsThrottled) {
