@@ -5,9 +5,14 @@
 //   build/default/bench/limiter/limiter_bench
 #include <benchmark/benchmark.h>
 
+#include <SQLiteCpp/SQLiteCpp.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <filesystem>
 #include <memory>
 
+#include "limit/database_limiter.hpp"
 #include "limit/fixed_window.hpp"
 #include "limit/limiter_stack.hpp"
 #include "limit/micros.hpp"
@@ -96,6 +101,39 @@ void BM_Uncontended_CallGate(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_Uncontended_CallGate);
+
+// A database-scope decision (one BEGIN IMMEDIATE transaction) on a WAL file
+// with synchronous=NORMAL, as the engine's store opens it.
+void BM_Uncontended_DatabaseSlidingWindow(benchmark::State& state) {
+  const auto path =
+      std::filesystem::temp_directory_path() / ("ratchet-bench-" + std::to_string(::getpid()) + ".db");
+  {
+    SQLite::Database db(path.string(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+    db.exec("PRAGMA journal_mode=WAL");
+    db.exec(
+        "CREATE TABLE IF NOT EXISTS limiter_state (key TEXT PRIMARY KEY, tat_us INTEGER, window_start_us "
+        "INTEGER, "
+        "window_count INTEGER, updated_us INTEGER NOT NULL);"
+        "CREATE TABLE IF NOT EXISTS limiter_calls (key TEXT NOT NULL, at_us INTEGER NOT NULL);"
+        "CREATE INDEX IF NOT EXISTS limiter_calls_key_at ON limiter_calls(key, at_us);");
+  }
+  config::LimitSpec spec;
+  spec.rate = 1000;
+  spec.per = std::chrono::seconds(1);
+  spec.scope = config::LimitScope::kDatabase;
+  ConnectionFactory connect = [&]() -> Result<std::unique_ptr<SQLite::Database>> {
+    auto db = std::make_unique<SQLite::Database>(path.string(), SQLite::OPEN_READWRITE, 5000);
+    db->exec("PRAGMA synchronous=NORMAL");
+    return db;
+  };
+  {
+    auto l = DatabaseLimiter::open(spec, "bench", connect);
+    std::int64_t now = kT0;
+    decide(state, **l, now);
+  }
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path.string() + suffix);
+}
+BENCHMARK(BM_Uncontended_DatabaseSlidingWindow);
 
 // 8 threads share one limiter (10^6 per second) and one clock that moves
 // 1 us per decision, so nearly every call may go at once.

@@ -73,6 +73,20 @@ struct DatabaseLimiter::Impl {
     return log;
   }
 
+  // Entries in (after, before), counted up to `cap`.
+  std::int64_t count_between(std::int64_t after, std::int64_t before, std::int64_t cap) {
+    SQLite::Statement q(
+        *db,
+        "SELECT COUNT(*) FROM (SELECT 1 FROM limiter_calls WHERE key = ? AND at_us > ? AND at_us < ? "
+        "LIMIT ?)");
+    q.bind(1, key);
+    q.bind(2, after);
+    q.bind(3, before);
+    q.bind(4, cap);
+    q.executeStep();
+    return q.getColumn(0).getInt64();
+  }
+
   std::int64_t window_count(std::int64_t k) {
     SQLite::Statement q(*db, "SELECT COUNT(*) FROM limiter_calls WHERE key = ? AND at_us >= ? AND at_us < ?");
     q.bind(1, key);
@@ -115,7 +129,10 @@ struct DatabaseLimiter::Impl {
   // The earliest time >= t (t >= high-water mark) a start fits.
   std::int64_t find(std::int64_t t) {
     switch (algorithm) {
-      case config::LimitAlgorithm::kSlidingWindow: return sliding_earliest(load_log(t - per), rate, per, t);
+      case config::LimitAlgorithm::kSlidingWindow:
+        // Fewer than `rate` entries within per of t: t fits, without reading the log.
+        if (count_between(t - per, t + per, rate) < rate) return t;
+        return sliding_earliest(load_log(t - per), rate, per, t);
       case config::LimitAlgorithm::kFixedWindow: {
         std::int64_t k = floor_div(t, per);
         while (window_count(k) >= rate) t = ++k * per;
