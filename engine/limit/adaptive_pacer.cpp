@@ -8,9 +8,7 @@
 
 namespace ratchet::limit {
 
-AdaptivePacer::AdaptivePacer(PacerOptions options) : options_(options) {
-  interval_us_ = to_micros(options_.floor);
-}
+AdaptivePacer::AdaptivePacer(PacerOptions options) : options_(options) {}
 
 void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<TimePoint> call_started) {
   const std::int64_t now_us = to_micros(now);
@@ -23,7 +21,7 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
     interval_us_ = learned_us_;
     rate_at_decrease_ = 0;
   }
-  if (hint.throttled && !hint.resume_at) {
+  if (hint.throttled && !hint.interval) {
     const bool in_flight_at_decrease = call_started && to_micros(*call_started) < decreased_at_us_;
     if (!in_flight_at_decrease) {
       // Multiplicative decrease from the pace actually used.
@@ -33,7 +31,8 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
       interval_us_ = std::clamp<std::int64_t>(next, std::max<std::int64_t>(floor_us, 1), max_us);
       rate_at_decrease_ = 1.0 / static_cast<double>(interval_us_);
       decreased_at_us_ = now_us;
-      resume_us_ = std::max(resume_us_, now_us + interval_us_);
+      // Retry-After already says when to resume; a bare 429 pauses one interval.
+      if (!hint.resume_at) resume_us_ = std::max(resume_us_, now_us + interval_us_);
     }
     return;
   }
@@ -41,9 +40,14 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
     // Additive increase back towards the learned (or declared) pace.
     const double rate = 1.0 / static_cast<double>(std::max<std::int64_t>(interval_us_, 1)) +
                         options_.recovery * rate_at_decrease_;
+    // Back at the learned pace (or the declared one when nothing was learned),
+    // pacing hands over to what the server said, or to the declared limiters.
     const std::int64_t target = std::max(learned_us_, floor_us);
-    interval_us_ = std::max(static_cast<std::int64_t>(1.0 / rate), target);
-    if (interval_us_ == target) rate_at_decrease_ = 0;
+    interval_us_ = static_cast<std::int64_t>(1.0 / rate);
+    if (interval_us_ <= target) {
+      interval_us_ = learned_us_;
+      rate_at_decrease_ = 0;
+    }
   }
 }
 

@@ -53,9 +53,8 @@ struct DatabaseLimiter::Impl {
       up.bind(2, key);
       up.bind(3, hw);
       if (up.exec() > 0 && algorithm != config::LimitAlgorithm::kTokenBucket) {
-        const std::int64_t horizon = algorithm == config::LimitAlgorithm::kSlidingWindow
-                                         ? hw - per + 1
-                                         : floor_div(hw, per) * per;
+        const std::int64_t horizon =
+            algorithm == config::LimitAlgorithm::kSlidingWindow ? hw - per + 1 : floor_div(hw, per) * per;
         SQLite::Statement prune(*db, "DELETE FROM limiter_calls WHERE key = ? AND at_us < ?");
         prune.bind(1, key);
         prune.bind(2, horizon);
@@ -72,6 +71,20 @@ struct DatabaseLimiter::Impl {
     std::vector<std::int64_t> log;
     while (q.executeStep()) log.push_back(q.getColumn(0).getInt64());
     return log;
+  }
+
+  // Entries in (after, before), counted up to `cap`.
+  std::int64_t count_between(std::int64_t after, std::int64_t before, std::int64_t cap) {
+    SQLite::Statement q(
+        *db,
+        "SELECT COUNT(*) FROM (SELECT 1 FROM limiter_calls WHERE key = ? AND at_us > ? AND at_us < ? "
+        "LIMIT ?)");
+    q.bind(1, key);
+    q.bind(2, after);
+    q.bind(3, before);
+    q.bind(4, cap);
+    q.executeStep();
+    return q.getColumn(0).getInt64();
   }
 
   std::int64_t window_count(std::int64_t k) {
@@ -116,7 +129,10 @@ struct DatabaseLimiter::Impl {
   // The earliest time >= t (t >= high-water mark) a start fits.
   std::int64_t find(std::int64_t t) {
     switch (algorithm) {
-      case config::LimitAlgorithm::kSlidingWindow: return sliding_earliest(load_log(t - per), rate, per, t);
+      case config::LimitAlgorithm::kSlidingWindow:
+        // Fewer than `rate` entries within per of t: t fits, without reading the log.
+        if (count_between(t - per, t + per, rate) < rate) return t;
+        return sliding_earliest(load_log(t - per), rate, per, t);
       case config::LimitAlgorithm::kFixedWindow: {
         std::int64_t k = floor_div(t, per);
         while (window_count(k) >= rate) t = ++k * per;
@@ -192,9 +208,9 @@ struct DatabaseLimiter::Impl {
         return out;
       }
     } catch (const SQLite::Exception& e) {
-      return fail(Error::database(std::string("limiter ") + key + ": cannot " + what + " in " +
-                                  db->getFilename() + ": " + e.what() +
-                                  " (is the database migrated and not locked for longer than the busy timeout?)"));
+      return fail(Error::database(
+          std::string("limiter ") + key + ": cannot " + what + " in " + db->getFilename() + ": " + e.what() +
+          " (is the database migrated and not locked for longer than the busy timeout?)"));
     }
   }
 };
@@ -225,11 +241,13 @@ Result<std::shared_ptr<DatabaseLimiter>> DatabaseLimiter::open(const config::Lim
 }
 
 Result<std::int64_t> DatabaseLimiter::earliest(std::int64_t now_us, std::int64_t t_us) {
-  return impl_->transact("read the limit", [&] { return impl_->find(std::max(t_us, impl_->advance(now_us))); });
+  return impl_->transact("read the limit",
+                         [&] { return impl_->find(std::max(t_us, impl_->advance(now_us))); });
 }
 
 Result<Slot> DatabaseLimiter::reserve(std::int64_t now_us, std::int64_t t_us) {
-  return impl_->transact("reserve a slot", [&] { return impl_->grant(std::max(t_us, impl_->advance(now_us))); });
+  return impl_->transact("reserve a slot",
+                         [&] { return impl_->grant(std::max(t_us, impl_->advance(now_us))); });
 }
 
 Result<UseResult> DatabaseLimiter::start(Slot& slot, std::int64_t now_us) {
@@ -246,7 +264,7 @@ Status DatabaseLimiter::cancel(const Slot& slot) {
 std::string DatabaseLimiter::describe() const {
   std::string algo = impl_->algorithm == config::LimitAlgorithm::kSlidingWindow ? "sliding window"
                      : impl_->algorithm == config::LimitAlgorithm::kFixedWindow ? "fixed window"
-                                                                                 : "token bucket";
+                                                                                : "token bucket";
   return std::to_string(impl_->rate) + "/" + common::format_duration(std::chrono::microseconds(impl_->per)) +
          " " + algo + " (database, key " + impl_->key + ")";
 }

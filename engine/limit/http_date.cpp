@@ -52,7 +52,8 @@ struct Cursor {
 
 std::optional<TimePoint> make(int year, int month, int day, int h, int m, int sec) {
   if (h > 23 || m > 59 || sec > 60) return std::nullopt;
-  const std::chrono::year_month_day ymd{std::chrono::year(year), std::chrono::month(static_cast<unsigned>(month)),
+  const std::chrono::year_month_day ymd{std::chrono::year(year),
+                                        std::chrono::month(static_cast<unsigned>(month)),
                                         std::chrono::day(static_cast<unsigned>(day))};
   if (!ymd.ok()) return std::nullopt;
   return TimePoint(std::chrono::sys_days(ymd)) + std::chrono::hours(h) + std::chrono::minutes(m) +

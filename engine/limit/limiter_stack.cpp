@@ -47,10 +47,13 @@ LimiterStack::LimiterStack(std::vector<std::shared_ptr<Limiter>> limiters) : lim
 Result<Reservation> LimiterStack::reserve_from(std::int64_t now_us, std::int64_t t_us) {
   Reservation r;
   r.held_ = true;
+  r.slots_.reserve(limiters_.size());
   // Rarely more than two rounds: a round fails only when another caller took
   // the agreed time in one limiter between the query and the reservation.
   for (int round = 0; round < 1000; ++round) {
-    if (limiters_.size() > 1) {
+    // The first round reserves straight away (the common case: every limiter
+    // has room); later rounds first agree on a time without reserving.
+    if (round > 0 && limiters_.size() > 1) {
       // Agree on a time all allow: each answer can only push it later.
       for (bool moved = true; moved;) {
         moved = false;

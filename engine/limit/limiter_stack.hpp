@@ -33,7 +33,7 @@ class Reservation {
   Reservation& operator=(const Reservation&) = delete;
   ~Reservation();
 
-  TimePoint at() const;                    // when the call may start
+  TimePoint at() const;                // when the call may start
   bool held() const { return held_; }  // reserved, not yet started or cancelled
   bool started() const { return started_; }
 

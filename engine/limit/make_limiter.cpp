@@ -9,8 +9,8 @@ namespace ratchet::limit {
 Result<std::shared_ptr<Limiter>> make_limiter(const config::LimitSpec& spec, const std::string& key,
                                               const ConnectionFactory& connect) {
   if (spec.rate < 1 || spec.per.count() < 1 || (spec.burst && *spec.burst < 1)) {
-    return fail(Error::invalid_argument("limit " + key + ": rate, per and burst must be positive (rate=" +
-                                        std::to_string(spec.rate) + ")"));
+    return fail(Error::invalid_argument(
+        "limit " + key + ": rate, per and burst must be positive (rate=" + std::to_string(spec.rate) + ")"));
   }
   if (spec.scope == config::LimitScope::kDatabase) {
     auto db = DatabaseLimiter::open(spec, key, connect);
@@ -31,8 +31,9 @@ Result<std::shared_ptr<Limiter>> make_limiter(const config::LimitSpec& spec, con
 std::string limiter_key(const std::string& owner, const config::LimitSpec& spec) {
   const char* algo = spec.algorithm == config::LimitAlgorithm::kSlidingWindow ? "sliding"
                      : spec.algorithm == config::LimitAlgorithm::kFixedWindow ? "fixed"
-                                                                               : "bucket";
-  std::string key = owner + "/" + std::to_string(spec.rate) + "per" + std::to_string(spec.per.count()) + "us/" + algo;
+                                                                              : "bucket";
+  std::string key =
+      owner + "/" + std::to_string(spec.rate) + "per" + std::to_string(spec.per.count()) + "us/" + algo;
   if (spec.burst) key += "/burst" + std::to_string(*spec.burst);
   return key;
 }

@@ -97,7 +97,8 @@ struct Reader {
   }
 
   void ignore(std::string_view what, std::string_view value, std::string_view why) {
-    hint.ignored.push_back(std::string(what) + ": " + std::string(trim(value)) + " (" + std::string(why) + ")");
+    hint.ignored.push_back(std::string(what) + ": " + std::string(trim(value)) + " (" + std::string(why) +
+                           ")");
   }
 
   std::optional<Duration> retry_after() {
@@ -120,11 +121,13 @@ struct Reader {
       return std::nullopt;
     }
     if (!delta_only && *s > 1e12) {
-      return bound(TimePoint(duration_cast<Duration>(std::chrono::duration<double, std::milli>(*s))) - server_now,
-                   name, v);
+      return bound(
+          TimePoint(duration_cast<Duration>(std::chrono::duration<double, std::milli>(*s))) - server_now,
+          name, v);
     }
     if (!delta_only && *s > 1e9) {
-      return bound(TimePoint(duration_cast<Duration>(std::chrono::duration<double>(*s))) - server_now, name, v);
+      return bound(TimePoint(duration_cast<Duration>(std::chrono::duration<double>(*s))) - server_now, name,
+                   v);
     }
     if (*s > 1e12) return bound(options.max_wait + std::chrono::seconds(1), name, v);
     return bound(seconds(*s), name, v);

@@ -57,15 +57,15 @@ struct RateHeaderOptions {
 enum class HintSource { kNone, kRetryAfter, kIetfRateLimit, kXRateLimit, kBareThrottle };
 
 struct PaceHint {
-  bool throttled = false;               // status 429, or 503 with Retry-After
-  std::optional<TimePoint> resume_at;   // no call should start before this
-  std::optional<Duration> interval;     // learned spacing between call starts
-  std::optional<std::int64_t> limit;    // the server's quota, when it said
+  bool throttled = false;              // status 429, or 503 with Retry-After
+  std::optional<TimePoint> resume_at;  // no call should start before this
+  std::optional<Duration> interval;    // learned spacing between call starts
+  std::optional<std::int64_t> limit;   // the server's quota, when it said
   std::optional<std::int64_t> remaining;
-  std::optional<Duration> window;       // the quota's window, when it said
+  std::optional<Duration> window;  // the quota's window, when it said
   HintSource source = HintSource::kNone;
-  std::optional<std::string> clamped;   // "X-RateLimit-Reset: 4102444800 is 75y ahead; waiting 1h"
-  std::vector<std::string> ignored;     // "Retry-After: soon (not seconds or an HTTP-date)"
+  std::optional<std::string> clamped;  // "X-RateLimit-Reset: 4102444800 is 75y ahead; waiting 1h"
+  std::vector<std::string> ignored;    // "Retry-After: soon (not seconds or an HTTP-date)"
 
   bool empty() const { return !throttled && !resume_at && !interval; }
 };

@@ -8,7 +8,8 @@
 
 namespace ratchet::limit {
 
-SlidingWindowLimiter::SlidingWindowLimiter(std::int64_t rate, std::int64_t per_us) : rate_(rate), per_(per_us) {}
+SlidingWindowLimiter::SlidingWindowLimiter(std::int64_t rate, std::int64_t per_us)
+    : rate_(rate), per_(per_us) {}
 
 std::int64_t SlidingWindowLimiter::advance(std::int64_t now_us) {
   if (now_us > high_water_) {

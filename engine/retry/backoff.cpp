@@ -23,7 +23,7 @@ Duration backoff_delay(const config::BackoffSpec& spec, int retry, Duration prev
     case config::Backoff::kDecorrelated: {
       const double hi = std::max(initial, 3 * Sec(previous).count());
       d = std::min(cap, initial + u * (hi - initial));
-      return std::chrono::duration_cast<Duration>(Sec(d));
+      return std::chrono::round<std::chrono::microseconds>(Sec(d));
     }
   }
   if (!std::isfinite(d) || d > cap) d = cap;
@@ -32,7 +32,7 @@ Duration backoff_delay(const config::BackoffSpec& spec, int retry, Duration prev
     case config::Jitter::kFull: d = u * d; break;
     case config::Jitter::kEqual: d = d / 2 + u * d / 2; break;
   }
-  return std::chrono::duration_cast<Duration>(Sec(std::clamp(d, 0.0, cap)));
+  return std::chrono::round<std::chrono::microseconds>(Sec(std::clamp(d, 0.0, cap)));
 }
 
 }  // namespace ratchet::retry

@@ -36,7 +36,8 @@ CallGate::Admission CallGate::admit(StepCall& step, TimePoint now) {
   auto past_deadline = [&](TimePoint t) { return deadline && t >= *deadline; };
   auto timed_out = [&](const std::string& waiting_for) {
     (void)step.reservation_.cancel();
-    return Fail{Error::timeout("the step's retry deadline of " + show(*spec.deadline) + " passed " + waiting_for)};
+    return Fail{
+        Error::timeout("the step's retry deadline of " + show(*spec.deadline) + " passed " + waiting_for)};
   };
 
   // 1-2: deadline and backoff (the retry decorator).
@@ -49,6 +50,8 @@ CallGate::Admission CallGate::admit(StepCall& step, TimePoint now) {
     b = parts_.breaker->admit(now);
     if (!b.allowed) {
       if (b.retry_at && past_deadline(*b.retry_at)) return timed_out("while the circuit breaker is open");
+      // A held slot would only go stale while the circuit is open: let others use it.
+      (void)step.reservation_.cancel();
       return Wait{b.retry_at, WaitReason::kCircuitOpen};
     }
   }
@@ -112,11 +115,10 @@ CallGate::Verdict CallGate::record(StepCall& step, Ticket ticket, const Outcome&
     }
   }
   if (parts_.pacer) parts_.pacer->observe(hint, now, ticket.started());
-  if (ticket.breaker_ || parts_.breaker) {
-    if (parts_.breaker) parts_.breaker->record(outcome.is_failure(), ticket.probe_, now);
-    ticket.probe_ = false;
-  }
-  RetryVerdict v = decide_retry(parts_.retry, parts_.max_wait, step.retry_, outcome, hint.resume_at, now, random01());
+  if (parts_.breaker) parts_.breaker->record(outcome.is_failure(), ticket.probe_, now);
+  ticket.probe_ = false;  // reported: the ticket must not release it again
+  RetryVerdict v =
+      decide_retry(parts_.retry, parts_.max_wait, step.retry_, outcome, hint.resume_at, now, random01());
   if (hint_out) *hint_out = std::move(hint);
   switch (v.kind) {
     case RetryVerdict::Kind::kDone: return Done{};
@@ -135,8 +137,10 @@ Duration declared_pace(const std::vector<config::LimitSpec>& limits) {
   return pace;
 }
 
-Result<std::shared_ptr<CallGate>> make_call_gate(const config::CallPolicy& policy, const std::string& key_prefix,
-                                                 const limit::ConnectionFactory& connect, std::uint64_t seed) {
+Result<std::shared_ptr<CallGate>> make_call_gate(const config::CallPolicy& policy,
+                                                 const std::string& key_prefix,
+                                                 const limit::ConnectionFactory& connect,
+                                                 std::uint64_t seed) {
   CallGateParts parts;
   parts.retry = policy.retry;
   parts.max_wait = policy.max_wait;

@@ -76,14 +76,14 @@ namespace ratchet::retry {
 // to every gate a limit or a plugin-wide state applies to.
 struct CallGateParts {
   config::RetrySpec retry;
-  Duration max_wait = std::chrono::hours(24);               // throttling waits of one step, in all
-  Duration request_timeout = std::chrono::seconds(30);      // one request (CallPolicy::timeout)
-  std::shared_ptr<CircuitBreaker> breaker;                  // the plugin's; null: none
-  std::vector<std::shared_ptr<limit::Limiter>> limiters;    // declared: the plugin's and the operation's
-  std::shared_ptr<limit::AdaptivePacer> pacer;              // the plugin's learned pace; null: do not learn
-  std::shared_ptr<limit::ConcurrencyLimiter> concurrency;   // null: no cap
-  limit::RateHeaderOptions headers;                         // max wait a header may impose
-  std::uint64_t seed = 0x5eed;                              // jitter randomness
+  Duration max_wait = std::chrono::hours(24);              // throttling waits of one step, in all
+  Duration request_timeout = std::chrono::seconds(30);     // one request (CallPolicy::timeout)
+  std::shared_ptr<CircuitBreaker> breaker;                 // the plugin's; null: none
+  std::vector<std::shared_ptr<limit::Limiter>> limiters;   // declared: the plugin's and the operation's
+  std::shared_ptr<limit::AdaptivePacer> pacer;             // the plugin's learned pace; null: do not learn
+  std::shared_ptr<limit::ConcurrencyLimiter> concurrency;  // null: no cap
+  limit::RateHeaderOptions headers;                        // max wait a header may impose
+  std::uint64_t seed = 0x5eed;                             // jitter randomness
 };
 
 // One step call's state across attempts and parks.
@@ -92,7 +92,7 @@ class StepCall {
   explicit StepCall(TimePoint began) { retry_.began = began; }
 
   const RetryState& retry_state() const { return retry_; }
-  TimePoint not_before() const { return not_before_; }   // the current backoff's end
+  TimePoint not_before() const { return not_before_; }  // the current backoff's end
   bool holds_slot() const { return reservation_.held(); }
   std::optional<TimePoint> slot_at() const {
     return reservation_.held() ? std::optional<TimePoint>(reservation_.at()) : std::nullopt;
@@ -153,8 +153,9 @@ class CallGate {
   // `headers` are the reply's (empty when the plugin reported the outcome
   // itself). When `hint_out` is given it receives what the headers said, so
   // the caller can log a clamped or ignored value.
-  Verdict record(StepCall& step, Ticket ticket, const Outcome& outcome, std::span<const limit::HttpHeader> headers,
-                 TimePoint now, limit::PaceHint* hint_out = nullptr);
+  Verdict record(StepCall& step, Ticket ticket, const Outcome& outcome,
+                 std::span<const limit::HttpHeader> headers, TimePoint now,
+                 limit::PaceHint* hint_out = nullptr);
 
   const CallGateParts& parts() const { return parts_; }
 
@@ -174,7 +175,8 @@ Duration declared_pace(const std::vector<config::LimitSpec>& limits);
 // breaker and concurrency cap of its own (nothing shared with other gates).
 // `key_prefix` names database-scope limits ("imdb/get_rating"); `connect`
 // opens the shared database for them.
-Result<std::shared_ptr<CallGate>> make_call_gate(const config::CallPolicy& policy, const std::string& key_prefix,
+Result<std::shared_ptr<CallGate>> make_call_gate(const config::CallPolicy& policy,
+                                                 const std::string& key_prefix,
                                                  const limit::ConnectionFactory& connect = {},
                                                  std::uint64_t seed = 0x5eed);
 

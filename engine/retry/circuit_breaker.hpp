@@ -32,7 +32,7 @@ class CircuitBreaker {
 
   struct Admission {
     bool allowed = false;
-    bool probe = false;             // a half-open probe: report it with record() or release_probe()
+    bool probe = false;                 // a half-open probe: report it with record() or release_probe()
     std::optional<TimePoint> retry_at;  // when refused: when to ask again (half-open time,
                                         // or nullopt while probes are in flight)
   };
@@ -49,7 +49,7 @@ class CircuitBreaker {
   BreakerState state(TimePoint now) const;
 
  private:
-  void open(TimePoint now);  // needs mu_
+  void open(TimePoint now);   // needs mu_
   void prune(TimePoint now);  // needs mu_
 
   const config::BreakerSpec spec_;

@@ -23,9 +23,9 @@ enum class OutcomeKind {
 
 struct Outcome {
   OutcomeKind kind = OutcomeKind::kOk;
-  int http_status = 0;                   // for kHttp and kThrottled from HTTP
-  std::optional<Duration> retry_after;   // the plugin's own retry-after, if it gave one
-  std::string message;                   // for errors; never holds secrets
+  int http_status = 0;                  // for kHttp and kThrottled from HTTP
+  std::optional<Duration> retry_after;  // the plugin's own retry-after, if it gave one
+  std::string message;                  // for errors; never holds secrets
 
   static Outcome ok() { return {}; }
   static Outcome throttled(std::optional<Duration> retry_after = std::nullopt, std::string m = {}) {

@@ -35,7 +35,8 @@ bool retries(const config::RetrySpec& spec, const Outcome& o) {
     case OutcomeKind::kOk:
     case OutcomeKind::kFatal: return false;
     case OutcomeKind::kThrottled: return spec.on.contains(RetryOn::kThrottled);
-    case OutcomeKind::kHttp: return o.http_status >= 500 && o.http_status < 600 && spec.on.contains(RetryOn::k5xx);
+    case OutcomeKind::kHttp:
+      return o.http_status >= 500 && o.http_status < 600 && spec.on.contains(RetryOn::k5xx);
     case OutcomeKind::kTimeout: return spec.on.contains(RetryOn::kTimeout);
     case OutcomeKind::kConnect: return spec.on.contains(RetryOn::kConnect);
     case OutcomeKind::kRetryable: return spec.on.contains(RetryOn::kRetryable);
@@ -53,7 +54,8 @@ RetryVerdict decide_retry(const config::RetrySpec& spec, Duration max_wait, Retr
     v.error = error_for(outcome, std::move(why));
     return v;
   };
-  if (!retries(spec, outcome)) return give_up(outcome.describe() + " (not retried: add it to retry.on to retry)");
+  if (!retries(spec, outcome))
+    return give_up(outcome.describe() + " (not retried: add it to retry.on to retry)");
 
   Duration server_wait = Duration::zero();
   if (server_resume) server_wait = std::max(Duration::zero(), *server_resume - now);
@@ -66,8 +68,9 @@ RetryVerdict decide_retry(const config::RetrySpec& spec, Duration max_wait, Retr
     // 429 storm slows down; the server's own time wins when longer.
     delay = std::max(backoff_delay(spec.backoff, state.throttled, Duration::zero(), u01), server_wait);
     if (state.throttled_wait + delay > max_wait) {
-      return give_up(outcome.describe() + ": throttled " + std::to_string(state.throttled) + " times, waiting " +
-                     show(state.throttled_wait + delay) + " in all would pass max_wait " + show(max_wait) +
+      return give_up(outcome.describe() + ": throttled " + std::to_string(state.throttled) +
+                     " times, waiting " + show(state.throttled_wait + delay) +
+                     " in all would pass max_wait " + show(max_wait) +
                      " (raise max_wait or lower the request rate)");
     }
     state.throttled_wait += delay;
@@ -75,7 +78,8 @@ RetryVerdict decide_retry(const config::RetrySpec& spec, Duration max_wait, Retr
   } else {
     ++state.failures;
     if (state.failures >= spec.attempts) {
-      return give_up(outcome.describe() + " (gave up after " + std::to_string(state.failures) + " failed attempts" +
+      return give_up(outcome.describe() + " (gave up after " + std::to_string(state.failures) +
+                     " failed attempts" +
                      (state.throttled ? " and " + std::to_string(state.throttled) + " throttled ones" : "") +
                      "; retry.attempts = " + std::to_string(spec.attempts) + ")");
     }

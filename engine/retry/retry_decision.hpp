@@ -26,20 +26,20 @@ namespace ratchet::retry {
 
 // One step call's history across its attempts. Owned by the step.
 struct RetryState {
-  TimePoint began{};                          // the first admission; `deadline` counts from here
-  int attempts = 0;                           // attempts made (calls that reached the plugin)
-  int failures = 0;                           // failed attempts that count against `attempts`
-  int throttled = 0;                          // throttled attempts (do not count)
-  Duration throttled_wait = Duration::zero(); // all waits for throttling so far
-  Duration last_delay = Duration::zero();     // the previous failure backoff (decorrelated)
+  TimePoint began{};                           // the first admission; `deadline` counts from here
+  int attempts = 0;                            // attempts made (calls that reached the plugin)
+  int failures = 0;                            // failed attempts that count against `attempts`
+  int throttled = 0;                           // throttled attempts (do not count)
+  Duration throttled_wait = Duration::zero();  // all waits for throttling so far
+  Duration last_delay = Duration::zero();      // the previous failure backoff (decorrelated)
 };
 
 struct RetryVerdict {
   enum class Kind { kDone, kRetry, kFail };
   Kind kind = Kind::kDone;
-  TimePoint at{};               // kRetry: not before this
-  bool throttled = false;       // kRetry: the wait is for throttling, not a failure
-  std::optional<Error> error;   // kFail
+  TimePoint at{};              // kRetry: not before this
+  bool throttled = false;      // kRetry: the wait is for throttling, not a failure
+  std::optional<Error> error;  // kFail
 };
 
 // Whether the outcome is one `spec` retries (throttled, 5xx, timeout,

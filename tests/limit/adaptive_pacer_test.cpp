@@ -72,6 +72,25 @@ TEST(AdaptivePacer_Observe, Bare429HalvesTheObservedRateThenRecoversAdditively) 
   EXPECT_LT(p.interval(), 10ms);  // recovered well past the rate before the 429
 }
 
+TEST(AdaptivePacer_Observe, A429WithOnlyRetryAfterAlsoSlowsThePace) {
+  FakeClock clock;
+  AdaptivePacer p;
+  for (int i = 0; i < 10; ++i) {
+    next_slot(p, clock.now());
+    clock.advance(50ms);
+  }
+  PaceHint h;
+  h.throttled = true;
+  h.resume_at = clock.now() + 2s;
+  h.source = HintSource::kRetryAfter;
+  p.observe(h, clock.now());
+  EXPECT_EQ(p.resume_at(), clock.now() + 2s);
+  EXPECT_EQ(p.interval(), 100ms);
+  clock.advance(2s);
+  const auto a = next_slot(p, clock.now());
+  EXPECT_EQ(next_slot(p, clock.now()) - a, 100'000);
+}
+
 TEST(AdaptivePacer_Observe, RecoveryStopsAtTheLearnedPace) {
   FakeClock clock;
   AdaptivePacer p;

@@ -3,10 +3,14 @@
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <gtest/gtest.h>
 
+#include <random>
 #include <thread>
 
-#include "limiter_tables.hpp"
+#include "limit/limiter_stack.hpp"
 #include "limit/make_limiter.hpp"
+#include "limit/micros.hpp"
+#include "limit_checks.hpp"
+#include "limiter_tables.hpp"
 
 namespace ratchet::limit {
 namespace {
@@ -27,8 +31,8 @@ config::LimitSpec spec(config::LimitAlgorithm algo, std::int64_t rate, std::chro
 }
 
 std::shared_ptr<DatabaseLimiter> open(const testing::LimiterTables& db, const config::LimitSpec& s,
-                                      const std::string& key = "imdb/day") {
-  auto l = DatabaseLimiter::open(s, key, db.connect());
+                                      const std::string& key = "imdb/day", bool fast = false) {
+  auto l = DatabaseLimiter::open(s, key, fast ? db.fast_connect() : db.connect());
   EXPECT_TRUE(l) << (l ? "" : l.error().to_string());
   return l ? *l : nullptr;
 }
@@ -162,6 +166,76 @@ TEST(DatabaseLimiter_Concurrency, ThreadsOnTwoConnectionsNeverOverbook) {
   ASSERT_EQ(all.size(), 30u);
   for (std::size_t i = 3; i < all.size(); ++i) EXPECT_GE(all[i] - all[i - 3], kSec);
   EXPECT_EQ(all.back(), kT0 + 9 * kSec);  // and no slot wasted
+}
+
+// Two "processes" (connections) stack the same three database limits; callers
+// arrive at random, start on time or late, or give their slot back. The starts
+// never break any of the limits.
+TEST(DatabaseLimiter_Random, TwoConnectionsWithLateStartsAndCancelsNeverExceedAnyLimit) {
+  testing::LimiterTables db;
+  const std::vector<testing::DeclaredLimit> declared = {
+      {config::LimitAlgorithm::kSlidingWindow, 4, kSec},
+      {config::LimitAlgorithm::kTokenBucket, 3, kSec, 2},
+      {config::LimitAlgorithm::kFixedWindow, 10, 5 * kSec},
+  };
+  std::vector<LimiterStack> process;
+  for (int p = 0; p < 2; ++p) {
+    std::vector<std::shared_ptr<Limiter>> ls;
+    for (std::size_t i = 0; i < declared.size(); ++i) {
+      const auto& d = declared[i];
+      ls.push_back(open(db, spec(d.algo, d.rate, std::chrono::microseconds(d.per_us), d.burst),
+                        "k" + std::to_string(i), true));
+    }
+    process.emplace_back(std::move(ls));
+  }
+  std::mt19937_64 random(42);
+  struct Waiting {
+    std::size_t process;
+    Reservation r;
+    std::int64_t late;
+  };
+  std::vector<Waiting> waiting;
+  std::vector<std::int64_t> starts;
+  std::int64_t now = kT0;
+  auto run_until = [&](std::int64_t until) {
+    for (bool again = true; again;) {
+      again = false;
+      auto due = std::min_element(waiting.begin(), waiting.end(), [](const Waiting& a, const Waiting& b) {
+        return to_micros(a.r.at()) + a.late < to_micros(b.r.at()) + b.late;
+      });
+      if (due == waiting.end() || to_micros(due->r.at()) + due->late > until) return;
+      now = std::max(now, to_micros(due->r.at()) + due->late);
+      auto go = process[due->process].start(due->r, from_micros(now));
+      ASSERT_TRUE(go) << go.error().to_string();
+      if (*go) {
+        starts.push_back(now);
+        waiting.erase(due);
+      } else {
+        due->late = 0;
+      }
+      again = true;
+    }
+  };
+  for (int i = 0; i < 120; ++i) {
+    const std::int64_t next = now + static_cast<std::int64_t>(random() % 400'000);
+    run_until(next);
+    now = std::max(now, next);
+    const std::size_t p = random() % 2;
+    auto r = process[p].reserve(from_micros(now));
+    ASSERT_TRUE(r) << r.error().to_string();
+    switch (random() % 4) {
+      case 0: ASSERT_TRUE(r->cancel()); break;
+      case 1:
+        waiting.push_back({p, std::move(*r), static_cast<std::int64_t>(random() % 1'500'000) + 1});
+        break;
+      default: waiting.push_back({p, std::move(*r), 0}); break;
+    }
+  }
+  run_until(std::numeric_limits<std::int64_t>::max() / 2);
+  ASSERT_TRUE(waiting.empty());
+  std::sort(starts.begin(), starts.end());
+  EXPECT_GT(starts.size(), 60u);
+  for (const auto& d : declared) EXPECT_FALSE(testing::breach(d, starts)) << *testing::breach(d, starts);
 }
 
 TEST(MakeLimiter, DatabaseScopeWithoutAConnectionIsRefused) {

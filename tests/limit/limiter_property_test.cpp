@@ -18,6 +18,7 @@
 #include "limit/micros.hpp"
 #include "limit/sliding_window.hpp"
 #include "limit/token_bucket.hpp"
+#include "limit_checks.hpp"
 
 namespace ratchet::limit {
 namespace {
@@ -25,61 +26,17 @@ namespace {
 constexpr std::int64_t kMs = 1000;
 constexpr std::int64_t kT0 = 1'700'000'000'000'000;  // a whole second since the epoch
 
-enum class Algo { kSliding, kBucket, kFixed };
-
-struct Limit {
-  Algo algo;
-  std::int64_t rate;
-  std::int64_t per_us;
-  std::int64_t burst;
-};
+using testing::breach;
+using Algo = config::LimitAlgorithm;
+using Limit = testing::DeclaredLimit;
 
 std::shared_ptr<Limiter> make(const Limit& l) {
   switch (l.algo) {
-    case Algo::kSliding: return std::make_shared<SlidingWindowLimiter>(l.rate, l.per_us);
-    case Algo::kBucket: return std::make_shared<TokenBucketLimiter>(l.rate, l.per_us, l.burst);
-    case Algo::kFixed: return std::make_shared<FixedWindowLimiter>(l.rate, l.per_us);
+    case Algo::kSlidingWindow: return std::make_shared<SlidingWindowLimiter>(l.rate, l.per_us);
+    case Algo::kTokenBucket: return std::make_shared<TokenBucketLimiter>(l.rate, l.per_us, l.burst);
+    case Algo::kFixedWindow: return std::make_shared<FixedWindowLimiter>(l.rate, l.per_us);
   }
   return nullptr;
-}
-
-// Checks the starts (sorted) against one limit's promise; returns a message on a breach.
-std::optional<std::string> breach(const Limit& l, const std::vector<std::int64_t>& starts) {
-  switch (l.algo) {
-    case Algo::kSliding: {
-      // Any interval of length per, any alignment: any rate + 1 consecutive span >= per.
-      const auto n = static_cast<std::size_t>(l.rate);
-      for (std::size_t i = n; i < starts.size(); ++i) {
-        if (starts[i] - starts[i - n] < l.per_us) {
-          return "sliding " + std::to_string(l.rate) + "/" + std::to_string(l.per_us) + "us: starts " +
-                 std::to_string(starts[i - n] - kT0) + ".." + std::to_string(starts[i] - kT0);
-        }
-      }
-      return std::nullopt;
-    }
-    case Algo::kBucket: {
-      // A token bucket of rate/per and size burst (exact real-valued refill).
-      double tokens = static_cast<double>(l.burst);
-      std::int64_t last = starts.empty() ? 0 : starts.front();
-      for (auto s : starts) {
-        tokens = std::min<double>(static_cast<double>(l.burst),
-                                  tokens + static_cast<double>(s - last) * static_cast<double>(l.rate) /
-                                               static_cast<double>(l.per_us));
-        last = s;
-        if (tokens < 1 - 1e-9) return "bucket: empty at " + std::to_string(s - kT0);
-        tokens -= 1;
-      }
-      return std::nullopt;
-    }
-    case Algo::kFixed: {
-      std::map<std::int64_t, std::int64_t> per_window;
-      for (auto s : starts) {
-        if (++per_window[floor_div(s, l.per_us)] > l.rate) return "fixed: window over at " + std::to_string(s - kT0);
-      }
-      return std::nullopt;
-    }
-  }
-  return std::nullopt;
 }
 
 rc::Gen<Limit> gen_limit() {
@@ -87,7 +44,8 @@ rc::Gen<Limit> gen_limit() {
       [](int algo, int rate, int per_ms, int burst) {
         return Limit{static_cast<Algo>(algo), rate, per_ms * kMs, std::min(burst, rate)};
       },
-      rc::gen::inRange(0, 3), rc::gen::inRange(1, 8), rc::gen::element(100, 250, 1000, 3000), rc::gen::inRange(1, 8));
+      rc::gen::inRange(0, 3), rc::gen::inRange(1, 8), rc::gen::element(100, 250, 1000, 3000),
+      rc::gen::inRange(1, 8));
 }
 
 // What a caller does after reserving.
@@ -158,7 +116,7 @@ RC_GTEST_PROP(LimiterProperty, NoIntervalEverHoldsMoreStartsThanAnyLimitAllows, 
 // Demand above the limit: a backlog from the start and arrivals at twice the
 // allowed rate; starts within the horizon reach 95 % of what the limits allow.
 RC_GTEST_PROP(LimiterProperty, UtilisationStaysAbove95PercentWhenDemandExceedsTheLimit, ()) {
-  const Algo algo = *rc::gen::element(Algo::kSliding, Algo::kBucket, Algo::kFixed);
+  const Algo algo = *rc::gen::element(Algo::kSlidingWindow, Algo::kTokenBucket, Algo::kFixedWindow);
   const std::int64_t rate = *rc::gen::inRange(1, 12);
   const std::int64_t per = *rc::gen::element(100, 1000, 60000) * kMs;
   const int windows = *rc::gen::inRange(20, 30);
@@ -167,7 +125,7 @@ RC_GTEST_PROP(LimiterProperty, UtilisationStaysAbove95PercentWhenDemandExceedsTh
   const std::int64_t long_mult = *rc::gen::inRange(2, 5);
   const std::int64_t long_rate = *rc::gen::inRange(rate, rate * long_mult + 1);
   std::vector<Limit> limits = {{algo, rate, per, 1}};
-  if (stacked) limits.push_back({Algo::kSliding, long_rate, per * long_mult, 1});
+  if (stacked) limits.push_back({Algo::kSlidingWindow, long_rate, per * long_mult, 1});
   std::vector<std::shared_ptr<Limiter>> limiters;
   for (const auto& l : limits) limiters.push_back(make(l));
   LimiterStack stack(limiters);
@@ -199,7 +157,7 @@ RC_GTEST_PROP(LimiterProperty, UtilisationStaysAbove95PercentWhenDemandExceedsTh
       held.push_back(std::move(*r));
     }
   }
-  RC_TAG(algo == Algo::kSliding ? "sliding" : algo == Algo::kBucket ? "bucket" : "fixed");
+  RC_TAG(algo == Algo::kSlidingWindow ? "sliding" : algo == Algo::kTokenBucket ? "bucket" : "fixed");
   RC_ASSERT(static_cast<double>(started) >= 0.95 * allowed);
 }
 

@@ -51,8 +51,8 @@ TEST(RateHeaders_RetryAfter, HeaderNamesAreCaseInsensitive) {
 TEST(RateHeaders_RetryAfter, HttpDateIsReadAgainstTheServersDateHeader) {
   // The server's clock is 1 hour ahead of ours; it asks for 30 s.
   const TimePoint our_now = kNow - 1h;
-  auto h = read({{"Date", "Tue, 14 Nov 2023 22:13:20 GMT"}, {"Retry-After", "Tue, 14 Nov 2023 22:13:50 GMT"}}, 429,
-                our_now);
+  auto h = read({{"Date", "Tue, 14 Nov 2023 22:13:20 GMT"}, {"Retry-After", "Tue, 14 Nov 2023 22:13:50 GMT"}},
+                429, our_now);
   EXPECT_EQ(h.resume_at, our_now + 30s);
 }
 
@@ -135,7 +135,8 @@ TEST(RateHeaders_XRateLimit, RemainingQuotaIsSpreadOverTheResetTime) {
 }
 
 TEST(RateHeaders_XRateLimit, GarbageValuesAreIgnored) {
-  auto h = read({{"X-RateLimit-Remaining", "lots"}, {"X-RateLimit-Reset", "tomorrow"}, {"X-RateLimit-Limit", "-1"}});
+  auto h = read(
+      {{"X-RateLimit-Remaining", "lots"}, {"X-RateLimit-Reset", "tomorrow"}, {"X-RateLimit-Limit", "-1"}});
   EXPECT_FALSE(h.resume_at);
   EXPECT_FALSE(h.interval);
   EXPECT_EQ(h.ignored.size(), 3u);
@@ -181,7 +182,9 @@ TEST(RateHeaders_Ietf, MalformedValuesNeverThrowAndAreNamed) {
 }
 
 TEST(RateHeaders_Precedence, RetryAfterWinsOverResetHeaders) {
-  auto h = read({{"Retry-After", "10"}, {"X-RateLimit-Remaining", "0"}, {"X-RateLimit-Reset", "60"},
+  auto h = read({{"Retry-After", "10"},
+                 {"X-RateLimit-Remaining", "0"},
+                 {"X-RateLimit-Reset", "60"},
                  {"RateLimit", "limit=10, remaining=0, reset=30"}},
                 429);
   EXPECT_EQ(h.source, HintSource::kRetryAfter);
@@ -189,7 +192,8 @@ TEST(RateHeaders_Precedence, RetryAfterWinsOverResetHeaders) {
 }
 
 TEST(RateHeaders_Precedence, IetfWinsOverXRateLimit) {
-  auto h = read({{"X-RateLimit-Remaining", "0"}, {"X-RateLimit-Reset", "60"},
+  auto h = read({{"X-RateLimit-Remaining", "0"},
+                 {"X-RateLimit-Reset", "60"},
                  {"RateLimit", "limit=10, remaining=0, reset=30"}});
   EXPECT_EQ(h.source, HintSource::kIetfRateLimit);
   EXPECT_EQ(h.resume_at, kNow + 30s);
