@@ -86,7 +86,12 @@ std::expected<std::string, std::vector<Diagnostic>> ConfigSource::reload() {
   if (!loaded) return std::unexpected(std::move(loaded.error()));
   ConfigPtr before = current();
   std::string changes = before ? describe_changes(*before, **loaded) : std::string("loaded");
-  current_.store(std::move(*loaded), std::memory_order_release);
+  ConfigPtr previous;
+  {
+    std::lock_guard swap_lock(current_mutex_);
+    previous = std::exchange(current_, std::move(*loaded));
+  }
+  // `previous` is released here, outside the lock, if nobody else holds it.
   return changes;
 }
 
