@@ -170,7 +170,10 @@ std::string summarize_job(const JobTypeSpec& j) {
 }
 
 std::string summarize(const Config& c) {
-  std::string out = summarize_engine(c);
+  std::string out = fmt::format(
+      "{}: {} plugin{}, {} job type{}\n", c.file.empty() ? "config" : c.file.string(), c.plugins.size(),
+      c.plugins.size() == 1 ? "" : "s", c.jobs.size(), c.jobs.size() == 1 ? "" : "s");
+  out += summarize_engine(c);
   for (const auto& [name_, plugin] : c.plugins) out += summarize_plugin(plugin);
   for (const auto& [name_, job] : c.jobs) out += summarize_job(job);
   return out;

@@ -12,7 +12,8 @@
 
 namespace ratchet::config {
 
-// Every part of the summary, one section after another.
+// The whole summary: a first line naming the file with its counts of
+// plugins and job types, then the engine, each plugin, each job type.
 std::string summarize(const Config& config);
 
 // One section each, as it appears in summarize(): the engine line, one

@@ -46,6 +46,7 @@ steps = [{ name = "s", call = "p.op", args = { key = "${API_KEY}" } }]
                 {{"API_KEY", std::string(kSecret)}, {"DB_DIR", "/very/private"}});
   ASSERT_TRUE(r.has_value()) << testing::joined(errors(r));
   std::string s = summarize(**r);
+  EXPECT_EQ(s.rfind("t.toml: 1 plugin, 1 job type\nengine: database ***,", 0), 0u) << s;
   EXPECT_EQ(s.find(kSecret), std::string::npos) << s;
   EXPECT_EQ(s.find("/very/private"), std::string::npos) << s;
   EXPECT_NE(s.find("\"api_key\":\"***\""), std::string::npos) << s;
