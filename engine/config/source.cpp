@@ -39,7 +39,13 @@ void compare(const Map& before, const Map& after, std::string_view kind, Describ
 
 std::string describe_changes(const Config& before, const Config& after) {
   std::vector<std::string> items;
-  if (summarize_engine(before) != summarize_engine(after)) {
+  // Compared unmasked, so a changed value from the environment still counts.
+  auto engine_text = [](const Config& c) {
+    Config plain;
+    plain.engine = c.engine;
+    return summarize_engine(plain);
+  };
+  if (engine_text(before) != engine_text(after)) {
     std::string item = "engine settings changed";
     auto restart = restart_only_changes(before.engine, after.engine);
     if (!restart.empty()) {
