@@ -5,8 +5,10 @@
 // dependencies, cycles, placeholders) and ${NAME} environment references.
 // Every problem is collected; the result is either a Config or all of them.
 //
-// `${NAME}` in any string value takes the value of environment variable NAME
-// (`$${` writes a literal "${"). Such values are treated as secrets: their
+// `${NAME}` in a string value takes the value of environment variable NAME
+// (`$${` writes a literal "${"); names, calls, queues, `after` entries and
+// argument types are refused from the environment, since they shape the job
+// and appear in summaries. Such values are treated as secrets: their
 // JSON pointers are listed in PluginSpec::secret_paths (plugin settings) or
 // StepSpec::secret_paths (step arguments), other keys holding them in
 // Config::env_keys, and no diagnostic or summary ever shows them.

@@ -16,6 +16,12 @@ constexpr std::array<std::string_view, 5> kBackoffKeys = {"kind", "initial", "ma
 constexpr std::array<std::string_view, 5> kStepKeys = {"name", "call", "args", "after", "max_wait"};
 constexpr std::array<std::string_view, 2> kArgDeclKeys = {"type", "required"};
 
+// Names and types shape the job itself and are shown in summaries, so they
+// cannot hide in the environment.
+constexpr std::string_view kLiteral =
+    "write this value literally: ${NAME} is for settings and arguments, not for names, calls, queues or "
+    "types";
+
 bool valid_name(std::string_view name) {
   if (name.empty()) return false;
   for (char c : name) {
@@ -82,7 +88,7 @@ constexpr std::array<std::string_view, 7> kTypeNames = {"string", "number", "int
 
 void report_bad_type(Reader& r, const toml::node& node, const std::string& at, const Text& t) {
   if (t.from_env) {
-    r.error(node, at, "the value from the environment is not an argument type");
+    r.error(node, at, std::string(kLiteral));
     return;
   }
   r.error(node, at,
@@ -101,7 +107,15 @@ std::vector<ArgSpec> read_arg_decls(Reader& r, const toml::node& node, const std
     a.name = name;
     if (value.is_string()) {
       auto text = r.string(value, at);
-      if (!text) continue;
+      if (!text) {
+        out.push_back(std::move(a));  // still declared: no follow-on errors
+        continue;
+      }
+      if (text->from_env) {
+        report_bad_type(r, value, at, *text);
+        out.push_back(std::move(a));  // still declared: no follow-on errors
+        continue;
+      }
       std::string word = text->value;
       if (!word.empty() && word.back() == '?') {
         a.required = false;
@@ -110,6 +124,7 @@ std::vector<ArgSpec> read_arg_decls(Reader& r, const toml::node& node, const std
       auto type = arg_type(word);
       if (!type) {
         report_bad_type(r, value, at, Text{word, text->from_env});
+        out.push_back(std::move(a));  // still declared: no follow-on errors
         continue;
       }
       a.type = *type;
@@ -117,9 +132,10 @@ std::vector<ArgSpec> read_arg_decls(Reader& r, const toml::node& node, const std
       r.check_keys(*decl, at, kArgDeclKeys, "an argument declaration");
       if (const toml::node* type_node = decl->get("type")) {
         if (auto text = r.string(*type_node, child_path(at, "type"))) {
-          auto type = arg_type(text->value);
+          auto type = text->from_env ? std::nullopt : arg_type(text->value);
           if (!type) {
             report_bad_type(r, *type_node, child_path(at, "type"), *text);
+            out.push_back(std::move(a));  // still declared: no follow-on errors
             continue;
           }
           a.type = *type;
@@ -132,6 +148,7 @@ std::vector<ArgSpec> read_arg_decls(Reader& r, const toml::node& node, const std
       r.error(value, at,
               "expected a type such as \"string\" or \"integer?\", or a table {type, required}, got " +
                   std::string(type_name(value)));
+      out.push_back(std::move(a));  // still declared: no follow-on errors
       continue;
     }
     out.push_back(std::move(a));
@@ -157,8 +174,9 @@ std::optional<StepSpec> read_step(Reader& r, const toml::node& node, const std::
       nodes.name = &value;
       if (auto v = r.string(value, at)) {
         if (!valid_name(v->value) || v->from_env) {
-          r.error(value, at,
-                  "a step name holds only letters, digits, '_' and '-' (and is written literally)");
+          r.error(
+              value, at,
+              v->from_env ? std::string(kLiteral) : "a step name holds only letters, digits, '_' and '-'");
         } else {
           s.name = v->value;
           nodes.valid = true;
@@ -166,15 +184,16 @@ std::optional<StepSpec> read_step(Reader& r, const toml::node& node, const std::
       }
     } else if (k == "call") {
       if (auto v = r.string(value, at)) {
+        if (v->from_env) {
+          r.error(value, at, std::string(kLiteral));
+          continue;
+        }
         auto dot = v->value.find('.');
         std::string plugin = dot == std::string::npos ? "" : v->value.substr(0, dot);
         std::string op = dot == std::string::npos ? "" : v->value.substr(dot + 1);
         if (!valid_name(plugin) || !valid_name(op)) {
-          r.error(
-              value, at,
-              v->from_env
-                  ? std::string("the value from the environment is not of the form plugin.operation")
-                  : "\"" + v->value + "\" is not of the form plugin.operation (e.g. \"imdb.get_rating\")");
+          r.error(value, at,
+                  "\"" + v->value + "\" is not of the form plugin.operation (e.g. \"imdb.get_rating\")");
         } else {
           s.plugin = plugin;
           s.operation = op;
@@ -188,6 +207,10 @@ std::optional<StepSpec> read_step(Reader& r, const toml::node& node, const std::
       if (a == nullptr) continue;
       for (std::size_t i = 0; i < a->size(); ++i) {
         if (auto v = r.string(*a->get(i), index_path(at, i))) {
+          if (v->from_env) {
+            r.error(*a->get(i), index_path(at, i), std::string(kLiteral));
+            continue;
+          }
           s.after.push_back(v->value);
           nodes.after.emplace_back(a->get(i), v->value);
         }
@@ -382,7 +405,9 @@ JobTypeSpec read_job(Reader& r, const std::string& name, const toml::table& t) {
       if (auto v = r.duration(value, at, Bound::kPositive)) job.timeout = *v;
     } else if (k == "queue") {
       if (auto v = r.string(value, at)) {
-        if (!valid_name(v->value)) {
+        if (v->from_env) {
+          r.error(value, at, std::string(kLiteral));
+        } else if (!valid_name(v->value)) {
           r.error(value, at, "a queue name holds only letters, digits, '_' and '-'");
         } else {
           job.queue = v->value;

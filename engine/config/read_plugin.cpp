@@ -1,6 +1,7 @@
 #include <array>
 
 #include "config/sections.hpp"
+#include "config/suggest.hpp"
 
 namespace ratchet::config::detail {
 namespace {
@@ -8,6 +9,9 @@ namespace {
 constexpr std::array<std::string_view, 9> kPolicyKeys = {
     "limit",    "concurrency",        "retry",        "circuit_breaker", "timeout", "connect_timeout",
     "max_wait", "max_response_bytes", "max_redirects"};
+constexpr std::array<std::string_view, 10> kReservedPluginKeys = {
+    "limit",    "concurrency",        "retry",         "circuit_breaker", "timeout", "connect_timeout",
+    "max_wait", "max_response_bytes", "max_redirects", "operation"};
 constexpr std::array<std::string_view, 5> kLimitKeys = {"rate", "per", "burst", "algorithm", "scope"};
 constexpr std::array<std::string_view, 10> kRetryKeys = {
     "attempts", "backoff",         "initial",  "max", "multiplier",
@@ -267,6 +271,15 @@ PluginSpec read_plugin(Reader& r, const std::string& name, const toml::table& t)
   for (auto&& [key, value] : t) {
     const std::string k(key.str());
     if (k == "operation" || is_policy_key(k)) continue;
+    // Settings are free-form, so a misspelt policy key ("retyr", "limits")
+    // would silently become a setting and the policy would not apply.
+    if (auto near = closest_match(k, kReservedPluginKeys)) {
+      r.error(key.source(), child_path(path, k),
+              "\"" + k + "\" is so close to the policy key \"" + *near +
+                  "\" that it is taken for a typo (did you mean \"" + *near +
+                  "\"?); a plugin's own settings must be named differently");
+      continue;
+    }
     p.settings[k] = r.to_json(value, child_path(path, k), "/" + k, p.secret_paths);
   }
   apply_policy(r, t, path, p.policy);

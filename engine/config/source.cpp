@@ -39,7 +39,13 @@ void compare(const Map& before, const Map& after, std::string_view kind, Describ
 
 std::string describe_changes(const Config& before, const Config& after) {
   std::vector<std::string> items;
-  if (summarize_engine(before) != summarize_engine(after)) {
+  // Compared unmasked, so a changed value from the environment still counts.
+  auto engine_text = [](const Config& c) {
+    Config plain;
+    plain.engine = c.engine;
+    return summarize_engine(plain);
+  };
+  if (engine_text(before) != engine_text(after)) {
     std::string item = "engine settings changed";
     auto restart = restart_only_changes(before.engine, after.engine);
     if (!restart.empty()) {
@@ -86,7 +92,12 @@ std::expected<std::string, std::vector<Diagnostic>> ConfigSource::reload() {
   if (!loaded) return std::unexpected(std::move(loaded.error()));
   ConfigPtr before = current();
   std::string changes = before ? describe_changes(*before, **loaded) : std::string("loaded");
-  current_.store(std::move(*loaded), std::memory_order_release);
+  ConfigPtr previous;
+  {
+    std::lock_guard swap_lock(current_mutex_);
+    previous = std::exchange(current_, std::move(*loaded));
+  }
+  // `previous` is released here, outside the lock, if nobody else holds it.
   return changes;
 }
 

@@ -11,11 +11,12 @@
 // take effect at start (database, plugin folder, workers, ...) are swapped
 // in too but the account says they need a restart.
 //
-// Thread-safety: current() is lock-free-ish and safe from any thread;
-// reload() calls are serialized.
+// Thread-safety: current() is safe from any thread and holds a lock only
+// for a pointer copy (libstdc++ 12's std::atomic<shared_ptr> hides its lock
+// from ThreadSanitizer, so a plain mutex keeps TSan builds meaningful);
+// reload() calls are serialized and never hold that lock while loading.
 #pragma once
 
-#include <atomic>
 #include <expected>
 #include <filesystem>
 #include <memory>
@@ -35,7 +36,10 @@ class ConfigSource {
 
   ConfigSource(std::filesystem::path file, ConfigPtr initial, EnvLookup env);
 
-  ConfigPtr current() const { return current_.load(std::memory_order_acquire); }
+  ConfigPtr current() const {
+    std::lock_guard lock(current_mutex_);
+    return current_;
+  }
 
   // What a reload changed ("no changes" when nothing did), or why it was refused.
   std::expected<std::string, std::vector<Diagnostic>> reload();
@@ -44,7 +48,8 @@ class ConfigSource {
   std::filesystem::path file_;
   EnvLookup env_;
   std::mutex reload_mutex_;
-  std::atomic<ConfigPtr> current_;
+  mutable std::mutex current_mutex_;
+  ConfigPtr current_;
 };
 
 // What differs between two configs, one item per line; "no changes" if none.

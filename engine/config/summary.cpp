@@ -76,8 +76,73 @@ std::string limit_text(const LimitSpec& l) {
   return out;
 }
 
-std::string path_text(const Config& c, const std::string& key, const std::filesystem::path& p) {
-  return c.env_keys.contains(key) ? std::string("***") : p.string();
+// Hides values that came from ${NAME}: a field is shown as *** when its key
+// path, under any of the prefixes (an operation's own, then its plugin's),
+// is one of the config's env keys or lies inside one.
+class EnvMask {
+ public:
+  EnvMask(const std::set<std::string>& keys, std::vector<std::string> prefixes)
+      : keys_(keys), prefixes_(std::move(prefixes)) {}
+
+  bool hides(std::initializer_list<std::string_view> fields) const {
+    for (const auto& prefix : prefixes_) {
+      for (auto field : fields) {
+        std::string key = prefix + std::string(field);
+        for (auto it = keys_.lower_bound(key); it != keys_.end() && it->starts_with(key); ++it) {
+          if (it->size() == key.size() || (*it)[key.size()] == '.' || (*it)[key.size()] == '[') return true;
+        }
+      }
+    }
+    return false;
+  }
+  std::string show(std::initializer_list<std::string_view> fields, std::string text) const {
+    return hides(fields) ? std::string("***") : text;
+  }
+
+ private:
+  const std::set<std::string>& keys_;
+  std::vector<std::string> prefixes_;
+};
+
+const std::set<std::string> kNoKeys;
+
+std::string policy_text(const CallPolicy& p, const EnvMask& m) {
+  std::string limits;
+  if (p.limits.empty()) limits = "none";
+  for (std::size_t i = 0; i < p.limits.size(); ++i) limits += (i ? ", " : "") + limit_text(p.limits[i]);
+  std::string out = "limits " + m.show({"limit"}, limits);
+  if (p.concurrency) out += fmt::format("; concurrency {}", *p.concurrency);
+  const auto& r = p.retry;
+  out +=
+      fmt::format("; retry {} attempts {}", r.attempts,
+                  m.show({"retry.backoff", "retry.initial", "retry.max", "retry.multiplier", "retry.jitter"},
+                         backoff_text(r.backoff)));
+  std::string on;
+  for (auto o : r.on) on += (on.empty() ? "" : ",") + std::string(name(o));
+  for (int s : r.statuses) on += (on.empty() ? "" : ",") + std::to_string(s);
+  if (on.empty()) on = "nothing";
+  out += " on " + m.show({"retry.on", "retry.statuses"}, on);
+  if (r.per_try_timeout)
+    out += " per-try " + m.show({"retry.per_try_timeout"}, format_duration(*r.per_try_timeout));
+  if (r.deadline) out += " deadline " + m.show({"retry.deadline"}, format_duration(*r.deadline));
+  const auto& b = p.breaker;
+  std::string breaker;
+  if (!b.enabled) {
+    breaker = "off";
+  } else {
+    breaker = fmt::format("{} failures", b.consecutive_failures);
+    if (b.failure_ratio) {
+      breaker += fmt::format(" or ratio {} of {}+ calls in {}", *b.failure_ratio, b.min_calls,
+                             format_duration(b.window));
+    }
+    breaker += fmt::format(", open {}", format_duration(b.open_for));
+  }
+  out += "; breaker " + m.show({"circuit_breaker"}, breaker);
+  out +=
+      fmt::format("; timeout {} (connect {}), max_wait {}", m.show({"timeout"}, format_duration(p.timeout)),
+                  m.show({"connect_timeout"}, format_duration(p.connect_timeout)),
+                  m.show({"max_wait"}, format_duration(p.max_wait)));
+  return out;
 }
 
 }  // namespace
@@ -90,65 +155,43 @@ nlohmann::json mask(nlohmann::json value, const std::set<std::string>& secret_pa
   return value;
 }
 
-std::string summarize_policy(const CallPolicy& p) {
-  std::string out = "limits ";
-  if (p.limits.empty()) out += "none";
-  for (std::size_t i = 0; i < p.limits.size(); ++i) out += (i ? ", " : "") + limit_text(p.limits[i]);
-  if (p.concurrency) out += fmt::format("; concurrency {}", *p.concurrency);
-  const auto& r = p.retry;
-  out += fmt::format("; retry {} attempts {}", r.attempts, backoff_text(r.backoff));
-  out += " on ";
-  bool first = true;
-  for (auto o : r.on) {
-    out += (first ? "" : ",") + std::string(name(o));
-    first = false;
-  }
-  for (int s : r.statuses) {
-    out += (first ? "" : ",") + std::to_string(s);
-    first = false;
-  }
-  if (first) out += "nothing";
-  if (r.per_try_timeout) out += " per-try " + format_duration(*r.per_try_timeout);
-  if (r.deadline) out += " deadline " + format_duration(*r.deadline);
-  const auto& b = p.breaker;
-  if (!b.enabled) {
-    out += "; breaker off";
-  } else {
-    out += fmt::format("; breaker {} failures", b.consecutive_failures);
-    if (b.failure_ratio)
-      out += fmt::format(" or ratio {} of {}+ calls in {}", *b.failure_ratio, b.min_calls,
-                         format_duration(b.window));
-    out += fmt::format(", open {}", format_duration(b.open_for));
-  }
-  out += fmt::format("; timeout {} (connect {}), max_wait {}", format_duration(p.timeout),
-                     format_duration(p.connect_timeout), format_duration(p.max_wait));
-  return out;
-}
+std::string summarize_policy(const CallPolicy& p) { return policy_text(p, EnvMask(kNoKeys, {})); }
 
 std::string summarize_engine(const Config& c) {
   const auto& e = c.engine;
+  EnvMask m(c.env_keys, {"engine."});
   return fmt::format(
       "engine: database {}, plugins {}, {} workers, synchronous {}, busy_timeout {}, lease {}, heartbeat {}, "
       "park_threshold {}, poll_interval {}, shutdown_grace {}, max_lease_expiries {}\n",
-      path_text(c, "engine.database", e.database), path_text(c, "engine.plugins", e.plugins), e.workers,
-      e.synchronous_full ? "full" : "normal", format_duration(e.busy_timeout), format_duration(e.lease),
-      format_duration(e.heartbeat), format_duration(e.park_threshold), format_duration(e.poll_interval),
-      format_duration(e.shutdown_grace), e.max_lease_expiries);
+      m.show({"database"}, e.database.string()), m.show({"plugins"}, e.plugins.string()), e.workers,
+      m.show({"synchronous"}, e.synchronous_full ? "full" : "normal"),
+      m.show({"busy_timeout"}, format_duration(e.busy_timeout)), m.show({"lease"}, format_duration(e.lease)),
+      m.show({"heartbeat"}, format_duration(e.heartbeat)),
+      m.show({"park_threshold"}, format_duration(e.park_threshold)),
+      m.show({"poll_interval"}, format_duration(e.poll_interval)),
+      m.show({"shutdown_grace"}, format_duration(e.shutdown_grace)), e.max_lease_expiries);
 }
 
-std::string summarize_plugin(const PluginSpec& p) {
-  std::string out = fmt::format("plugin {}: {}\n", p.name, summarize_policy(p.policy));
+std::string summarize_plugin(const PluginSpec& p, const std::set<std::string>& env_keys) {
+  const std::string prefix = "plugin." + p.name + ".";
+  std::string out =
+      fmt::format("plugin {}: {}\n", p.name, policy_text(p.policy, EnvMask(env_keys, {prefix})));
   if (!p.settings.empty()) out += "  settings " + mask(p.settings, p.secret_paths).dump() + "\n";
   for (const auto& [op, policy] : p.operations) {
-    out += fmt::format("  operation {}: {}\n", op, summarize_policy(policy));
+    // Limits of an operation are its own; every other field may be the plugin's.
+    EnvMask m(env_keys, {prefix + "operation." + op + ".", prefix});
+    out += fmt::format("  operation {}: {}\n", op, policy_text(policy, m));
   }
   return out;
 }
 
-std::string summarize_job(const JobTypeSpec& j) {
-  std::string out = fmt::format("job {}: {} attempts, backoff {}, queue {}, priority {}", j.name, j.attempts,
-                                backoff_text(j.backoff), j.queue, j.priority);
-  if (j.timeout) out += ", timeout " + format_duration(*j.timeout);
+std::string summarize_job(const JobTypeSpec& j, const std::set<std::string>& env_keys) {
+  EnvMask m(env_keys, {"job." + j.name + "."});
+  std::string out =
+      fmt::format("job {}: {} attempts, backoff {}, queue {}, priority {}", j.name, j.attempts,
+                  m.show({"backoff", "initial", "max", "multiplier", "jitter"}, backoff_text(j.backoff)),
+                  j.queue, j.priority);
+  if (j.timeout) out += ", timeout " + m.show({"timeout"}, format_duration(*j.timeout));
   out += ", args ";
   if (j.args.empty()) out += "none";
   for (std::size_t i = 0; i < j.args.size(); ++i) {
@@ -156,23 +199,30 @@ std::string summarize_job(const JobTypeSpec& j) {
                        j.args[i].required ? "" : "?");
   }
   out += "\n";
-  for (const auto& s : j.steps) {
+  for (std::size_t i = 0; i < j.steps.size(); ++i) {
+    const auto& s = j.steps[i];
     out += fmt::format("  step {}: {}.{} args {}", s.name, s.plugin, s.operation,
                        mask(s.args, s.secret_paths).dump());
     if (!s.after.empty()) {
       out += " after ";
-      for (std::size_t i = 0; i < s.after.size(); ++i) out += (i ? "," : "") + s.after[i];
+      for (std::size_t k = 0; k < s.after.size(); ++k) out += (k ? "," : "") + s.after[k];
     }
-    if (s.max_wait) out += " max_wait " + format_duration(*s.max_wait);
+    if (s.max_wait) {
+      EnvMask step_mask(env_keys, {"job." + j.name + ".steps[" + std::to_string(i) + "]."});
+      out += " max_wait " + step_mask.show({"max_wait"}, format_duration(*s.max_wait));
+    }
     out += "\n";
   }
   return out;
 }
 
 std::string summarize(const Config& c) {
-  std::string out = summarize_engine(c);
-  for (const auto& [name_, plugin] : c.plugins) out += summarize_plugin(plugin);
-  for (const auto& [name_, job] : c.jobs) out += summarize_job(job);
+  std::string out = fmt::format(
+      "{}: {} plugin{}, {} job type{}\n", c.file.empty() ? "config" : c.file.string(), c.plugins.size(),
+      c.plugins.size() == 1 ? "" : "s", c.jobs.size(), c.jobs.size() == 1 ? "" : "s");
+  out += summarize_engine(c);
+  for (const auto& [plugin_name, plugin] : c.plugins) out += summarize_plugin(plugin, c.env_keys);
+  for (const auto& [job_name, job] : c.jobs) out += summarize_job(job, c.env_keys);
   return out;
 }
 

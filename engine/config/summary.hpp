@@ -12,16 +12,19 @@
 
 namespace ratchet::config {
 
-// Every part of the summary, one section after another.
+// The whole summary: a first line naming the file with its counts of
+// plugins and job types, then the engine, each plugin, each job type.
 std::string summarize(const Config& config);
 
 // One section each, as it appears in summarize(): the engine line, one
 // plugin (its policy and operations), one job type (its steps).
 std::string summarize_engine(const Config& config);
-std::string summarize_plugin(const PluginSpec& plugin);
-std::string summarize_job(const JobTypeSpec& job);
+// `env_keys` (Config::env_keys) lists the fields to show as ***.
+std::string summarize_plugin(const PluginSpec& plugin, const std::set<std::string>& env_keys = {});
+std::string summarize_job(const JobTypeSpec& job, const std::set<std::string>& env_keys = {});
 
-// One policy on one line: limits, concurrency, retry, breaker, timeouts.
+// One policy on one line: limits, concurrency, retry, breaker, timeouts
+// (no masking: for policies built in code).
 std::string summarize_policy(const CallPolicy& policy);
 
 // JSON with each listed pointer's value replaced by "***".

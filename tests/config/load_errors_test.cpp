@@ -58,6 +58,20 @@ steps = [{ name = "s", call = "p.op", args = { v = "{{args.a}}" }, aftr = [] }]
   EXPECT_EQ(errors(r).size(), 9u) << testing::joined(errors(r));
 }
 
+TEST(LoadErrors_PluginSettingCloseToAPolicyKey, IsTakenForATypo) {
+  auto r = load(R"([plugin.p]
+base_url = "http://x"
+[plugin.p.retyr]
+attempts = 2
+[[plugin.p.limits]]
+rate = 1
+per = "1s"
+)");
+  EXPECT_DIAGNOSTIC(r, "t.toml:3:11: plugin.p.retyr: ", "(did you mean \"retry\"?)");
+  EXPECT_DIAGNOSTIC(r, "t.toml:5:12: plugin.p.limits: ", "(did you mean \"limit\"?)");
+  EXPECT_EQ(errors(r).size(), 2u) << testing::joined(errors(r));
+}
+
 TEST(LoadErrors_FarFetchedKey, HasNoSuggestion) {
   auto r = load("[engine]\ncolour = \"red\"\n");
   ASSERT_EQ(errors(r).size(), 1u);

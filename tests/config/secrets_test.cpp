@@ -46,6 +46,7 @@ steps = [{ name = "s", call = "p.op", args = { key = "${API_KEY}" } }]
                 {{"API_KEY", std::string(kSecret)}, {"DB_DIR", "/very/private"}});
   ASSERT_TRUE(r.has_value()) << testing::joined(errors(r));
   std::string s = summarize(**r);
+  EXPECT_EQ(s.rfind("t.toml: 1 plugin, 1 job type\nengine: database ***,", 0), 0u) << s;
   EXPECT_EQ(s.find(kSecret), std::string::npos) << s;
   EXPECT_EQ(s.find("/very/private"), std::string::npos) << s;
   EXPECT_NE(s.find("\"api_key\":\"***\""), std::string::npos) << s;
@@ -80,6 +81,47 @@ TEST(LoadSecrets_ValueFromEnv, IsUsedByReservedKeys) {
   ASSERT_TRUE(r.has_value()) << testing::joined(errors(r));
   EXPECT_EQ((*r)->engine.lease, std::chrono::seconds(45));
   EXPECT_TRUE((*r)->env_keys.contains("engine.lease"));
+}
+
+TEST(LoadSecrets_PolicyValuesFromEnv, AreMaskedInTheSummary) {
+  auto r = load(R"([engine]
+lease = "${LEASE}"
+[plugin.p]
+timeout = "${TIMEOUT}"
+[plugin.p.retry]
+backoff = "${BACKOFF}"
+[plugin.p.operation.op]
+max_wait = "1m"
+[job.j]
+timeout = "${TIMEOUT}"
+steps = [{ name = "s", call = "p.op", max_wait = "${TIMEOUT}" }]
+)",
+                {{"LEASE", "47s"}, {"TIMEOUT", "13s"}, {"BACKOFF", "decorrelated"}});
+  ASSERT_TRUE(r.has_value()) << testing::joined(errors(r));
+  EXPECT_EQ((*r)->engine.lease, std::chrono::seconds(47));
+  std::string s = summarize(**r);
+  for (const char* value : {"47s", "13s", "decorrelated"}) EXPECT_EQ(s.find(value), std::string::npos) << s;
+  EXPECT_NE(s.find("lease ***"), std::string::npos) << s;
+  EXPECT_NE(s.find("attempts ***"), std::string::npos) << s;  // the backoff text
+  EXPECT_NE(s.find("max_wait 1m"), std::string::npos) << s;   // the operation's own, not from env
+}
+
+TEST(LoadSecrets_NamesFromEnv, AreRefused) {
+  auto r = load(R"([job.j]
+queue = "${Q}"
+args = { a = "${T}" }
+steps = [
+  { name = "${N}", call = "p.op" },
+  { name = "t", call = "${C}", after = ["${N}"], args = { v = "{{args.a}}" } },
+]
+)",
+                {{"Q", "q"}, {"T", "string"}, {"N", "n"}, {"C", "p.op"}});
+  EXPECT_DIAGNOSTIC(r, "t.toml:2:9: job.j.queue: ", "write this value literally");
+  EXPECT_DIAGNOSTIC(r, "t.toml:3:14: job.j.args.a: ", "write this value literally");
+  EXPECT_DIAGNOSTIC(r, "t.toml:5:12: job.j.steps[0].name: ", "write this value literally");
+  EXPECT_DIAGNOSTIC(r, "t.toml:6:24: job.j.steps[1].call: ", "write this value literally");
+  EXPECT_DIAGNOSTIC(r, "t.toml:6:41: job.j.steps[1].after[0]: ", "write this value literally");
+  EXPECT_EQ(errors(r).size(), 5u) << testing::joined(errors(r));
 }
 
 TEST(ExpandEnv_Syntax, EscapesAndRefusesMalformedReferences) {

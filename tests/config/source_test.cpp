@@ -106,6 +106,19 @@ TEST_F(ConfigSourceTest, Reload_ChangedSecret_IsReportedWithoutItsValue) {
   EXPECT_EQ((*source)->current()->plugins.at("imdb").settings["api_key"], "new-secret");
 }
 
+TEST_F(ConfigSourceTest, Reload_ChangedEngineValueFromEnv_IsReportedWithoutItsValue) {
+  write("[engine]\nlease = \"${LEASE}\"\n");
+  std::string lease = "40s";
+  auto source =
+      ConfigSource::open(file_, [&](std::string_view) -> std::optional<std::string> { return lease; });
+  ASSERT_TRUE(source.has_value());
+  lease = "50s";
+  auto changes = (*source)->reload();
+  ASSERT_TRUE(changes.has_value());
+  EXPECT_EQ(*changes, "engine settings changed");
+  EXPECT_EQ((*source)->current()->engine.lease, 50s);
+}
+
 TEST_F(ConfigSourceTest, Open_InvalidFile_ReturnsDiagnostics) {
   write("[job.j]\n");
   auto source = ConfigSource::open(file_, testing::fixed_env({}));
