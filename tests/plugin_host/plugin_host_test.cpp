@@ -90,6 +90,18 @@ TEST(PluginHostOpen, FolderOfBrokenFiles_EachNamedWithReasonAndGoodOnesStillLoad
   EXPECT_EQ(reply->output["version"], "1.0.0");
 }
 
+TEST(PluginHostOpen, PluginFromNewerHeaderWithGrownStructs_LoadsAndRuns) {
+  TestFolder folder;
+  folder.add("grown");
+  auto host = open_host(folder);
+  ASSERT_TRUE(host->find("grown").has_value()) << failure_for(*host, "grown.so");
+  EXPECT_THAT(host->find("grown")->operations, ::testing::ElementsAre("noop", "noop2"));
+  FakeHostServices services;
+  auto reply = host->call("grown", "noop2", {}, {}, services, {});
+  ASSERT_TRUE(reply.has_value()) << reply.error().to_string();
+  EXPECT_EQ(reply->output, nlohmann::json::object());
+}
+
 TEST(PluginHostOpen, HalfWrittenFile_RefusedAsIncompleteThenLoadedWhenComplete) {
   TestFolder folder;
   auto full_size = std::filesystem::file_size(TestFolder::fixture("versioned_v1"));
