@@ -73,7 +73,12 @@ struct CallState {
       s = services;
       ++in_service;
     }
-    f(*s);
+    try {
+      f(*s);
+    } catch (...) {
+      // HostServices must not throw; if it does, the plugin (C code) must
+      // not see it. The caller's lambdas leave their defaults in place.
+    }
     std::lock_guard lock(mu);
     if (--in_service == 0) idle.notify_all();
     return true;
@@ -97,10 +102,21 @@ char* host_alloc(void* host_data, size_t size) {
   }
 }
 
+int32_t http_into(CallState* st, const ratchet_http_request* req, ratchet_http_response* resp);
+
+// No exception may reach the plugin's C frames.
 int32_t host_http(void* host_data, const ratchet_http_request* req, ratchet_http_response* resp) {
-  CallState* st = state_of(host_data);
   if (resp == nullptr || !RATCHET_HAS_FIELD(ratchet_http_response, resp->struct_size, transport_error))
     return RATCHET_HTTP_OTHER;
+  try {
+    return http_into(state_of(host_data), req, resp);
+  } catch (...) {
+    resp->transport_error = RATCHET_HTTP_OTHER;
+    return RATCHET_HTTP_OTHER;
+  }
+}
+
+int32_t http_into(CallState* st, const ratchet_http_request* req, ratchet_http_response* resp) {
   StoredResponse& stored = st->responses.emplace_back();
   HttpResult& r = stored.result;
   if (req == nullptr || !RATCHET_HAS_FIELD(ratchet_http_request, req->struct_size, body)) {
@@ -116,6 +132,8 @@ int32_t host_http(void* host_data, const ratchet_http_request* req, ratchet_http
     request.body = view(req->body);
     for (size_t i = 0; i < req->header_count && req->headers != nullptr; ++i)
       request.headers.emplace_back(view(req->headers[i].name), view(req->headers[i].value));
+    r.error = TransportError::kOther;
+    r.message = "the engine's HTTP service failed";
     bool ran = st->with_services([&](HostServices& s) { r = s.http(st->plugin(), request); });
     if (!ran) {
       r = HttpResult{};

@@ -3,15 +3,22 @@
 //
 //   #include <ratchet/plugin.hpp>
 //   namespace rp = ratchet::plugin;
+//   using nlohmann::json;
 //
-//   nlohmann::json get_rating(rp::Context& ctx, const nlohmann::json& args) {
-//     auto url = ctx.config().at("base_url").get<std::string>() + "/movies/" +
-//                rp::url_encode(args.at("name").get<std::string>());
-//     auto response = ctx.http().get(url);
-//     response.raise_for_status();  // 429 -> Throttled, 5xx -> Retryable, else Fatal
-//     return {{"rating", nlohmann::json::parse(response.body).at("rating")}};
+//   json get_rating(rp::Context& ctx, const json& args) {
+//     std::string url = ctx.setting("base_url") + "/movies/" + rp::url_encode(rp::string_arg(args, "name"));
+//     rp::Response r = ctx.http().get(url, {{"Accept", "application/json"}});
+//     r.raise_for_status();  // 429 -> Throttled, 5xx -> Retryable, other -> Fatal
+//     json body = r.json();  // malformed -> Fatal, quoting the body
+//     if (!body.contains("rating") || !body["rating"].is_number())
+//       throw rp::Fatal("no rating in " + rp::printable_prefix(r.body));
+//     return {{"rating", body["rating"]}};
 //   }
 //   RATCHET_PLUGIN("imdb", "1.0.0", RATCHET_OP(get_rating))
+//
+// Build it as a MODULE library exporting only ratchet_plugin_entry_v1 (link
+// with plugins/common/exports.map): hidden symbols keep plugins apart, and a
+// library exporting C++ "unique" symbols could never be unloaded.
 //
 // An operation reports failure by throwing Fatal, Retryable or Throttled;
 // any other exception becomes a fatal status with its what(). Nothing is

@@ -100,6 +100,17 @@ TEST_F(MisbehavingPluginTest, RawOperationThrows_PluginErrorAndHostKeepsWorking)
   EXPECT_FALSE(again.has_value());
 }
 
+TEST_F(MisbehavingPluginTest, PluginWithOlderSmallerResponseStruct_HostWritesOnlyFieldsThatFit) {
+  HttpResult answer;
+  answer.status = 200;
+  answer.message = "not for old plugins";
+  answer.retry_after = 5s;
+  services_.respond("http://old/", answer);
+  auto r = call("misbehaving", "old_http");
+  ASSERT_TRUE(r.has_value()) << r.error().to_string();
+  EXPECT_EQ(r->output, (nlohmann::json{{"status", 200}, {"untouched", 1}}));
+}
+
 // Waits for plugin code that the host gave up on to return: the test must not
 // end while a thread is still inside a plugin.
 void wait_for_abandoned_calls() {

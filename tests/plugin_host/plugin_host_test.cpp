@@ -90,6 +90,36 @@ TEST(PluginHostOpen, FolderOfBrokenFiles_EachNamedWithReasonAndGoodOnesStillLoad
   EXPECT_EQ(reply->output["version"], "1.0.0");
 }
 
+TEST(PluginHostOpen, PluginFromNewerHeaderWithGrownStructs_LoadsAndRuns) {
+  TestFolder folder;
+  folder.add("grown");
+  auto host = open_host(folder);
+  ASSERT_TRUE(host->find("grown").has_value()) << failure_for(*host, "grown.so");
+  EXPECT_THAT(host->find("grown")->operations, ::testing::ElementsAre("noop", "noop2"));
+  FakeHostServices services;
+  auto reply = host->call("grown", "noop2", {}, {}, services, {});
+  ASSERT_TRUE(reply.has_value()) << reply.error().to_string();
+  EXPECT_EQ(reply->output, nlohmann::json::object());
+}
+
+TEST(PluginHostCall, ReadmeExamplePlugin_RatesMovie) {
+  TestFolder folder;
+  folder.add("readme_example");
+  auto host = open_host(folder);
+  FakeHostServices services;
+  services.respond_json("http://portal/movies/Up", R"({"rating": 8.3})");
+  auto reply =
+      host->call("example", "get_rating", {{"name", "Up"}}, {{"base_url", "http://portal"}}, services, {});
+  ASSERT_TRUE(reply.has_value()) << reply.error().to_string();
+  EXPECT_EQ(reply->output, (nlohmann::json{{"rating", 8.3}}));
+  services.respond_json("http://portal/movies/Up", R"({"rating": "high"})");
+  reply =
+      host->call("example", "get_rating", {{"name", "Up"}}, {{"base_url", "http://portal"}}, services, {});
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->status, CallStatus::kFatal);
+  EXPECT_THAT(reply->message, HasSubstr(R"(no rating in {"rating": "high"})"));
+}
+
 TEST(PluginHostOpen, HalfWrittenFile_RefusedAsIncompleteThenLoadedWhenComplete) {
   TestFolder folder;
   auto full_size = std::filesystem::file_size(TestFolder::fixture("versioned_v1"));
