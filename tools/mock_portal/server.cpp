@@ -276,3 +276,18 @@ void MockPortalServer::stop() {
 }
 
 }  // namespace ratchet::mock_portal
+
+// ThreadSanitizer builds only (kept in this file because every user of the
+// server links it): the Debian cpp-httplib is a prebuilt shared library
+// without TSan instrumentation. Its function-local statics are initialised
+// once under a guard whose fast-path check TSan cannot see, so every later
+// reader in another pool thread is reported as a race on memory "written" by
+// the thread that ran the initialiser. Those reports are about httplib's
+// internals, never our code; suppressing them here means test binaries need
+// no TSAN_OPTIONS of their own. The definition is weak so that a binary with
+// its own suppressions still links.
+#if defined(__SANITIZE_THREAD__)
+extern "C" __attribute__((weak, visibility("default"))) const char* __tsan_default_suppressions() {
+  return "race:libcpp-httplib.so\n";
+}
+#endif
