@@ -64,6 +64,7 @@ struct MockPortalServer::Impl {
   }
 
   void set_date(httplib::Response& res, std::chrono::seconds skew) const {
+    res.headers.erase("Date");
     res.set_header("Date", format_http_date(options.clock->now() + skew));
   }
 
@@ -83,9 +84,14 @@ void MockPortalServer::Impl::install_routes() {
         res.set_content(nlohmann::json{{"error", std::string("mock portal bug: ") + e.what()}}.dump(),
                         "application/json");
       }
-      if (!res.has_header("Date")) set_date(res, std::chrono::seconds(0));
     };
   };
+  // Every answer carries a Date, including 404s for unknown paths; a portal
+  // replaces it with its own skewed one.
+  http.set_pre_routing_handler([this](const httplib::Request&, httplib::Response& res) {
+    set_date(res, std::chrono::seconds(0));
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
 
   http.Get(R"(/([a-z_]+)/movies/(.+))", guarded([this](const httplib::Request& req, httplib::Response& res) {
              const auto it = portals.find(req.matches[1].str());
