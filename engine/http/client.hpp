@@ -58,6 +58,11 @@ struct ClientOptions {
   std::string user_agent = "ratchet";
   std::optional<std::filesystem::path> ca_file{};  // PEM bundle instead of the system's
   std::size_t max_idle_connections = 8;            // idle connections kept for reuse; >= 1
+  // Sends Accept-Encoding for gzip/brotli/deflate and decodes the answer
+  // (max_response_bytes then bounds the decoded size). Off by default: API
+  // answers are small, and a server compressing each one can cost more time
+  // than it saves (cpp-httplib's brotli takes ~2 ms per answer).
+  bool accept_compression = false;
 };
 
 class Client {

@@ -338,7 +338,7 @@ std::expected<Response, TransportError> CurlClient::perform(const Request& req, 
   set(CURLOPT_ERRORBUFFER, errbuf);
   set(CURLOPT_HTTPHEADER, header_list.get());
   set(CURLOPT_USERAGENT, options_.user_agent.c_str());
-  set(CURLOPT_ACCEPT_ENCODING, "");
+  if (options_.accept_compression) set(CURLOPT_ACCEPT_ENCODING, "");
   set(CURLOPT_TCP_KEEPALIVE, 1L);
   set(CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(connect_timeout.count()));
   set(CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));

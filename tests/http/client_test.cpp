@@ -254,6 +254,15 @@ TEST_F(ClientTest, Perform_Failure_MessageHasNoQueryOrHeaderValues) {
   EXPECT_EQ(bad.error().message.find("LINESECRET"), std::string::npos) << bad.error().message;
 }
 
+TEST_F(ClientTest, Perform_AcceptCompression_BodyDecoded) {
+  start();
+  auto client = make_client({.accept_compression = true});
+  auto r = get(*client, "/imdb/movies/Up");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE(r->headers.contains("Content-Encoding"));  // the mock compresses when asked
+  EXPECT_EQ(nlohmann::json::parse(r->body), mock_portal::movie_json("imdb", "Up"));
+}
+
 TEST_F(ClientTest, Perform_ResponseOverLimit_FailsWithTooLarge) {
   start();
   auto client = make_client({.max_response_bytes = 4096});

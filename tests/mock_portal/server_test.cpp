@@ -55,6 +55,10 @@ TEST(MockServer, UnknownPortal_404) {
   auto r = http.Get("/hulu/movies/Up");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 404);
+  auto nowhere = http.Get("/nowhere");
+  ASSERT_TRUE(nowhere);
+  EXPECT_EQ(nowhere->status, 404);
+  EXPECT_TRUE(nowhere->has_header("Date"));
   EXPECT_EQ(server->stats().portals.count("hulu"), 0u);
 }
 
@@ -69,6 +73,7 @@ TEST(MockServer, DateHeader_PortalSkewApplied) {
   auto stats = http.Get("/_stats");
   ASSERT_TRUE(skewed && plain && stats);
   EXPECT_EQ(skewed->get_header_value("Date"), format_http_date(clock->now() + 90s));
+  EXPECT_EQ(skewed->get_header_value_count("Date"), 1u);
   EXPECT_EQ(plain->get_header_value("Date"), format_http_date(clock->now()));
   EXPECT_EQ(stats->get_header_value("Date"), format_http_date(clock->now()));
 }

@@ -64,6 +64,7 @@ struct MockPortalServer::Impl {
   }
 
   void set_date(httplib::Response& res, std::chrono::seconds skew) const {
+    res.headers.erase("Date");
     res.set_header("Date", format_http_date(options.clock->now() + skew));
   }
 
@@ -83,9 +84,14 @@ void MockPortalServer::Impl::install_routes() {
         res.set_content(nlohmann::json{{"error", std::string("mock portal bug: ") + e.what()}}.dump(),
                         "application/json");
       }
-      if (!res.has_header("Date")) set_date(res, std::chrono::seconds(0));
     };
   };
+  // Every answer carries a Date, including 404s for unknown paths; a portal
+  // replaces it with its own skewed one.
+  http.set_pre_routing_handler([this](const httplib::Request&, httplib::Response& res) {
+    set_date(res, std::chrono::seconds(0));
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
 
   http.Get(R"(/([a-z_]+)/movies/(.+))", guarded([this](const httplib::Request& req, httplib::Response& res) {
              const auto it = portals.find(req.matches[1].str());
@@ -276,3 +282,18 @@ void MockPortalServer::stop() {
 }
 
 }  // namespace ratchet::mock_portal
+
+// ThreadSanitizer builds only (kept in this file because every user of the
+// server links it): the Debian cpp-httplib is a prebuilt shared library
+// without TSan instrumentation. Its function-local statics are initialised
+// once under a guard whose fast-path check TSan cannot see, so every later
+// reader in another pool thread is reported as a race on memory "written" by
+// the thread that ran the initialiser. Those reports are about httplib's
+// internals, never our code; suppressing them here means test binaries need
+// no TSAN_OPTIONS of their own. The definition is weak so that a binary with
+// its own suppressions still links.
+#if defined(__SANITIZE_THREAD__)
+extern "C" __attribute__((weak, visibility("default"))) const char* __tsan_default_suppressions() {
+  return "race:libcpp-httplib.so\n";
+}
+#endif
