@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "limit/database_limiter.hpp"
 #include "runtime/engine_impl.hpp"
 
@@ -32,6 +34,22 @@ Result<std::shared_ptr<Assembly>> Assembly::create(std::unique_ptr<config::Confi
   std::vector<std::string> configured;
   for (const auto& [name, spec] : config->plugins) configured.push_back(name);
   if (auto st = a->host_->check_configured(configured); !st) return fail(st.error());
+  // A step may call a plugin that has no [plugin.X] section (it runs on
+  // defaults), but the plugin and its operation must exist.
+  for (const auto& [job, spec] : config->jobs) {
+    for (const auto& step : spec.steps) {
+      auto plugin = a->host_->find(step.plugin);
+      bool has_op = plugin && std::find(plugin->operations.begin(), plugin->operations.end(), step.operation) !=
+                                  plugin->operations.end();
+      if (has_op) continue;
+      std::string what = plugin ? "plugin " + step.plugin + " " + plugin->version + " has no operation \"" +
+                                      step.operation + "\""
+                                : "no plugin named \"" + step.plugin + "\" is loaded from " +
+                                      a->host_->folder().string();
+      return fail(Error::config(step.source.to_string() + ": job " + job + " step " + step.name + " calls " +
+                                step.plugin + "." + step.operation + ", but " + what));
+    }
+  }
 
   auto connect = limit::connect_to(
       database, std::chrono::duration_cast<std::chrono::milliseconds>(config->engine.busy_timeout));

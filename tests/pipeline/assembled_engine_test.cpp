@@ -161,6 +161,16 @@ TEST_F(AssembledEngineTest, OpenConfig_InvalidFile_ListsEveryProblem) {
   EXPECT_NE(engine.error().message().find("attempts"), std::string::npos) << engine.error().message();
 }
 
+TEST_F(AssembledEngineTest, OpenConfig_StepCallsUnknownOperation_IsAnErrorNamingTheStep) {
+  start_server({});
+  auto engine = Engine::open_config(write_config(
+      portal("imdb", ""), "[job.j]\nsteps = [{ name = \"a\", call = \"imdb.get_ratin\" }]\n"));
+  ASSERT_FALSE(engine.has_value());
+  EXPECT_EQ(engine.error().code(), ErrorCode::kConfig);
+  EXPECT_NE(engine.error().message().find("imdb.get_ratin"), std::string::npos) << engine.error().message();
+  EXPECT_NE(engine.error().message().find("step a"), std::string::npos) << engine.error().message();
+}
+
 TEST_F(AssembledEngineTest, ReloadConfig_InvalidFile_KeepsRunningConfig) {
   start_server({});
   std::string plugins = portal("imdb", "");
