@@ -3,6 +3,7 @@
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <random>
 #include <thread>
 
@@ -124,7 +125,8 @@ TEST(DatabaseLimiter_FixedWindow, CountsPerEpochAlignedWindow) {
 }
 
 TEST(DatabaseLimiter_Open, MissingTablesAreAClearDatabaseError) {
-  auto path = std::filesystem::temp_directory_path() / "ratchet-limit-no-tables.db";
+  auto path = std::filesystem::temp_directory_path() /
+              ("ratchet-limit-no-tables-" + std::to_string(::getpid()) + ".db");
   std::filesystem::remove(path);
   { SQLite::Database create(path.string(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE); }
   auto l = DatabaseLimiter::open(spec(config::LimitAlgorithm::kSlidingWindow, 1, 1s), "k", connect_to(path));
