@@ -217,6 +217,17 @@ TEST_F(ClientTest, Perform_LatencyBeyondTimeout_FailsWithTimeoutPromptly) {
   EXPECT_LT(elapsed, 3s);
 }
 
+TEST_F(ClientTest, Perform_PortalLatencyBeyondTimeout_FailsWithTimeout) {
+  ServerOptions o;
+  o.portals["netflix"] = {.latency = 5s};
+  start(o);
+  auto client = make_client({.timeout = 200ms});
+  auto r = get(*client, "/netflix/movies/Up");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, TransportError::kTimeout) << r.error().message;
+  EXPECT_NE(r.error().message.find("total 200 ms"), std::string::npos) << r.error().message;
+}
+
 TEST_F(ClientTest, Perform_PerRequestTimeout_OverridesClientTimeout) {
   start();
   auto client = make_client({.timeout = 30s});
