@@ -24,8 +24,7 @@
 
 namespace ratchet::bench {
 
-RunResult run_engine(const BenchSetup& setup) {
-  (void)setup;
+RunResult run_engine([[maybe_unused]] const BenchSetup& setup) {
   RunResult result;
   result.available = false;
   result.note = "not available in this build";

@@ -54,6 +54,8 @@ int run(int argc, char** argv) {
   std::uint64_t seed = 42;
   bool json = false;
   std::vector<std::string> only;
+  std::string print_toml;
+  std::int64_t burst = 0;
   app.add_option("-n,--n", jobs, "jobs (movies to rate)")->check(CLI::Range(1, 100000));
   app.add_option("--workers", workers, "worker threads of every strategy")->check(CLI::Range(1, 256));
   app.add_option("--scale", scale, "multiplies every portal's rate (1: the slowest admits 40/s)")
@@ -64,6 +66,12 @@ int run(int argc, char** argv) {
   app.add_flag("--json", json, "print JSON instead of the table");
   app.add_option("--only", only, "run only these rows: job_retry, barrier, blind_retry, engine")
       ->check(CLI::IsMember({"job_retry", "barrier", "blind_retry", "engine"}));
+  app.add_option("--burst", burst,
+                 "bucket size of the two token-bucket portals (default: a sixth of their rate)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{100000}));
+  app.add_option("--print-engine-toml", print_toml,
+                 "print the engine row's TOML (declared or learned) for this setup and exit")
+      ->check(CLI::IsMember({"declared", "learned"}));
   CLI11_PARSE(app, argc, argv);
 
   TempDir scratch;
@@ -74,6 +82,9 @@ int run(int argc, char** argv) {
   }
   BenchSetup setup;
   setup.portals = default_portals(scale);
+  for (auto& p : setup.portals) {
+    if (burst > 0 && p.options.burst) p.options.burst = burst;
+  }
   setup.jobs = jobs;
   setup.workers = workers;
   setup.movies = movie_names(jobs);
@@ -86,6 +97,12 @@ int run(int argc, char** argv) {
   if (!harness) {
     std::cerr << "ratchet-bench-oscar: " << harness.error().message() << "\n";
     return 1;
+  }
+
+  if (!print_toml.empty()) {
+    setup.engine_limits = print_toml == "declared" ? EngineLimits::kDeclared : EngineLimits::kLearned;
+    std::cout << setup.engine_toml(setup.work_dir / "oscar.db");
+    return 0;
   }
 
   auto wanted = [&](const std::string& key) {

@@ -34,8 +34,8 @@ PortalSetup portal(std::string name, std::string dialect, Dialect d, std::int64_
   p.options.dialect = d;
   p.options.limit = scaled(limit, scale);
   p.options.window = std::chrono::milliseconds(1000);
-  // Token buckets get a small burst: a client that drains a deep bucket at
-  // once and then waits would blur the difference between strategies.
+  // Token-bucket APIs commonly allow a short burst rather than a whole
+  // window's worth: a sixth of the rate here (--burst changes it).
   if (d == Dialect::kTokenBucket) p.options.burst = std::max<std::int64_t>(1, p.options.limit / 6);
   return p;
 }

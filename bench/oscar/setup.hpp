@@ -75,8 +75,9 @@ struct BenchSetup {
 };
 
 // The five portals at `scale` times their base rates (sify, the slowest,
-// admits 40 calls a second at scale 1, so N = 200 has a 5 s bound). URLs
-// stay empty until the server runs.
+// admits 40 calls a second at scale 1, so N = 200 has a 5 s bound; the
+// token buckets hold a sixth of their rate). URLs stay empty until the
+// server runs.
 std::array<PortalSetup, kPortals> default_portals(double scale);
 
 // "movie-0000", "movie-0001", ...: distinct names, safe in a URL path.
