@@ -8,12 +8,16 @@
 //   ratchet-bench-oscar --json               # the same as one JSON document
 //   ratchet-bench-oscar --only barrier --only engine
 //
-// Progress goes to stderr, the table (or JSON) to stdout.
+// Progress goes to stderr, the table (or JSON) to stdout. Exits 0, 1 when
+// the server cannot start, 3 when a strategy got a rating the server never
+// gave.
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
-#include <map>
+#include <string>
 #include <system_error>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -70,7 +74,8 @@ int run(int argc, char** argv) {
                  "bucket size of the two token-bucket portals (default: a sixth of their rate)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{100000}));
   app.add_option("--print-engine-toml", print_toml,
-                 "print the engine row's TOML (declared or learned) for this setup and exit")
+                 "print the engine row's TOML (declared or learned) and exit; its URLs name "
+                 "this run's server, which exits with it")
       ->check(CLI::IsMember({"declared", "learned"}));
   CLI11_PARSE(app, argc, argv);
 

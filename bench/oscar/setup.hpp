@@ -40,7 +40,9 @@ struct PortalSetup {
   // The most requests a client that keeps the limit can send in any
   // interval of one window (what the server's max_in_window is checked
   // against): `limit` for the window dialects; for a token bucket, a full
-  // bucket plus what refills during the window.
+  // bucket plus what refills during the window. The server measures sliding
+  // windows, so a client that obeys only its fixed windows may exceed this
+  // across a window boundary without ever being throttled.
   std::int64_t allowed_in_window() const;
 };
 

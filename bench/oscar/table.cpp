@@ -65,7 +65,9 @@ void print_table(std::ostream& out, const BenchSetup& setup, const std::vector<R
   }
   print_grid(out, grid);
 
-  out << "\nmost requests in any one window (allowed to a client keeping the limit):\n";
+  out << "\nmost requests the server saw in any one window, sliding (allowed to a client keeping the limit;\n"
+      << "a client that only obeys a fixed window can reach twice the limit across a boundary, "
+         "unthrottled):\n";
   std::vector<std::vector<std::string>> detail{{"strategy"}};
   for (const auto& p : setup.portals) {
     detail[0].push_back(p.name + " (" + std::to_string(p.allowed_in_window()) + ")");
