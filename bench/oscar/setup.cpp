@@ -93,7 +93,9 @@ std::string BenchSetup::engine_toml(const std::filesystem::path& database) const
       << "[engine]\n"
       << "database = " << quoted(database.string()) << "\n"
       << "plugins  = " << quoted(plugin_dir.string()) << "\n"
-      << "workers  = " << workers << "\n";
+      << "workers  = " << workers << "\n"
+      << "park_threshold = \"20ms\"\n"
+      << "poll_interval  = \"20ms\"\n";
   for (const auto& p : portals) {
     out << "\n[plugin." << p.name << "]\n"
         << "base_url = " << quoted(p.url) << "\n"
