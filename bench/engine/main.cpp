@@ -172,14 +172,18 @@ void table(const fs::path& dir, int jobs, int workers) {
 double claim_ms(ratchet::store::Store& store, int batch, int rounds) {
   std::vector<double> times;
   for (int r = 0; r < rounds; ++r) {
+    auto now = ratchet::store::to_micros(std::chrono::system_clock::now());
     auto start = Clock::now();
     auto c = store.write([&](ratchet::store::JobStore& s) {
-      return s.claim({"bench", 10, 1'000'000'000, batch, {"noop"}, {}, 3});
+      return s.claim({"bench", now, now + 30'000'000, batch, {"noop"}, {}, 3});
     });
     times.push_back(seconds_since(start) * 1000);
-    if (!c) std::exit(1);
+    if (!c || c->jobs.size() != static_cast<std::size_t>(batch)) {
+      std::fprintf(stderr, "bench: claim returned %zu jobs\n", c ? c->jobs.size() : 0);
+      std::exit(1);
+    }
     auto rel = store.write([&](ratchet::store::JobStore& s) {
-      for (const auto& j : c->jobs) s.release(j.id, "bench", "bench", 11);
+      for (const auto& j : c->jobs) s.release(j.id, "bench", "bench", now);
     });
     if (!rel) std::exit(1);
   }
@@ -208,6 +212,7 @@ void million(const fs::path& dir) {
     auto store = ratchet::store::Store::open(so);
     if (!store) std::exit(1);
     double ms = claim_ms(**store, 16, 200);
+    if (ms <= 0) std::exit(1);
     std::printf("%10d | %13.3f ms | %8ld MiB | %8ld MiB\n", queued, ms, current_rss_kib() / 1024,
                 peak_rss_kib() / 1024);
     std::fflush(stdout);

@@ -135,7 +135,8 @@ ClaimResult JobStore::claim(const ClaimRequest& req) {
     {
       Use q(
           stmt("SELECT id, type, attempt, max_attempts, lease_expiries, lease_owner FROM jobs "
-               "WHERE state = 'running' AND lease_expires_us <= ? ORDER BY lease_expires_us LIMIT 64"));
+               "INDEXED BY jobs_leases WHERE state = 'running' AND lease_expires_us <= ? ORDER BY "
+               "lease_expires_us LIMIT 64"));
       q->bind(1, req.now);
       while (q->executeStep()) {
         expired.emplace_back(q->getColumn(0).getInt64(), q->getColumn(1).getString(),
@@ -174,8 +175,11 @@ ClaimResult JobStore::claim(const ClaimRequest& req) {
 
   std::vector<JobId> ids;
   {
+    // INDEXED BY: without statistics the planner would pick jobs_state and
+    // sort every pending job, which takes seconds with a million queued.
     Use q(
-        stmt("SELECT id FROM jobs WHERE state IN ('scheduled', 'available', 'retryable') AND run_at_us <= ?1 "
+        stmt("SELECT id FROM jobs INDEXED BY jobs_ready WHERE state IN ('scheduled', 'available', "
+             "'retryable') AND run_at_us <= ?1 "
              "AND type IN (SELECT value FROM json_each(?2)) "
              "AND (?3 IS NULL OR queue IN (SELECT value FROM json_each(?3))) "
              "ORDER BY priority, run_at_us, id LIMIT ?4"));
