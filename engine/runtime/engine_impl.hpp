@@ -17,6 +17,7 @@
 #include "runtime/job_types.hpp"
 #include "runtime/scheduler.hpp"
 #include "runtime/step_caller.hpp"
+#include "config/template.hpp"
 #include "runtime/template_renderer.hpp"
 #include "store/store.hpp"
 
@@ -34,7 +35,7 @@ class Engine::Impl {
   runtime::EventBus events;
   std::unique_ptr<runtime::Jitter> jitter;
   std::shared_ptr<runtime::StepCaller> caller;
-  runtime::TemplateRenderer render = runtime::render_template_basic;
+  runtime::TemplateRenderer render = config::render_template;
   // The plugins, decorators and config of an engine opened from a config
   // file (pipeline/assembly.hpp); null for an engine built in code.
   std::shared_ptr<pipeline::Assembly> assembly;

@@ -70,25 +70,5 @@ TEST(CheckArgs, IntegerFieldGivenAFraction_Refused) {
   EXPECT_NE(r.error().message().find("\"n\" must be an integer"), std::string::npos) << r.error().message();
 }
 
-TEST(RenderTemplateBasic, WholePlaceholderKeepsTypeAndEmbeddedOnesBecomeText) {
-  nlohmann::json ctx = {{"args", {{"name", "Heat"}, {"n", 3}}},
-                        {"steps", {{"a", {{"output", {{"list", {10, 20}}}}}}}}};
-  auto r = render_template_basic(
-      {{"n", "{{args.n}}"}, {"s", "{{ args.name }} x{{args.n}}"}, {"deep", {"{{steps.a.output.list.1}}"}}},
-      ctx);
-  ASSERT_TRUE(r) << r.error().to_string();
-  EXPECT_EQ((*r)["n"], 3);
-  EXPECT_EQ((*r)["s"], "Heat x3");
-  EXPECT_EQ((*r)["deep"][0], 20);
-}
-
-TEST(RenderTemplateBasic, MissingPathAndUnclosedBrace_Errors) {
-  nlohmann::json ctx = {{"args", nlohmann::json::object()}};
-  auto missing = render_template_basic("{{args.name}}", ctx);
-  ASSERT_FALSE(missing);
-  EXPECT_NE(missing.error().message().find("args.name"), std::string::npos);
-  EXPECT_FALSE(render_template_basic("x {{args", ctx));
-}
-
 }  // namespace
 }  // namespace ratchet::runtime
