@@ -4,7 +4,6 @@
 
 #include <algorithm>
 
-#include "config/template.hpp"
 #include "limit/database_limiter.hpp"
 #include "runtime/engine_impl.hpp"
 
@@ -120,7 +119,6 @@ Result<std::unique_ptr<Engine>> Engine::open_config(const std::filesystem::path&
 
   runtime::EngineWiring wiring;
   wiring.caller = (*assembly)->caller();
-  wiring.render = config::render_template;
   auto engine = runtime::open_engine(std::move(options), std::move(wiring));
   if (!engine) return engine;
   for (const auto& [name, spec] : config->jobs) {
