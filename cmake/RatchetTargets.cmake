@@ -51,9 +51,7 @@ function(ratchet_test name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;PROPERTIES" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ratchet_build_flags GTest::gtest GTest::gtest_main ${ARG_DEPS})
-  target_compile_definitions(${name} PRIVATE
-    RATCHET_PLUGIN_DIR="${RATCHET_PLUGIN_DIR}"
-    RATCHET_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
-    RATCHET_BINARY_DIR="${PROJECT_BINARY_DIR}")
+  # ratchet_test_paths.hpp: RATCHET_PLUGIN_DIR, RATCHET_SOURCE_DIR, RATCHET_BINARY_DIR.
+  target_include_directories(${name} PRIVATE "${PROJECT_BINARY_DIR}/test_include")
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES ${ARG_PROPERTIES})
 endfunction()

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config clang-format
+  build-essential cmake ninja-build pkg-config clang-format ccache
   libsqlitecpp-dev libsqlite3-dev sqlite3
   libboost-dev libboost-filesystem-dev
   libcurl4-openssl-dev

@@ -3,6 +3,7 @@
 
 #include "config/summary.hpp"
 #include "load_helpers.hpp"
+#include "ratchet_test_paths.hpp"
 
 namespace ratchet::config {
 namespace {

@@ -9,6 +9,7 @@
 
 #include "mock_portal/server.hpp"
 #include "ratchet/engine.hpp"
+#include "ratchet_test_paths.hpp"
 
 namespace ratchet {
 namespace {

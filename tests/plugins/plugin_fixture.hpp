@@ -9,6 +9,7 @@
 
 #include "fake_host_services.hpp"
 #include "plugin_host/plugin_host.hpp"
+#include "ratchet_test_paths.hpp"
 
 namespace ratchet::testing {
 
