@@ -39,13 +39,13 @@ Result<std::shared_ptr<Assembly>> Assembly::create(std::unique_ptr<config::Confi
   for (const auto& [job, spec] : config->jobs) {
     for (const auto& step : spec.steps) {
       auto plugin = a->host_->find(step.plugin);
-      bool has_op = plugin && std::find(plugin->operations.begin(), plugin->operations.end(), step.operation) !=
-                                  plugin->operations.end();
+      bool has_op = plugin && std::find(plugin->operations.begin(), plugin->operations.end(),
+                                        step.operation) != plugin->operations.end();
       if (has_op) continue;
-      std::string what = plugin ? "plugin " + step.plugin + " " + plugin->version + " has no operation \"" +
-                                      step.operation + "\""
-                                : "no plugin named \"" + step.plugin + "\" is loaded from " +
-                                      a->host_->folder().string();
+      std::string what =
+          plugin ? "plugin " + step.plugin + " " + plugin->version + " has no operation \"" + step.operation +
+                       "\""
+                 : "no plugin named \"" + step.plugin + "\" is loaded from " + a->host_->folder().string();
       return fail(Error::config(step.source.to_string() + ": job " + job + " step " + step.name + " calls " +
                                 step.plugin + "." + step.operation + ", but " + what));
     }

@@ -11,13 +11,13 @@
 #include <mutex>
 
 #include "config/spec.hpp"
+#include "config/template.hpp"
 #include "ratchet/engine.hpp"
 #include "runtime/backoff.hpp"
 #include "runtime/event_bus.hpp"
 #include "runtime/job_types.hpp"
 #include "runtime/scheduler.hpp"
 #include "runtime/step_caller.hpp"
-#include "config/template.hpp"
 #include "runtime/template_renderer.hpp"
 #include "store/store.hpp"
 

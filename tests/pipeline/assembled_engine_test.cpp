@@ -20,9 +20,8 @@ using namespace std::chrono_literals;
 class AssembledEngineTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("ratchet-pipeline-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("ratchet-pipeline-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -164,8 +163,8 @@ TEST_F(AssembledEngineTest, OpenConfig_InvalidFile_ListsEveryProblem) {
 
 TEST_F(AssembledEngineTest, OpenConfig_StepCallsUnknownOperation_IsAnErrorNamingTheStep) {
   start_server({});
-  auto engine = Engine::open_config(write_config(
-      portal("imdb", ""), "[job.j]\nsteps = [{ name = \"a\", call = \"imdb.get_ratin\" }]\n"));
+  auto engine = Engine::open_config(
+      write_config(portal("imdb", ""), "[job.j]\nsteps = [{ name = \"a\", call = \"imdb.get_ratin\" }]\n"));
   ASSERT_FALSE(engine.has_value());
   EXPECT_EQ(engine.error().code(), ErrorCode::kConfig);
   EXPECT_NE(engine.error().message().find("imdb.get_ratin"), std::string::npos) << engine.error().message();
