@@ -5,9 +5,9 @@
 namespace ratchet::config::detail {
 namespace {
 
-constexpr std::array<std::string_view, 11> kEngineKeys = {
-    "database",  "plugins",        "workers",       "synchronous",    "busy_timeout",      "lease",
-    "heartbeat", "park_threshold", "poll_interval", "shutdown_grace", "max_lease_expiries"};
+constexpr std::array<std::string_view, 12> kEngineKeys = {
+    "database",  "plugins",        "workers",       "synchronous",    "busy_timeout",       "lease",
+    "heartbeat", "park_threshold", "poll_interval", "shutdown_grace", "max_lease_expiries", "plugin_rescan"};
 
 }  // namespace
 
@@ -47,6 +47,8 @@ EngineSpec read_engine(Reader& r, const toml::table& t, const std::filesystem::p
       if (auto v = r.duration(node, at, Bound::kPositive)) e.poll_interval = *v;
     } else if (k == "shutdown_grace") {
       if (auto v = r.duration(node, at, Bound::kNonNegative)) e.shutdown_grace = *v;
+    } else if (k == "plugin_rescan") {
+      if (auto v = r.duration(node, at, Bound::kNonNegative)) e.plugin_rescan = *v;
     } else if (k == "max_lease_expiries") {
       if (auto v = r.integer(node, at, 1, 1000)) e.max_lease_expiries = static_cast<int>(*v);
     }

@@ -26,6 +26,9 @@ Result<std::shared_ptr<Assembly>> Assembly::create(std::unique_ptr<config::Confi
   plugin_host::PluginHostOptions options;
   options.folder = config->engine.plugins;
   options.clock = clock;
+  // Dropped-in and replaced plugin files are picked up while the engine runs.
+  options.rescan_interval =
+      std::chrono::duration_cast<std::chrono::milliseconds>(config->engine.plugin_rescan);
   auto host = plugin_host::PluginHost::open(options);
   if (!host) return fail(host.error());
   a->host_ = std::move(*host);

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "mock_portal/bodies.hpp"
 #include "mock_portal/server.hpp"
 #include "ratchet/engine.hpp"
 #include "ratchet_test_paths.hpp"
@@ -169,6 +170,42 @@ TEST_F(AssembledEngineTest, OpenConfig_StepCallsUnknownOperation_IsAnErrorNaming
   EXPECT_EQ(engine.error().code(), ErrorCode::kConfig);
   EXPECT_NE(engine.error().message().find("imdb.get_ratin"), std::string::npos) << engine.error().message();
   EXPECT_NE(engine.error().message().find("step a"), std::string::npos) << engine.error().message();
+}
+
+TEST_F(AssembledEngineTest, HotDrop_PluginCopiedIntoRunningEngine_IsCalledWithoutRestart) {
+  start_server({});
+  fs::path plugins = dir_ / "plugins";
+  fs::create_directories(plugins);
+  fs::copy_file(fs::path(RATCHET_PLUGIN_DIR) / "imdb.so", plugins / "imdb.so");
+  fs::path file = dir_ / "ratchet.toml";
+  std::ofstream(file) << "[engine]\ndatabase = \"jobs.db\"\nplugins = \"plugins\"\nplugin_rescan = \"50ms\"\n"
+                      << "poll_interval = \"20ms\"\n\n"
+                      << portal("imdb", "");
+  auto engine = Engine::open_config(file);
+  ASSERT_TRUE(engine.has_value()) << engine.error().to_string();
+  JobTypeOptions options;
+  options.attempts = 40;
+  options.backoff.initial = std::chrono::milliseconds(50);
+  options.backoff.max = std::chrono::milliseconds(100);
+  auto handler = [](StepContext& ctx) {
+    return ctx.call("netflix", "netflix.get_rating", {{"name", ctx.args()["name"]}});
+  };
+  ASSERT_TRUE((*engine)->define("rate_on_netflix", handler, options).has_value());
+  ASSERT_TRUE((*engine)->start().has_value());
+
+  // The plugin arrives while the engine runs, with its settings in a reload.
+  fs::copy_file(fs::path(RATCHET_PLUGIN_DIR) / "netflix.so", plugins / "netflix.so");
+  std::ofstream(file, std::ios::app) << portal("netflix", "");
+  ASSERT_TRUE((*engine)->reload_config().has_value());
+  auto id = (*engine)->enqueue("rate_on_netflix", {{"name", "Heat"}});
+  ASSERT_TRUE(id.has_value());
+  ASSERT_TRUE((*engine)->drain(30s).has_value());
+  (*engine)->stop();
+
+  auto job = (*engine)->get(*id);
+  ASSERT_TRUE(job.has_value());
+  ASSERT_EQ(job->state, JobState::kCompleted) << job->last_error;
+  EXPECT_DOUBLE_EQ(job->result["rating"].get<double>(), mock_portal::expected_rating("netflix", "Heat"));
 }
 
 TEST_F(AssembledEngineTest, ReloadConfig_InvalidFile_KeepsRunningConfig) {
