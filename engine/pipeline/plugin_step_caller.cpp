@@ -149,7 +149,10 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
       // the job if even that is longer than the park threshold.
       TimePoint until = w->until.value_or(now + park_threshold);
       if (until - now > park_threshold) {
-        return finish(runtime::CallOutcome::park_until(until, wait_reason(w->reason)));
+        // Come back a park threshold early and wait out the rest here: a
+        // reserved slot used late is moved behind the slots granted since,
+        // so resuming exactly at its time would lose it to any wake-up delay.
+        return finish(runtime::CallOutcome::park_until(until - park_threshold, wait_reason(w->reason)));
       }
       clock_->wait_until(until, stop);
       continue;
@@ -188,8 +191,8 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
     }
     now = clock_->now();
     if (again.at - now > park_threshold) {
-      return finish(
-          runtime::CallOutcome::park_until(again.at, again.throttled ? "throttled" : "retry backoff"));
+      return finish(runtime::CallOutcome::park_until(again.at - park_threshold,
+                                                     again.throttled ? "throttled" : "retry backoff"));
     }
     clock_->wait_until(again.at, stop);
   }

@@ -33,6 +33,15 @@ void Scheduler::wake() {
   if (waiting_ != nullptr) waiting_->request_stop();
 }
 
+void Scheduler::wake_at(TimePoint at) {
+  std::lock_guard lock(wake_mu_);
+  if (!next_due_ || at < *next_due_) {
+    next_due_ = at;
+    // The dispatcher sleeps towards a later deadline: wake it to shorten it.
+    if (waiting_ != nullptr) waiting_->request_stop();
+  }
+}
+
 void Scheduler::wait_for_work(TimePoint deadline, std::stop_token stop) {
   std::stop_source local;
   {
@@ -40,6 +49,13 @@ void Scheduler::wait_for_work(TimePoint deadline, std::stop_token stop) {
     if (wake_pending_) {
       wake_pending_ = false;
       return;
+    }
+    if (next_due_) {
+      if (*next_due_ <= env_.run.clock->now()) {
+        next_due_.reset();
+        return;
+      }
+      deadline = std::min(deadline, *next_due_);
     }
     waiting_ = &local;
   }
@@ -50,6 +66,7 @@ void Scheduler::wait_for_work(TimePoint deadline, std::stop_token stop) {
   std::lock_guard lock(wake_mu_);
   waiting_ = nullptr;
   wake_pending_ = false;
+  if (next_due_ && *next_due_ <= env_.run.clock->now()) next_due_.reset();
 }
 
 void Scheduler::dispatch_loop(std::stop_token stop) {
@@ -129,6 +146,7 @@ void Scheduler::worker_loop() {
       if (stopping_) run.request_stop();
     }
     execute(run, type.get(), env_);
+    if (run.signal() == SignalKind::kParked) wake_at(run.park_until());
     {
       std::lock_guard lock(mu_);
       active_.erase(run.job_id());

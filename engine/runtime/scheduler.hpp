@@ -49,6 +49,11 @@ class Scheduler {
   void stop(std::chrono::steady_clock::duration grace);
   // New work may be due (an enqueue, a finished job).
   void wake();
+  // A job of this engine becomes due at `at` (it parked or backs off until
+  // then): the dispatcher looks for work at that moment rather than at its
+  // next poll, so a job that parked for a reserved limiter slot comes back in
+  // time to use it.
+  void wake_at(TimePoint at);
 
  private:
   void dispatch_loop(std::stop_token stop);
@@ -73,6 +78,7 @@ class Scheduler {
 
   std::mutex wake_mu_;
   bool wake_pending_ = false;
+  std::optional<TimePoint> next_due_;  // earliest wake_at() not yet reached
   std::stop_source* waiting_ = nullptr;
 
   std::jthread dispatcher_;
