@@ -1,8 +1,13 @@
 // The ratchet command as a user runs it: the built binary as a child process
 // against a temp database and the mock portal server in this process. Each
 // test checks the exit code and what the command printed.
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -44,7 +49,8 @@ class RatchetCommandTest : public ::testing::Test {
     }
     out << "[job.rate_movie]\nattempts = 3\nsteps = [\n"
         << "  { name = \"imdb\", call = \"imdb.get_rating\", args = { name = \"{{args.name}}\" } },\n"
-        << "  { name = \"rt\", call = \"rotten_tomatoes.get_rating\", args = { name = \"{{args.name}}\" } },\n"
+        << "  { name = \"rt\", call = \"rotten_tomatoes.get_rating\", args = { name = \"{{args.name}}\" } "
+           "},\n"
         << "]\n\n"
         << "[job.rate_on_sify]\nattempts = 1\nsteps = [\n"
         << "  { name = \"sify\", call = \"sify.get_rating\", args = { name = \"{{args.name}}\" } },\n"
@@ -56,7 +62,8 @@ class RatchetCommandTest : public ::testing::Test {
   }
 
   // `ratchet ARGS...`
-  Outcome ratchet(std::vector<std::string> args, const std::vector<std::string>& env = {}, fs::path cwd = {}) {
+  Outcome ratchet(std::vector<std::string> args, const std::vector<std::string>& env = {},
+                  fs::path cwd = {}) {
     args.insert(args.begin(), tool_path("ratchet"));
     return run_command(args, cwd, env);
   }
@@ -105,11 +112,16 @@ TEST_F(RatchetCommandTest, Help_ListsEveryCommandAndTheExitCodes) {
 
 TEST_F(RatchetCommandTest, Help_EveryCommand_ExitsZeroAndNamesItsFlags) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
-      {{"run", "--help"}, "--until-empty"},          {{"enqueue", "--help"}, "--unique"},
-      {{"jobs", "list", "--help"}, "--state"},       {{"jobs", "show", "--help"}, "ID"},
-      {{"jobs", "retry", "--help"}, "--dead"},       {{"jobs", "cancel", "--help"}, "ID"},
-      {{"jobs", "purge", "--help"}, "--older-than"}, {{"plugins", "--help"}, "--json"},
-      {{"limits", "--help"}, "--json"},              {{"config", "check", "--help"}, "FILE"},
+      {{"run", "--help"}, "--until-empty"},
+      {{"enqueue", "--help"}, "--unique"},
+      {{"jobs", "list", "--help"}, "--state"},
+      {{"jobs", "show", "--help"}, "ID"},
+      {{"jobs", "retry", "--help"}, "--dead"},
+      {{"jobs", "cancel", "--help"}, "ID"},
+      {{"jobs", "purge", "--help"}, "--older-than"},
+      {{"plugins", "--help"}, "--json"},
+      {{"limits", "--help"}, "--json"},
+      {{"config", "check", "--help"}, "FILE"},
   };
   for (const auto& [args, flag] : cases) {
     auto o = ratchet(args);
@@ -175,7 +187,8 @@ TEST_F(RatchetCommandTest, ConfigCheck_SecretFromEnvironment_IsNeverPrinted) {
   auto o = ratchet({"config", "check", secret_config.string()}, {"RATCHET_TEST_KEY=hunter2-secret"});
   EXPECT_EQ(o.exit_code, 0) << o.err;
   EXPECT_THAT(o.out + o.err, ::testing::Not(HasSubstr("hunter2-secret")));
-  auto plugins = ratchet({"plugins", "--json", "-c", secret_config.string()}, {"RATCHET_TEST_KEY=hunter2-secret"});
+  auto plugins =
+      ratchet({"plugins", "--json", "-c", secret_config.string()}, {"RATCHET_TEST_KEY=hunter2-secret"});
   EXPECT_EQ(plugins.exit_code, 0) << plugins.err;
   EXPECT_THAT(plugins.out + plugins.err, ::testing::Not(HasSubstr("hunter2-secret")));
 }
@@ -221,7 +234,8 @@ TEST_F(RatchetCommandTest, Enqueue_MalformedArguments_ExitTwo) {
 TEST_F(RatchetCommandTest, EnqueueRunShow_HappyPath_JobsCompleteWithTheirSteps) {
   std::string first = enqueue("rate_movie", "Heat");
   enqueue("rate_movie", "Alien");
-  auto json_enqueue = with_config({"enqueue", "rate_movie", "--json", R"({"name": "Up"})", "--priority", "1"});
+  auto json_enqueue =
+      with_config({"enqueue", "rate_movie", "--json", R"({"name": "Up"})", "--priority", "1"});
   ASSERT_EQ(json_enqueue.exit_code, 0) << json_enqueue.err;
 
   auto run = with_config({"run", "--until-empty"});
@@ -320,6 +334,50 @@ TEST_F(RatchetCommandTest, PluginsAndLimits_Json_ListTheLoadedPlugins) {
   auto limits = with_config({"limits", "--json"});
   ASSERT_EQ(limits.exit_code, 0) << limits.err;
   EXPECT_TRUE(nlohmann::json::parse(limits.out).is_array());
+}
+
+// A free loopback port: bound by the server in the test process, then freed.
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+TEST_F(RatchetCommandTest, Run_MetricsHupAndTerm_ServesMetricsReloadsAndStopsCleanly) {
+  enqueue("rate_movie", "Heat", {"--in", "1h"});
+  int port = free_port();
+  auto run = start_command({tool_path("ratchet"), "run", "-c", config_, "--metrics",
+                            "127.0.0.1:" + std::to_string(port), "--status-every", "1s"});
+  ASSERT_NE(run, nullptr);
+  httplib::Client client("127.0.0.1", port);
+  std::string body;
+  for (int i = 0; i < 500 && body.empty(); ++i) {
+    if (auto res = client.Get("/metrics"); res && res->status == 200) {
+      body = res->body;
+    } else {
+      ::usleep(20000);
+    }
+  }
+  EXPECT_THAT(body, HasSubstr("ratchet_jobs{state=\"scheduled\"} 1"));
+  EXPECT_THAT(body, HasSubstr("ratchet_plugin_calls_total{plugin=\"imdb\"}"));
+
+  ::kill(run->pid(), SIGHUP);
+  for (int i = 0; i < 500 && run->err_so_far().find("reload") == std::string::npos; ++i) ::usleep(20000);
+  ::kill(run->pid(), SIGTERM);
+  auto o = run->wait();
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_THAT(o.err, HasSubstr("config reloaded"));
+  EXPECT_THAT(o.err, HasSubstr("stopping"));
+  EXPECT_EQ(list_json({"--state", "scheduled"}).size(), 1u) << "a stopped worker keeps the pending job";
 }
 
 }  // namespace

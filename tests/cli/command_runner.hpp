@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,27 @@ struct Outcome {
 // `cwd` when not empty, and waits for it.
 Outcome run_command(const std::vector<std::string>& argv, const std::filesystem::path& cwd = {},
                     const std::vector<std::string>& env = {});
+
+// A command started without waiting for it, for signals and servers.
+class Started {
+ public:
+  Started(int pid, std::string out_file, std::string err_file)
+      : pid_(pid), out_file_(std::move(out_file)), err_file_(std::move(err_file)) {}
+  ~Started();
+  Started(const Started&) = delete;
+  Started& operator=(const Started&) = delete;
+  int pid() const { return pid_; }
+  // What it wrote to stderr so far.
+  std::string err_so_far() const;
+  // Waits for its end (SIGKILL after `timeout_ms`).
+  Outcome wait(int timeout_ms = 60000);
+
+ private:
+  int pid_;
+  std::string out_file_, err_file_;
+};
+
+std::unique_ptr<Started> start_command(const std::vector<std::string>& argv);
 
 // build/<preset>/bin/<name>
 std::string tool_path(const std::string& name);

@@ -23,7 +23,8 @@ TEST(RatchetDemoTest, SmallRun_KilledHalfway_EveryJobCompletesAndTheSummaryIsPri
   EXPECT_THAT(o.out, HasSubstr("makespan"));
   EXPECT_THAT(o.out, HasSubstr("timeline"));
   EXPECT_THAT(o.out, HasSubstr("jobs list -c"));
-  EXPECT_TRUE(std::filesystem::exists(dir / "oscar.db")) << "the demo leaves its database for the next commands";
+  EXPECT_TRUE(std::filesystem::exists(dir / "oscar.db"))
+      << "the demo leaves its database for the next commands";
   std::filesystem::remove_all(dir);
 }
 

@@ -13,6 +13,7 @@ namespace ratchet::demo {
 
 // `oscar` is the text of config/oscar.toml; `base_url` is the mock server's
 // "http://127.0.0.1:PORT". Fails when the text lacks what it rewrites.
-Result<std::string> demo_config(std::string_view oscar, std::string_view base_url, std::string_view plugin_dir);
+Result<std::string> demo_config(std::string_view oscar, std::string_view base_url,
+                                std::string_view plugin_dir);
 
 }  // namespace ratchet::demo

@@ -1,9 +1,9 @@
 // ratchet-demo: rates movies on five mock portals with the ratchet command,
 // kills its worker halfway with SIGKILL, resumes from the checkpoints, and
 // prints what the portals saw. See README.md ("The demo").
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -27,14 +27,46 @@ using namespace std::chrono_literals;
 using mock_portal::Dialect;
 using mock_portal::PortalOptions;
 
-const char* const kMovies[] = {
-    "Oppenheimer", "Everything Everywhere All at Once", "CODA", "Nomadland", "Parasite", "Green Book",
-    "The Shape of Water", "Moonlight", "Spotlight", "Birdman", "12 Years a Slave", "Argo", "The Artist",
-    "The King's Speech", "The Hurt Locker", "Slumdog Millionaire", "No Country for Old Men", "The Departed",
-    "Crash", "Million Dollar Baby", "Chicago", "A Beautiful Mind", "Gladiator", "American Beauty",
-    "Shakespeare in Love", "Titanic", "The English Patient", "Braveheart", "Forrest Gump", "Schindler's List",
-    "Unforgiven", "The Silence of the Lambs", "Dances with Wolves", "Driving Miss Daisy", "Rain Man",
-    "The Last Emperor", "Platoon", "Out of Africa", "Amadeus", "Terms of Endearment"};
+const char* const kMovies[] = {"Oppenheimer",
+                               "Everything Everywhere All at Once",
+                               "CODA",
+                               "Nomadland",
+                               "Parasite",
+                               "Green Book",
+                               "The Shape of Water",
+                               "Moonlight",
+                               "Spotlight",
+                               "Birdman",
+                               "12 Years a Slave",
+                               "Argo",
+                               "The Artist",
+                               "The King's Speech",
+                               "The Hurt Locker",
+                               "Slumdog Millionaire",
+                               "No Country for Old Men",
+                               "The Departed",
+                               "Crash",
+                               "Million Dollar Baby",
+                               "Chicago",
+                               "A Beautiful Mind",
+                               "Gladiator",
+                               "American Beauty",
+                               "Shakespeare in Love",
+                               "Titanic",
+                               "The English Patient",
+                               "Braveheart",
+                               "Forrest Gump",
+                               "Schindler's List",
+                               "Unforgiven",
+                               "The Silence of the Lambs",
+                               "Dances with Wolves",
+                               "Driving Miss Daisy",
+                               "Rain Man",
+                               "The Last Emperor",
+                               "Platoon",
+                               "Out of Africa",
+                               "Amadeus",
+                               "Terms of Endearment"};
 
 PortalOptions portal(Dialect dialect, std::int64_t limit, std::chrono::milliseconds latency) {
   PortalOptions p;
@@ -116,8 +148,10 @@ int run_demo(const Flags& f) {
   }
   std::string ratchet = f.ratchet.empty() ? self_dir() + "/ratchet" : f.ratchet;
   if (!fs::exists(ratchet)) {
-    fmt::print(stderr, "ratchet-demo: the ratchet command is not at {}; build it (target ratchet-cli) or pass --ratchet\n",
-               ratchet);
+    fmt::print(
+        stderr,
+        "ratchet-demo: the ratchet command is not at {}; build it (target ratchet-cli) or pass --ratchet\n",
+        ratchet);
     return 2;
   }
 
@@ -132,8 +166,8 @@ int run_demo(const Flags& f) {
   fs::path dir = fs::absolute(f.dir);
   fs::create_directories(dir);
   for (const char* name : {"oscar.toml", "oscar.db", "oscar.db-wal", "oscar.db-shm"}) fs::remove(dir / name);
-  auto text = demo_config(read_file(fs::path(RATCHET_SOURCE_DIR) / "config" / "oscar.toml"), (*server)->base_url(),
-                          RATCHET_PLUGIN_DIR);
+  auto text = demo_config(read_file(fs::path(RATCHET_SOURCE_DIR) / "config" / "oscar.toml"),
+                          (*server)->base_url(), RATCHET_PLUGIN_DIR);
   if (!text) {
     fmt::print(stderr, "ratchet-demo: {}\n", text.error().message());
     return 1;
@@ -161,7 +195,8 @@ int run_demo(const Flags& f) {
   constexpr std::size_t kTitles = std::size(kMovies);
   for (int i = 0; i < f.jobs; ++i) {
     std::string name = kMovies[static_cast<std::size_t>(i) % kTitles];
-    if (static_cast<std::size_t>(i) >= kTitles) name += fmt::format(" (take {})", static_cast<std::size_t>(i) / kTitles + 1);
+    if (static_cast<std::size_t>(i) >= kTitles)
+      name += fmt::format(" (take {})", static_cast<std::size_t>(i) / kTitles + 1);
     args.push_back({{"name", name}});
   }
   auto ids = (*engine)->enqueue_many("rate_movie", args);
@@ -172,7 +207,8 @@ int run_demo(const Flags& f) {
   fmt::print("enqueued {} jobs; `ratchet run` works them:\n", ids->size());
   std::fflush(stdout);
 
-  std::vector<std::string> run_argv = {ratchet, "run", "-c", config.string(), "--until-empty", "--status-every", "2s"};
+  std::vector<std::string> run_argv = {ratchet,          "run", "-c", config.string(), "--until-empty",
+                                       "--status-every", "2s"};
   auto started = std::chrono::steady_clock::now();
   auto first = Child::spawn(run_argv);
   if (!first) {
@@ -188,10 +224,11 @@ int run_demo(const Flags& f) {
       first->kill_now();
       killed = true;
       newline_after_child();
-      fmt::print("\n*** killed the worker (pid {}) with SIGKILL at {} of {} jobs completed; its running jobs keep "
-                 "their committed steps ***\n*** starting a new worker: it takes them over when their leases "
-                 "expire (3s) and resumes after their last checkpoint ***\n\n",
-                 pid, count_of(**engine, JobState::kCompleted), f.jobs);
+      fmt::print(
+          "\n*** killed the worker (pid {}) with SIGKILL at {} of {} jobs completed; its running jobs keep "
+          "their committed steps ***\n*** starting a new worker: it takes them over when their leases "
+          "expire (3s) and resumes after their last checkpoint ***\n\n",
+          pid, count_of(**engine, JobState::kCompleted), f.jobs);
       std::fflush(stdout);
       break;
     }
@@ -218,12 +255,14 @@ int run_demo(const Flags& f) {
              "requests/rating");
   for (const auto& name : mock_portal::portal_names()) {
     const auto& p = stats.portals[name];
-    double per = completed > 0 ? static_cast<double>(p.requests - p.throttled) / static_cast<double>(completed) : 0;
+    double per =
+        completed > 0 ? static_cast<double>(p.requests - p.throttled) / static_cast<double>(completed) : 0;
     fmt::print("{:<16} {:>9} {:>6} {:>6} {:>8}/{:<3} {:>14.2f}\n", name, p.requests, p.throttled, p.errors,
                p.max_in_window, options.portals[name].limit, per);
   }
-  fmt::print("(requests/rating leaves out 429s; above 1.00 means a step ran again after the kill, at-least-once "
-             "for the step in flight)\n");
+  fmt::print(
+      "(requests/rating leaves out 429s; above 1.00 means a step ran again after the kill, at-least-once "
+      "for the step in flight)\n");
   double bound = f.jobs / slowest;
   fmt::print("makespan: {:.1f}s; theoretical bound {:.1f}s ({} jobs / slowest portal's {:.0f}/s): {:.2f}x\n",
              makespan, bound, f.jobs, slowest, makespan / bound);
@@ -251,8 +290,8 @@ int run_demo(const Flags& f) {
   fmt::print("  {} plugins -c {}\n", ratchet, config.string());
   fmt::print("(the mock portals stop with the demo, so `ratchet run` on this config has nothing to call)\n");
   if (completed != f.jobs) {
-    fmt::print(stderr, "ratchet-demo: only {} of {} jobs completed (the worker exited with {})\n", completed, f.jobs,
-               exit_code);
+    fmt::print(stderr, "ratchet-demo: only {} of {} jobs completed (the worker exited with {})\n", completed,
+               f.jobs, exit_code);
     return 1;
   }
   return exit_code == 0 ? 0 : 1;
@@ -263,12 +302,15 @@ int run_demo(const Flags& f) {
 
 int main(int argc, char** argv) {
   ratchet::demo::Flags f;
-  CLI::App app{"ratchet-demo: rates movies on five mock portals with the ratchet command, kills its worker halfway "
-               "with SIGKILL, resumes from the checkpoints and prints what the portals saw"};
+  CLI::App app{
+      "ratchet-demo: rates movies on five mock portals with the ratchet command, kills its worker halfway "
+      "with SIGKILL, resumes from the checkpoints and prints what the portals saw"};
   app.add_option("--jobs", f.jobs, "rate_movie jobs to enqueue (default 200)");
-  app.add_option("--dir", f.dir, "Folder for the config and database (default: the build tree's demo folder)");
+  app.add_option("--dir", f.dir,
+                 "Folder for the config and database (default: the build tree's demo folder)");
   app.add_option("--ratchet", f.ratchet, "The ratchet command (default: next to this program)");
-  app.add_option("--kill-at", f.kill_at, "Kill the worker when this share of jobs completed; 1: never (default 0.5)");
+  app.add_option("--kill-at", f.kill_at,
+                 "Kill the worker when this share of jobs completed; 1: never (default 0.5)");
   CLI11_PARSE(app, argc, argv);
   return ratchet::demo::run_demo(f);
 }

@@ -102,11 +102,12 @@ void add_enqueue(CLI::App& app, Action& action) {
                               "object); repeat for more")
                   ->take_all()
                   ->allow_extra_args(false);
-  auto* json = cmd->add_option("--json", f->json, "All arguments as one JSON object, e.g. '{\"name\": \"Heat\"}'");
+  auto* json =
+      cmd->add_option("--json", f->json, "All arguments as one JSON object, e.g. '{\"name\": \"Heat\"}'");
   arg->excludes(json);
   auto* in = cmd->add_option("--in", f->in, "Run no sooner than this from now, e.g. 10m, 1h30m");
-  auto* at = cmd->add_option("--at", f->at,
-                             "Run no sooner than this time: 2026-11-30T08:00:00Z, ...+01:00, or @UNIX_SECONDS");
+  auto* at = cmd->add_option(
+      "--at", f->at, "Run no sooner than this time: 2026-11-30T08:00:00Z, ...+01:00, or @UNIX_SECONDS");
   in->excludes(at);
   cmd->add_option("--priority", f->priority, "Smaller runs first (default: the job type's)");
   cmd->add_option("--attempts", f->attempts, "Job attempts before it is dead (default: the job type's)");

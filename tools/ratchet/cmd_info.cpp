@@ -42,8 +42,8 @@ int show_plugins(const InfoOptions& o) {
   fmt::print("plugin folder {}\n", r.folder.string());
   if (r.loaded.empty()) fmt::print("  no plugin loaded\n");
   for (const auto& p : r.loaded) {
-    fmt::print("  {:<18} {:<10} {:<14} {}\n", p.name, p.version, p.configured ? "configured" : "not configured",
-               fmt::join(p.operations, ", "));
+    fmt::print("  {:<18} {:<10} {:<14} {}\n", p.name, p.version,
+               p.configured ? "configured" : "not configured", fmt::join(p.operations, ", "));
     fmt::print("  {:<18} {}\n", "", p.file.string());
   }
   if (!r.failed.empty()) {
@@ -87,7 +87,8 @@ int show_limits(const InfoOptions& o) {
 void add_plugins(CLI::App& app, Action& action) {
   auto o = std::make_shared<InfoOptions>();
   auto* cmd = app.add_subcommand(
-      "plugins", "List the plugin folder: loaded plugins (version, file, operations) and files that failed to load");
+      "plugins",
+      "List the plugin folder: loaded plugins (version, file, operations) and files that failed to load");
   add_config_option(*cmd, o->config);
   cmd->add_flag("--json", o->json, "Print JSON instead of text");
   cmd->callback([o, &action] { action = [o] { return show_plugins(*o); }; });

@@ -102,7 +102,8 @@ int retry_jobs(const JobsFlags& f) {
     if (!page) return report(page.error());
     if (page->empty()) break;
     for (const auto& job : *page) {
-      if (auto s = engine->retry(job.id); !s) return report(s.error().with_context(fmt::format("job {}", job.id)));
+      if (auto s = engine->retry(job.id); !s)
+        return report(s.error().with_context(fmt::format("job {}", job.id)));
       ++retried;
     }
     filter.after_id = page->back().id;
@@ -159,8 +160,9 @@ void add_jobs(CLI::App& app, Action& action) {
   auto f = std::make_shared<JobsFlags>();
 
   auto* list = sub(*jobs, f, action, "list", "List jobs, newest last", list_jobs);
-  list->add_option("--state", f->state,
-                   "Only jobs in this state: scheduled, available, running, retryable, completed, dead, cancelled");
+  list->add_option(
+      "--state", f->state,
+      "Only jobs in this state: scheduled, available, running, retryable, completed, dead, cancelled");
   list->add_option("--type", f->type, "Only jobs of this type");
   list->add_option("--queue", f->queue, "Only jobs of this queue");
   list->add_option("--limit", f->limit, "At most this many jobs (default 50)");
@@ -173,10 +175,11 @@ void add_jobs(CLI::App& app, Action& action) {
   show->add_option("ID", f->id, "The job id")->required();
   show->add_flag("--json", f->json, "Print JSON instead of text");
 
-  auto* retry = sub(*jobs, f, action, "retry",
-                    "Put a dead or cancelled job back to available with fresh attempts (its committed steps are "
-                    "kept), or every dead job with --dead",
-                    retry_jobs);
+  auto* retry =
+      sub(*jobs, f, action, "retry",
+          "Put a dead or cancelled job back to available with fresh attempts (its committed steps are "
+          "kept), or every dead job with --dead",
+          retry_jobs);
   auto* rid = retry->add_option("ID", f->id, "The job id");
   retry->add_flag("--dead", f->dead, "Retry every dead job")->excludes(rid);
 
@@ -184,9 +187,10 @@ void add_jobs(CLI::App& app, Action& action) {
                      "Cancel a pending job now, or a running job at its next step boundary", cancel_job);
   cancel->add_option("ID", f->id, "The job id")->required();
 
-  auto* purge = sub(*jobs, f, action, "purge",
-                    "Delete finished jobs (completed, dead, cancelled) that ended longer ago than --older-than",
-                    purge_jobs);
+  auto* purge =
+      sub(*jobs, f, action, "purge",
+          "Delete finished jobs (completed, dead, cancelled) that ended longer ago than --older-than",
+          purge_jobs);
   purge->add_option("--older-than", f->older_than, "An age such as 7d, 12h or 30m")->required();
   purge->add_flag("--json", f->json, "Print JSON instead of text");
 }

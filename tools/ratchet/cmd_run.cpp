@@ -87,7 +87,8 @@ int run(const RunFlags& f, const Globals& g) {
     auto m = MetricsServer::start(f.metrics, *engine);
     if (!m) return report(m.error());
     metrics = std::move(*m);
-    spdlog::info("serving Prometheus metrics at http://{}/metrics", f.metrics);
+    spdlog::info("serving Prometheus metrics at http://{}:{}/metrics",
+                 f.metrics.substr(0, f.metrics.rfind(':')), metrics->port());
   }
 
   auto sub = engine->subscribe([](const JobEvent& e) {
@@ -115,7 +116,8 @@ int run(const RunFlags& f, const Globals& g) {
     if (sig == SIGHUP) {
       auto changed = engine->reload_config();
       if (changed) {
-        spdlog::info("config reloaded from {}: {}", f.config, changed->empty() ? "nothing changed" : *changed);
+        spdlog::info("config reloaded from {}: {}", f.config,
+                     changed->empty() ? "nothing changed" : *changed);
       } else {
         spdlog::error("config reload refused, the running config stays: {}", changed.error().message());
       }
@@ -138,8 +140,9 @@ int run(const RunFlags& f, const Globals& g) {
 
   if (stop_requested) {
     status->finish();
-    spdlog::info("stopping: claiming no new jobs; running steps may finish, then unfinished jobs are released "
-                 "with their checkpoints (press Ctrl-C again to exit at once)");
+    spdlog::info(
+        "stopping: claiming no new jobs; running steps may finish, then unfinished jobs are released "
+        "with their checkpoints (press Ctrl-C again to exit at once)");
   }
   std::atomic<bool> stopped{false};
   std::thread stopper([&] {
@@ -149,7 +152,8 @@ int run(const RunFlags& f, const Globals& g) {
   while (!stopped) {
     int sig = wait_signal(signals, std::chrono::milliseconds(100));
     if (sig == SIGINT || sig == SIGTERM) {
-      std::fprintf(stderr, "\nratchet: exiting at once; jobs still running are taken over when their lease expires\n");
+      std::fprintf(
+          stderr, "\nratchet: exiting at once; jobs still running are taken over when their lease expires\n");
       std::fflush(stderr);
       std::_Exit(kFailure);
     }
@@ -167,9 +171,10 @@ int run(const RunFlags& f, const Globals& g) {
   spdlog::info("stopped after {:.1f}s: {} job{} finished ({} dead), {} still pending", secs, done,
                done == 1 ? "" : "s", dead, last ? last->pending : 0);
   if (dead > 0) {
-    spdlog::error("{} job{} ended dead; `ratchet jobs list --state dead` shows them, `ratchet jobs retry --dead` "
-                  "retries them",
-                  dead, dead == 1 ? "" : "s");
+    spdlog::error(
+        "{} job{} ended dead; `ratchet jobs list --state dead` shows them, `ratchet jobs retry --dead` "
+        "retries them",
+        dead, dead == 1 ? "" : "s");
     return kFailure;
   }
   return kOk;
@@ -190,11 +195,13 @@ void add_run(CLI::App& app, const Globals& globals, Action& action) {
   cmd->add_option("--workers", f->workers, "Jobs run at once (default: [engine] workers)");
   cmd->add_option("--metrics", f->metrics,
                   "Serve Prometheus metrics at http://HOST:PORT/metrics, e.g. 127.0.0.1:9464");
-  cmd->add_option("--progress", f->progress,
-                  "The live progress line on stderr: auto (on a terminal), always, never. Without it, a status "
-                  "line is logged every --status-every")
+  cmd->add_option(
+         "--progress", f->progress,
+         "The live progress line on stderr: auto (on a terminal), always, never. Without it, a status "
+         "line is logged every --status-every")
       ->check(CLI::IsMember({"auto", "always", "never"}));
-  cmd->add_option("--status-every", f->status_every, "How often to log the status line off a terminal (default 5s)");
+  cmd->add_option("--status-every", f->status_every,
+                  "How often to log the status line off a terminal (default 5s)");
   cmd->callback([f, &globals, &action] { action = [f, &globals] { return run(*f, globals); }; });
 }
 

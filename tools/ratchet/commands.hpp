@@ -32,7 +32,8 @@ void add_config_option(CLI::App& cmd, std::string& path);
 
 // Opens the engine a config file declares, or prints why not (with a hint
 // when the file is missing) and returns nullptr with `exit_code` set.
-std::unique_ptr<Engine> open_engine(const std::string& config, int& exit_code, ConfigOverrides overrides = {});
+std::unique_ptr<Engine> open_engine(const std::string& config, int& exit_code,
+                                    ConfigOverrides overrides = {});
 
 void add_run(CLI::App& app, const Globals& globals, Action& action);
 void add_enqueue(CLI::App& app, Action& action);

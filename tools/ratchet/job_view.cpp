@@ -62,7 +62,8 @@ nlohmann::json to_json(const JobRecord& job) {
     }
     auto& errors = j["errors"] = nlohmann::json::array();
     for (const auto& e : job.errors) {
-      errors.push_back({{"attempt", e.attempt}, {"step", e.step}, {"error", e.error}, {"at", format_time(e.at)}});
+      errors.push_back(
+          {{"attempt", e.attempt}, {"step", e.step}, {"error", e.error}, {"at", format_time(e.at)}});
     }
     auto& timeline = j["timeline"] = nlohmann::json::array();
     for (const auto& t : job.timeline) {
@@ -73,8 +74,8 @@ nlohmann::json to_json(const JobRecord& job) {
 }
 
 std::string list_table(const std::vector<JobRecord>& jobs, TimePoint now) {
-  std::string out = fmt::format("{:>8}  {:<10}  {:<16}  {:>7}  {:<12}  {}\n", "ID", "STATE", "TYPE", "ATTEMPT",
-                                "RUN AT", "ARGS / LAST ERROR");
+  std::string out = fmt::format("{:>8}  {:<10}  {:<16}  {:>7}  {:<12}  {}\n", "ID", "STATE", "TYPE",
+                                "ATTEMPT", "RUN AT", "ARGS / LAST ERROR");
   for (const auto& j : jobs) {
     std::string when = is_terminal(j.state) ? "-" : format_relative(j.run_at, now);
     std::string tail = j.args.dump();
@@ -90,8 +91,8 @@ std::string show_report(const JobRecord& job, TimePoint now) {
   std::string out;
   out += fmt::format("job {}  {}  {}\n", job.id, job.type, to_string(job.state));
   out += fmt::format("  arguments   {}\n", job.args.dump());
-  out += fmt::format("  queue       {}   priority {}   attempt {} of {}\n", job.queue, job.priority, job.attempt,
-                     job.max_attempts);
+  out += fmt::format("  queue       {}   priority {}   attempt {} of {}\n", job.queue, job.priority,
+                     job.attempt, job.max_attempts);
   if (!job.unique_key.empty()) out += fmt::format("  unique key  {}\n", job.unique_key);
   out += fmt::format("  created     {}\n", format_time(job.created_at));
   if (job.finished_at) {
@@ -102,7 +103,8 @@ std::string show_report(const JobRecord& job, TimePoint now) {
   }
   if (!job.lease_owner.empty()) {
     out += fmt::format("  held by     {}", job.lease_owner);
-    if (job.lease_expires_at) out += fmt::format("  lease ends {}", format_relative(*job.lease_expires_at, now));
+    if (job.lease_expires_at)
+      out += fmt::format("  lease ends {}", format_relative(*job.lease_expires_at, now));
     out += "\n";
   }
   if (job.lease_expiries > 0) out += fmt::format("  lease expiries {}\n", job.lease_expiries);
@@ -115,7 +117,8 @@ std::string show_report(const JobRecord& job, TimePoint now) {
   std::size_t width = 4;
   for (const auto& s : job.steps) width = std::max(width, s.name.size());
   for (const auto& s : job.steps) {
-    std::string took = (s.started_at && s.finished_at) ? format_duration(*s.finished_at - *s.started_at) : "-";
+    std::string took =
+        (s.started_at && s.finished_at) ? format_duration(*s.finished_at - *s.started_at) : "-";
     out += fmt::format("  {:<{}}  {:<9}  attempts {}  {:>8}  {}\n", s.name, width, s.state, s.attempts, took,
                        s.output.is_null() ? "" : s.output.dump());
     if (!s.last_error.empty()) out += fmt::format("  {:<{}}  last error: {}\n", "", width, s.last_error);

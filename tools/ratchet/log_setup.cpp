@@ -78,8 +78,8 @@ class StderrSink final : public spdlog::sinks::base_sink<std::mutex> {
 Status setup_logging(std::string_view level, LogFormat format, std::shared_ptr<StatusLine> status) {
   auto lvl = spdlog::level::from_str(std::string(level));
   if (lvl == spdlog::level::off && level != "off") {
-    return fail(Error::invalid_argument(
-        "unknown log level \"" + std::string(level) + "\" (use trace, debug, info, warn, error or off)"));
+    return fail(Error::invalid_argument("unknown log level \"" + std::string(level) +
+                                        "\" (use trace, debug, info, warn, error or off)"));
   }
   auto logger = std::make_shared<spdlog::logger>("ratchet", std::make_shared<StderrSink>(format, status));
   logger->set_level(lvl);

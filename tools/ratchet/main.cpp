@@ -1,7 +1,7 @@
 // The ratchet command: runs, enqueues and inspects jobs of the engine a TOML
 // config file declares. See `ratchet --help` and README.md.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <cstdlib>
@@ -21,15 +21,16 @@ void add_config_option(CLI::App& cmd, std::string& path) {
 std::unique_ptr<Engine> open_engine(const std::string& config, int& exit_code, ConfigOverrides overrides) {
   std::error_code ec;
   if (!std::filesystem::exists(config, ec)) {
-    exit_code = usage_error(fmt::format(
-        "config file \"{}\" not found (looked in {}); pass -c FILE or set RATCHET_CONFIG", config,
-        std::filesystem::current_path(ec).string()));
+    exit_code = usage_error(
+        fmt::format("config file \"{}\" not found (looked in {}); pass -c FILE or set RATCHET_CONFIG", config,
+                    std::filesystem::current_path(ec).string()));
     return nullptr;
   }
   auto engine = Engine::open_config(config, std::move(overrides));
   if (!engine) {
     std::string hint;
-    if (engine.error().code() == ErrorCode::kConfig) hint = "fix the file and retry; `ratchet config check FILE`";
+    if (engine.error().code() == ErrorCode::kConfig)
+      hint = "fix the file and retry; `ratchet config check FILE`";
     exit_code = report(engine.error(), hint);
     return nullptr;
   }
@@ -43,13 +44,15 @@ int run_main(int argc, char** argv) {
   CLI::App app{
       "ratchet: a durable job engine in one SQLite file that calls rate-limited HTTP APIs through plugins.",
       "ratchet"};
-  app.footer(std::string(kExitCodeHelp) +
-             "\nEvery command that needs the engine takes -c FILE (default $RATCHET_CONFIG, else ./ratchet.toml)."
-             "\nRun `ratchet COMMAND --help` for a command's flags.");
+  app.footer(
+      std::string(kExitCodeHelp) +
+      "\nEvery command that needs the engine takes -c FILE (default $RATCHET_CONFIG, else ./ratchet.toml)."
+      "\nRun `ratchet COMMAND --help` for a command's flags.");
   app.require_subcommand(1, 1);
   app.fallthrough();
   Globals globals;
-  app.add_option("--log-level", globals.log_level, "Log level: trace, debug, info, warn, error, off (default info)")
+  app.add_option("--log-level", globals.log_level,
+                 "Log level: trace, debug, info, warn, error, off (default info)")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
   app.add_option("--log-format", globals.log_format, "Log format on stderr: text or json (default text)")
       ->check(CLI::IsMember({"text", "json"}));
@@ -71,7 +74,8 @@ int run_main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // CLI11 names the flag; say where the help is.
-    std::fprintf(stderr, "ratchet: %s\nratchet: run `ratchet --help` (or `ratchet COMMAND --help`) for usage\n",
+    std::fprintf(stderr,
+                 "ratchet: %s\nratchet: run `ratchet --help` (or `ratchet COMMAND --help`) for usage\n",
                  e.what());
     return kUsage;
   }

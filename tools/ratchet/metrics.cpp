@@ -12,7 +12,8 @@ std::string render_metrics(Engine& engine) {
   std::string out;
   out += "# HELP ratchet_jobs Jobs in the database by state.\n# TYPE ratchet_jobs gauge\n";
   if (auto counts = engine.counts()) {
-    for (auto [state, n] : *counts) out += fmt::format("ratchet_jobs{{state=\"{}\"}} {}\n", to_string(state), n);
+    for (auto [state, n] : *counts)
+      out += fmt::format("ratchet_jobs{{state=\"{}\"}} {}\n", to_string(state), n);
   }
   auto stats = engine.call_stats();
   auto counter = [&](std::string_view name, std::string_view help, auto field) {
@@ -67,7 +68,8 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(std::string_view add
     impl->port = impl->server.bind_to_port(host, port) ? port : -1;
   }
   if (impl->port <= 0) {
-    return fail(Error::io(fmt::format("--metrics: cannot listen on {} (in use, or not a local address)", address)));
+    return fail(
+        Error::io(fmt::format("--metrics: cannot listen on {} (in use, or not a local address)", address)));
   }
   auto* server = &impl->server;
   impl->thread = std::thread([server] { server->listen_after_bind(); });
