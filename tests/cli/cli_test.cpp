@@ -260,6 +260,10 @@ TEST_F(RatchetCommandTest, EnqueueRunShow_HappyPath_JobsCompleteWithTheirSteps) 
   ASSERT_EQ(j["steps"].size(), 2u);
   EXPECT_TRUE(j["steps"][0]["output"].contains("rating"));
   EXPECT_EQ(server_->stats().portals.at("imdb").requests, 3);
+
+  auto cancel = with_config({"jobs", "cancel", first});
+  EXPECT_EQ(cancel.exit_code, 2) << "a completed job cannot be cancelled";
+  EXPECT_THAT(cancel.err, HasSubstr("already ended"));
 }
 
 TEST_F(RatchetCommandTest, JobsShow_UnknownId_ExitsTwoNamingTheId) {
@@ -297,7 +301,7 @@ TEST_F(RatchetCommandTest, CancelRetryPurge_ScheduledJob_MovesThroughTheStates) 
   ASSERT_EQ(cancel.exit_code, 0) << cancel.err;
   EXPECT_THAT(cancel.out, HasSubstr("cancelled"));
   auto again = with_config({"jobs", "cancel", id});
-  EXPECT_EQ(again.exit_code, 2) << "cancelling an ended job is refused";
+  EXPECT_EQ(again.exit_code, 0) << "cancelling a cancelled job again is harmless";
 
   auto retry = with_config({"jobs", "retry", id});
   ASSERT_EQ(retry.exit_code, 0) << retry.err;

@@ -33,7 +33,9 @@ int check(const CheckOptions& o) {
     return kUsage;
   }
   if (o.quiet) return kOk;
-  fmt::print("{} is valid\n{}", o.file, config::summarize(**loaded));
+  std::string summary = config::summarize(**loaded);
+  if (!summary.empty() && summary.back() != '\n') summary += '\n';
+  fmt::print("{} is valid\n{}", o.file, summary);
   return kOk;
 }
 

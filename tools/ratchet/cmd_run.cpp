@@ -74,7 +74,8 @@ int run(const RunFlags& f, const Globals& g) {
 
   bool live = f.progress == "always" || (f.progress == "auto" && ::isatty(STDERR_FILENO) == 1);
   auto status = std::make_shared<StatusLine>(live);
-  if (auto s = setup_logging(g.log_level, g.format(), status); !s) return report(s.error());
+  if (auto s = setup_logging(g.log_level_given ? g.log_level : "info", g.format(), status); !s)
+    return report(s.error());
 
   ConfigOverrides overrides;
   overrides.workers = f.workers;

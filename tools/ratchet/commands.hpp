@@ -21,6 +21,7 @@ namespace ratchet::cli {
 struct Globals {
   std::string log_level = "info";
   std::string log_format = "text";
+  bool log_level_given = false;
   LogFormat format() const { return log_format == "json" ? LogFormat::kJson : LogFormat::kText; }
 };
 

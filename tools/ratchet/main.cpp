@@ -51,9 +51,11 @@ int run_main(int argc, char** argv) {
   app.require_subcommand(1, 1);
   app.fallthrough();
   Globals globals;
-  app.add_option("--log-level", globals.log_level,
-                 "Log level: trace, debug, info, warn, error, off (default info)")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  auto* level =
+      app.add_option(
+             "--log-level", globals.log_level,
+             "Log level: trace, debug, info, warn, error, off (default: info for run, warn otherwise)")
+          ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
   app.add_option("--log-format", globals.log_format, "Log format on stderr: text or json (default text)")
       ->check(CLI::IsMember({"text", "json"}));
 
@@ -81,6 +83,10 @@ int run_main(int argc, char** argv) {
   }
   // Commands that run the engine set up logging with their status line
   // themselves; everything else logs plainly.
+  // Only `run` narrates at info; the other commands print their answer, and
+  // the engine's "plugin loaded" lines would only bury it.
+  globals.log_level_given = level->count() > 0;
+  if (!globals.log_level_given) globals.log_level = "warn";
   if (auto s = setup_logging(globals.log_level, globals.format(), nullptr); !s) return report(s.error());
   if (!action) return usage_error("no command given; run `ratchet --help`");
   return action();

@@ -3,19 +3,28 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <charconv>
 #include <thread>
 
 namespace ratchet::cli {
 
-std::string render_metrics(Engine& engine) {
+std::string render_metrics(Engine& engine, const std::vector<std::string>& plugins) {
   std::string out;
   out += "# HELP ratchet_jobs Jobs in the database by state.\n# TYPE ratchet_jobs gauge\n";
   if (auto counts = engine.counts()) {
     for (auto [state, n] : *counts)
       out += fmt::format("ratchet_jobs{{state=\"{}\"}} {}\n", to_string(state), n);
   }
+  // Plugins without a call yet are listed with zeros, so every series exists
+  // from the first scrape.
   auto stats = engine.call_stats();
+  for (const auto& name : plugins) {
+    if (std::ranges::none_of(stats, [&](const PluginCallStats& p) { return p.plugin == name; })) {
+      stats.push_back(PluginCallStats{.plugin = name});
+    }
+  }
+  std::ranges::sort(stats, {}, &PluginCallStats::plugin);
   auto counter = [&](std::string_view name, std::string_view help, auto field) {
     out += fmt::format("# HELP {} {}\n# TYPE {} counter\n", name, help, name);
     for (const auto& p : stats) out += fmt::format("{}{{plugin=\"{}\"}} {}\n", name, p.plugin, field(p));
@@ -59,8 +68,12 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(std::string_view add
   }
   std::string host(address.substr(0, colon));
   auto impl = std::make_unique<Impl>();
-  impl->server.Get("/metrics", [&engine](const httplib::Request&, httplib::Response& res) {
-    res.set_content(render_metrics(engine), "text/plain; version=0.0.4");
+  std::vector<std::string> plugins;
+  for (const auto& p : engine.plugins().loaded) {
+    if (p.configured) plugins.push_back(p.name);
+  }
+  impl->server.Get("/metrics", [&engine, plugins](const httplib::Request&, httplib::Response& res) {
+    res.set_content(render_metrics(engine, plugins), "text/plain; version=0.0.4");
   });
   if (port == 0) {
     impl->port = impl->server.bind_to_any_port(host);

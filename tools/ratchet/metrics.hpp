@@ -11,13 +11,14 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ratchet/engine.hpp"
 
 namespace ratchet::cli {
 
-// The text of one scrape.
-std::string render_metrics(Engine& engine);
+// The text of one scrape; `plugins` are listed even before their first call.
+std::string render_metrics(Engine& engine, const std::vector<std::string>& plugins);
 
 class MetricsServer {
  public:

@@ -49,13 +49,12 @@ std::optional<ProgressSample> Progress::sample() {
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   s.jobs_per_second = elapsed > 0 ? static_cast<double>(s.done) / elapsed : 0;
 
-  std::string eta = "-";
-  if (s.pending == 0) {
-    eta = "0s";
-  } else if (s.jobs_per_second > 0) {
-    eta = format_duration(std::chrono::duration_cast<Duration>(
+  auto eta = [&]() -> std::string {
+    if (s.pending == 0) return std::string("0s");
+    if (s.jobs_per_second <= 0) return std::string("-");
+    return format_duration(std::chrono::duration_cast<Duration>(
         std::chrono::duration<double>(static_cast<double>(s.pending) / s.jobs_per_second)));
-  }
+  };
   std::uint64_t throttled = 0;
   std::string parks;
   for (const auto& p : engine_.call_stats()) {
@@ -63,8 +62,8 @@ std::optional<ProgressSample> Progress::sample() {
     if (p.parks > 0) parks += fmt::format("{}{} {}", parks.empty() ? "" : ", ", p.plugin, p.parks);
   }
   s.line = fmt::format("{}/{} done  {:.1f} jobs/s  ETA {}  running {}  parks: {}  429s: {}", s.done,
-                       s.done + s.pending, s.jobs_per_second, eta, s.running, parks.empty() ? "none" : parks,
-                       throttled);
+                       s.done + s.pending, s.jobs_per_second, eta(), s.running,
+                       parks.empty() ? "none" : parks, throttled);
   if (s.dead > 0) s.line += fmt::format("  dead: {}", s.dead);
   return s;
 }
