@@ -1,0 +1,209 @@
+// `ratchet run`: starts the workers and runs until stopped.
+//
+// Signals are blocked in every thread and taken synchronously here with
+// sigtimedwait, so no handler runs inside the engine's threads:
+//   SIGINT, SIGTERM  stop claiming, let running steps finish within the
+//                    grace period, release the rest with their checkpoints;
+//                    a second one exits at once (leases then expire).
+//   SIGHUP           reload the config file and log what changed, or why the
+//                    new file was refused (the running config stays).
+#include <fmt/format.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <thread>
+
+#include "commands.hpp"
+#include "exit_codes.hpp"
+#include "metrics.hpp"
+#include "progress.hpp"
+#include "text.hpp"
+
+namespace ratchet::cli {
+
+namespace {
+
+struct RunFlags {
+  std::string config;
+  bool until_empty = false;
+  std::optional<int> workers;
+  std::string metrics;
+  std::string progress = "auto";
+  std::string status_every = "5s";
+};
+
+sigset_t stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
+  return set;
+}
+
+// Waits up to `timeout` for one of the blocked signals; 0 when none came.
+int wait_signal(const sigset_t& set, std::chrono::milliseconds timeout) {
+  timespec ts{};
+  ts.tv_sec = static_cast<time_t>(timeout.count() / 1000);
+  ts.tv_nsec = static_cast<long>((timeout.count() % 1000) * 1000000);
+  int sig = sigtimedwait(&set, nullptr, &ts);
+  return sig > 0 ? sig : 0;
+}
+
+const char* event_name(JobEvent::Kind k) {
+  switch (k) {
+    case JobEvent::Kind::kCompleted: return "completed";
+    case JobEvent::Kind::kFailed: return "failed";
+    case JobEvent::Kind::kDead: return "dead";
+    case JobEvent::Kind::kCancelled: return "cancelled";
+  }
+  return "?";
+}
+
+int run(const RunFlags& f, const Globals& g) {
+  auto every = parse_duration(f.status_every);
+  if (!every || *every <= Duration{0}) return usage_error("--status-every must be a duration such as 5s");
+  if (f.workers && *f.workers < 1) return usage_error("--workers must be at least 1");
+
+  // Before any thread exists, so every engine thread inherits the mask.
+  sigset_t signals = stop_signals();
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  bool live = f.progress == "always" || (f.progress == "auto" && ::isatty(STDERR_FILENO) == 1);
+  auto status = std::make_shared<StatusLine>(live);
+  if (auto s = setup_logging(g.log_level_given ? g.log_level : "info", g.format(), status); !s)
+    return report(s.error());
+
+  ConfigOverrides overrides;
+  overrides.workers = f.workers;
+  int code = kOk;
+  auto engine = open_engine(f.config, code, overrides);
+  if (!engine) return code;
+
+  std::unique_ptr<MetricsServer> metrics;
+  if (!f.metrics.empty()) {
+    auto m = MetricsServer::start(f.metrics, *engine);
+    if (!m) return report(m.error());
+    metrics = std::move(*m);
+    spdlog::info("serving Prometheus metrics at http://{}:{}/metrics",
+                 f.metrics.substr(0, f.metrics.rfind(':')), metrics->port());
+  }
+
+  auto sub = engine->subscribe([](const JobEvent& e) {
+    if (e.kind == JobEvent::Kind::kCompleted) {
+      spdlog::debug("job {} ({}) completed on attempt {}", e.id, e.type, e.attempt);
+    } else if (e.kind == JobEvent::Kind::kCancelled) {
+      spdlog::info("job {} ({}) cancelled", e.id, e.type);
+    } else {
+      spdlog::warn("job {} ({}) attempt {} {}: {}", e.id, e.type, e.attempt, event_name(e.kind), e.error);
+    }
+  });
+
+  Progress progress(*engine);
+  if (auto s = engine->start(); !s) return report(s.error());
+  spdlog::info("worker {} started from {}{}", engine->worker_id(), f.config,
+               f.until_empty ? "; stops when no job is pending" : "; Ctrl-C stops it");
+
+  auto start = std::chrono::steady_clock::now();
+  auto last_status = start;
+  const auto tick = live ? std::chrono::milliseconds(250) : std::chrono::milliseconds(200);
+  bool stop_requested = false;
+  std::optional<ProgressSample> last;
+  while (true) {
+    int sig = wait_signal(signals, tick);
+    if (sig == SIGHUP) {
+      auto changed = engine->reload_config();
+      if (changed) {
+        spdlog::info("config reloaded from {}: {}", f.config,
+                     changed->empty() ? "nothing changed" : *changed);
+      } else {
+        spdlog::error("config reload refused, the running config stays: {}", changed.error().message());
+      }
+    } else if (sig == SIGINT || sig == SIGTERM) {
+      stop_requested = true;
+      break;
+    }
+    if (auto s = progress.sample()) {
+      last = s;
+      auto now = std::chrono::steady_clock::now();
+      if (live) {
+        status->set(s->line);
+      } else if (now - last_status >= *every) {
+        spdlog::info("{}", s->line);
+        last_status = now;
+      }
+      if (f.until_empty && s->pending == 0) break;
+    }
+  }
+
+  if (stop_requested) {
+    status->finish();
+    spdlog::info(
+        "stopping: claiming no new jobs; running steps may finish, then unfinished jobs are released "
+        "with their checkpoints (press Ctrl-C again to exit at once)");
+  }
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    engine->stop();
+    stopped = true;
+  });
+  while (!stopped) {
+    int sig = wait_signal(signals, std::chrono::milliseconds(100));
+    if (sig == SIGINT || sig == SIGTERM) {
+      std::fprintf(
+          stderr, "\nratchet: exiting at once; jobs still running are taken over when their lease expires\n");
+      std::fflush(stderr);
+      std::_Exit(kFailure);
+    }
+  }
+  stopper.join();
+  engine->unsubscribe(sub);
+  metrics.reset();
+
+  if (auto s = progress.sample()) last = s;
+  if (last && live) status->set(last->line);
+  status->finish();
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::int64_t done = last ? last->done : 0;
+  std::int64_t dead = last ? last->dead : 0;
+  spdlog::info("stopped after {:.1f}s: {} job{} finished ({} dead), {} still pending", secs, done,
+               done == 1 ? "" : "s", dead, last ? last->pending : 0);
+  if (dead > 0) {
+    spdlog::error(
+        "{} job{} ended dead; `ratchet jobs list --state dead` shows them, `ratchet jobs retry --dead` "
+        "retries them",
+        dead, dead == 1 ? "" : "s");
+    return kFailure;
+  }
+  return kOk;
+}
+
+}  // namespace
+
+void add_run(CLI::App& app, const Globals& globals, Action& action) {
+  auto f = std::make_shared<RunFlags>();
+  auto* cmd = app.add_subcommand(
+      "run",
+      "Start the workers and run jobs until stopped. SIGINT/SIGTERM: stop claiming, let running steps finish "
+      "within the grace period ([engine] shutdown_grace), release the rest with their checkpoints (a second "
+      "signal exits at once). SIGHUP: reload the config file. Exits 1 if a job ended dead during the run.");
+  add_config_option(*cmd, f->config);
+  cmd->add_flag("--until-empty", f->until_empty,
+                "Stop when no job is pending (scheduled, available, running or retryable)");
+  cmd->add_option("--workers", f->workers, "Jobs run at once (default: [engine] workers)");
+  cmd->add_option("--metrics", f->metrics,
+                  "Serve Prometheus metrics at http://HOST:PORT/metrics, e.g. 127.0.0.1:9464");
+  cmd->add_option(
+         "--progress", f->progress,
+         "The live progress line on stderr: auto (on a terminal), always, never. Without it, a status "
+         "line is logged every --status-every")
+      ->check(CLI::IsMember({"auto", "always", "never"}));
+  cmd->add_option("--status-every", f->status_every,
+                  "How often to log the status line off a terminal (default 5s)");
+  cmd->callback([f, &globals, &action] { action = [f, &globals] { return run(*f, globals); }; });
+}
+
+}  // namespace ratchet::cli

@@ -1,0 +1,105 @@
+// The ratchet command: runs, enqueues and inspects jobs of the engine a TOML
+// config file declares. See `ratchet --help` and README.md.
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "commands.hpp"
+#include "exit_codes.hpp"
+
+namespace ratchet::cli {
+
+void add_config_option(CLI::App& cmd, std::string& path) {
+  path = "ratchet.toml";
+  cmd.add_option("-c,--config", path,
+                 "The TOML config file (default: $RATCHET_CONFIG, else ratchet.toml in the current folder)")
+      ->envname("RATCHET_CONFIG");
+}
+
+std::unique_ptr<Engine> open_engine(const std::string& config, int& exit_code, ConfigOverrides overrides) {
+  std::error_code ec;
+  if (!std::filesystem::exists(config, ec)) {
+    exit_code = usage_error(
+        fmt::format("config file \"{}\" not found (looked in {}); pass -c FILE or set RATCHET_CONFIG", config,
+                    std::filesystem::current_path(ec).string()));
+    return nullptr;
+  }
+  auto engine = Engine::open_config(config, std::move(overrides));
+  if (!engine) {
+    std::string hint;
+    if (engine.error().code() == ErrorCode::kConfig)
+      hint = "fix the file and retry; `ratchet config check FILE`";
+    exit_code = report(engine.error(), hint);
+    return nullptr;
+  }
+  exit_code = kOk;
+  return std::move(*engine);
+}
+
+namespace {
+
+int run_main(int argc, char** argv) {
+  CLI::App app{
+      "ratchet: a durable job engine in one SQLite file that calls rate-limited HTTP APIs through plugins.",
+      "ratchet"};
+  app.footer(
+      std::string(kExitCodeHelp) +
+      "\nEvery command that needs the engine takes -c FILE (default $RATCHET_CONFIG, else ./ratchet.toml)."
+      "\nRun `ratchet COMMAND --help` for a command's flags.");
+  app.require_subcommand(1, 1);
+  app.fallthrough();
+  Globals globals;
+  auto* level =
+      app.add_option(
+             "--log-level", globals.log_level,
+             "Log level: trace, debug, info, warn, error, off (default: info for run, warn otherwise)")
+          ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  app.add_option("--log-format", globals.log_format, "Log format on stderr: text or json (default text)")
+      ->check(CLI::IsMember({"text", "json"}));
+
+  Action action;
+  add_run(app, globals, action);
+  add_enqueue(app, action);
+  add_jobs(app, action);
+  add_plugins(app, action);
+  add_limits(app, action);
+  add_config(app, action);
+  add_version(app, action);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // CLI11 names the flag; say where the help is.
+    std::fprintf(stderr,
+                 "ratchet: %s\nratchet: run `ratchet --help` (or `ratchet COMMAND --help`) for usage\n",
+                 e.what());
+    return kUsage;
+  }
+  // Commands that run the engine set up logging with their status line
+  // themselves; everything else logs plainly.
+  // Only `run` narrates at info; the other commands print their answer, and
+  // the engine's "plugin loaded" lines would only bury it.
+  globals.log_level_given = level->count() > 0;
+  if (!globals.log_level_given) globals.log_level = "warn";
+  if (auto s = setup_logging(globals.log_level, globals.format(), nullptr); !s) return report(s.error());
+  if (!action) return usage_error("no command given; run `ratchet --help`");
+  return action();
+}
+
+}  // namespace
+}  // namespace ratchet::cli
+
+int main(int argc, char** argv) {
+  try {
+    return ratchet::cli::run_main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ratchet: internal error: %s (please report it)\n", e.what());
+    return ratchet::cli::kFailure;
+  }
+}
