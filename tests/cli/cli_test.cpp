@@ -18,6 +18,7 @@
 
 #include "command_runner.hpp"
 #include "mock_portal/server.hpp"
+#include "ratchet_test_paths.hpp"
 
 namespace ratchet::cli_test {
 namespace {

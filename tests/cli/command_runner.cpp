@@ -1,5 +1,7 @@
 #include "command_runner.hpp"
 
+#include "ratchet_test_paths.hpp"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>

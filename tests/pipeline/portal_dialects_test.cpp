@@ -49,15 +49,15 @@ std::string oscar_config(const mock_portal::MockPortalServer& server, int job_at
   return toml + "]\n";
 }
 
-struct Run {
+struct PortalRun {
   std::unique_ptr<mock_portal::MockPortalServer> server;
   std::unique_ptr<Engine> engine;
   std::vector<JobId> ids;
   fs::path dir;
 };
 
-Run run_jobs(const std::string& name, const PortalOptions& portal, int jobs, int job_attempts = 5) {
-  Run run;
+PortalRun run_jobs(const std::string& name, const PortalOptions& portal, int jobs, int job_attempts = 5) {
+  PortalRun run;
   run.dir = fresh_dir(name);
   mock_portal::ServerOptions options;
   for (const auto& p : mock_portal::portal_names()) options.portals[p] = portal;
@@ -82,7 +82,7 @@ Run run_jobs(const std::string& name, const PortalOptions& portal, int jobs, int
   return run;
 }
 
-void expect_all_rated(const Run& run) {
+void expect_all_rated(const PortalRun& run) {
   for (JobId id : run.ids) {
     auto job = run.engine->get(id);
     ASSERT_TRUE(job.has_value());
@@ -99,7 +99,7 @@ class PortalDialectTest : public ::testing::TestWithParam<DialectCase> {};
 
 TEST_P(PortalDialectTest, RateMovie_LimitLearnedFromServer_EveryRatingRight) {
   constexpr int kJobs = 24;
-  Run run = run_jobs(GetParam().name, GetParam().options, kJobs);
+  PortalRun run = run_jobs(GetParam().name, GetParam().options, kJobs);
   ASSERT_TRUE(run.engine);
   expect_all_rated(run);
   auto stats = run.server->stats();
@@ -149,14 +149,14 @@ std::vector<DialectCase> dialect_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Dialects, PortalDialectTest, ::testing::ValuesIn(dialect_cases()),
-                         [](const auto& info) { return info.param.name; });
+                         [](const ::testing::TestParamInfo<DialectCase>& param) { return param.param.name; });
 
 TEST(PortalDialect, ResetYearsAhead_WaitIsCappedNotFrozen) {
   // Every answer says the window resets in ten years while requests remain:
   // nothing should wait, and no limiter may be left pointing years ahead.
   auto far = limited(Dialect::kFixedWindow, 1000, 1000ms);
   far.malformed_headers = mock_portal::MalformedHeaders::kFarFuture;
-  Run run = run_jobs("FarFuture", far, 10);
+  PortalRun run = run_jobs("FarFuture", far, 10);
   ASSERT_TRUE(run.engine);
   expect_all_rated(run);
   auto now = std::chrono::system_clock::now();
@@ -169,7 +169,7 @@ TEST(PortalDialect, ResetYearsAhead_WaitIsCappedNotFrozen) {
 TEST(PortalDialect, MalformedBody_StepFailsWithTheBodysFirstBytes) {
   PortalOptions broken;
   broken.malformed_body = mock_portal::MalformedBody::kHtml;
-  Run run = run_jobs("MalformedBody", broken, 1, /*job_attempts=*/1);
+  PortalRun run = run_jobs("MalformedBody", broken, 1, /*job_attempts=*/1);
   ASSERT_TRUE(run.engine);
   ASSERT_EQ(run.ids.size(), 1u);
   auto job = run.engine->get(run.ids[0]);
