@@ -108,9 +108,12 @@ std::string BenchSetup::engine_toml(const std::filesystem::path& database) const
         out << "algorithm = \"token_bucket\"\n"
             << "burst     = " << p.options.burst.value_or(p.options.limit) << "\n";
       } else {
-        // The server counts epoch-aligned windows; a sliding window keeps
-        // every window, aligned or not, within the limit.
-        out << "algorithm = \"sliding_window\"\n";
+        // The server counts windows by when requests arrive. A sliding window
+        // would let the whole quota go at once, and the network spreads such
+        // a burst into the next window; paced starts (a bucket of one) keep
+        // every window, aligned or not, within the limit at the same rate.
+        out << "algorithm = \"token_bucket\"\n"
+            << "burst     = 1\n";
       }
     }
     out << "\n[plugin." << p.name << ".retry]\n"

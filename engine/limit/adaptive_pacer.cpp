@@ -10,36 +10,91 @@ namespace ratchet::limit {
 
 AdaptivePacer::AdaptivePacer(PacerOptions options) : options_(options) {}
 
+double AdaptivePacer::observed_interval_locked(std::int64_t now_us) const {
+  // The mean spacing of the starts in the last second: what the server saw
+  // just before it said no. (A moving average of single gaps would read a
+  // burst of simultaneous starts as an absurd rate.)
+  const std::int64_t since = now_us - kObservedSpan;
+  auto first = std::find_if(starts_.begin(), starts_.end(), [&](std::int64_t t) { return t > since; });
+  const auto n = std::distance(first, starts_.end());
+  if (n == 0) return 0;
+  if (n == 1) return static_cast<double>(std::min<std::int64_t>(kObservedSpan, now_us - first_start_us_));
+  return static_cast<double>(now_us - *first) / static_cast<double>(n - 1);
+}
+
 void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<TimePoint> call_started) {
   const std::int64_t now_us = to_micros(now);
   const std::int64_t floor_us = to_micros(options_.floor);
   const std::int64_t max_us = std::max(to_micros(options_.max_interval), floor_us);
   std::lock_guard lock(mu_);
-  if (hint.resume_at) resume_us_ = std::max(resume_us_, to_micros(*hint.resume_at));
+  if (hint.window) window_us_ = std::max(window_us_, to_micros(*hint.window));
+  if (hint.limit && hint.remaining && call_started && *hint.remaining == *hint.limit - 1) {
+    window_start_us_ = to_micros(*call_started);  // the first call of a server window
+  }
+  if (hint.resume_at) {
+    std::int64_t resume = to_micros(*hint.resume_at);
+    if (!hint.throttled && hint.remaining == 0 && window_start_us_ > 0 && window_us_ > 0) {
+      // Spent, not refused: the quota renews at the server's next window,
+      // which the first calls of its windows place more exactly than a
+      // reset in whole seconds (rounded up, so up to a second late).
+      const std::int64_t windows = (now_us - window_start_us_) / window_us_ + 1;
+      resume = std::min(resume, window_start_us_ + windows * window_us_ + kBoundaryGuard);
+    }
+    resume_us_ = std::max(resume_us_, resume);
+  }
+  std::optional<std::int64_t> learned;
   if (hint.interval) {
-    learned_us_ = std::clamp(to_micros(*hint.interval), floor_us, max_us);
+    learned = to_micros(*hint.interval);
+  } else if (hint.limit && *hint.limit > 0 && hint.reset_in) {
+    // The quota's window is at least the longest time to a reset seen.
+    window_us_ = std::max(window_us_, to_micros(*hint.reset_in));
+    learned = window_us_ / *hint.limit;
+  }
+  if (learned) {
+    // A little under the quota: arrival jitter at the server would otherwise
+    // now and then put one call too many into its window.
+    const auto paced = static_cast<std::int64_t>(static_cast<double>(*learned) * options_.margin);
+    learned_us_ = std::clamp(paced, floor_us, max_us);
     interval_us_ = learned_us_;
     rate_at_decrease_ = 0;
+    ceiling_ = 0;
   }
-  if (hint.throttled && !hint.interval) {
+  // A 429 that names the quota, while its pace is kept, is arrival jitter
+  // at the server: the pause it asks for is enough.
+  const bool quota_kept = hint.limit && learned_us_ > 0;
+  if (hint.throttled && !learned && !quota_kept) {
     const bool in_flight_at_decrease = call_started && to_micros(*call_started) < decreased_at_us_;
     if (!in_flight_at_decrease) {
       // Multiplicative decrease from the pace actually used.
-      double current = std::max<double>(static_cast<double>(interval_us_), gap_us_);
+      // Never from faster than the declared pace: with declared limits kept,
+      // a 429 means the server allows less than declared, not less than a
+      // quiet spell happened to use.
+      double current = std::max({static_cast<double>(interval_us_), observed_interval_locked(now_us),
+                                 static_cast<double>(floor_us)});
       if (current <= 0) current = static_cast<double>(to_micros(options_.first_interval)) * options_.decrease;
       const auto next = static_cast<std::int64_t>(current / options_.decrease);
       interval_us_ = std::clamp<std::int64_t>(next, std::max<std::int64_t>(floor_us, 1), max_us);
       rate_at_decrease_ = 1.0 / static_cast<double>(interval_us_);
+      // Recovery stops short of the rate that drew this 429, and only
+      // creeps above it, so one overload does not come back every few calls.
+      ceiling_ = options_.ceiling / current;
       decreased_at_us_ = now_us;
       // Retry-After already says when to resume; a bare 429 pauses one interval.
       if (!hint.resume_at) resume_us_ = std::max(resume_us_, now_us + interval_us_);
     }
     return;
   }
-  if (!hint.throttled && rate_at_decrease_ > 0) {
+  if (hint.throttled) return;
+  if (rate_at_decrease_ > 0) {
     // Additive increase back towards the learned (or declared) pace.
-    const double rate = 1.0 / static_cast<double>(std::max<std::int64_t>(interval_us_, 1)) +
-                        options_.recovery * rate_at_decrease_;
+    double rate = 1.0 / static_cast<double>(std::max<std::int64_t>(interval_us_, 1));
+    const double step = options_.recovery * rate_at_decrease_;
+    if (rate < ceiling_) {
+      rate = std::min(ceiling_, rate + step);
+    } else {
+      ceiling_ += step * options_.probe;
+      rate = ceiling_;
+    }
     // Back at the learned pace (or the declared one when nothing was learned),
     // pacing hands over to what the server said, or to the declared limiters.
     const std::int64_t target = std::max(learned_us_, floor_us);
@@ -47,6 +102,7 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
     if (interval_us_ <= target) {
       interval_us_ = learned_us_;
       rate_at_decrease_ = 0;
+      ceiling_ = 0;
     }
   }
 }
@@ -94,11 +150,9 @@ Result<UseResult> AdaptivePacer::start(Slot& slot, std::int64_t now_us) {
     slot.tat_after_us = tat_;
     return UseResult::kMoved;
   }
-  if (last_start_us_ > 0 && now_us > last_start_us_) {
-    const double gap = static_cast<double>(now_us - last_start_us_);
-    gap_us_ = gap_us_ <= 0 ? gap : 0.8 * gap_us_ + 0.2 * gap;
-  }
-  last_start_us_ = std::max(last_start_us_, now_us);
+  if (first_start_us_ == 0) first_start_us_ = now_us;
+  starts_.push_back(now_us);
+  while (!starts_.empty() && starts_.front() <= now_us - kObservedSpan) starts_.pop_front();
   if (now_us > slot.at_us && tat_ == slot.tat_after_us) {
     tat_ = std::max(slot.tat_before_us, now_us + interval_us_);
     slot.tat_after_us = tat_;

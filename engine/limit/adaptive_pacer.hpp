@@ -2,14 +2,16 @@
 // limiter in the plugin's stack whose spacing and pauses follow PaceHints.
 //
 //   - Retry-After / a reset with nothing remaining: no start before resume_at.
-//   - A pace from the headers (reset / remaining, or window / quota): starts
-//     are spaced by that interval.
+//   - A pace from the headers: starts are spaced by the quota's window over
+//     its quota (the window from RateLimit-Policy, or the longest time to a
+//     reset seen), stretched by a small margin.
 //   - A 429 that gives no pace (bare, or with only Retry-After): multiplicative
-//     decrease (the rate is multiplied by `decrease`, from the pace observed so
-//     far when nothing was learned) and, when bare, a pause of one interval;
-//     then each good reply adds `recovery` times the
-//     rate at the decrease (additive increase) until the learned or declared
-//     pace is reached again.
+//     decrease (the rate is multiplied by `decrease`, from the rate of the
+//     starts in the last second when nothing was learned) and, when bare, a
+//     pause of one interval; then each good reply adds `recovery` times the
+//     rate at the decrease (additive increase) up to `ceiling` times the rate
+//     that drew the 429, and a tenth as fast beyond it, until the learned or
+//     declared pace is reached again.
 // Learned pace never goes faster than `floor` (the tightest declared limit's
 // per/rate); the declared limiters stay in the stack anyway, so nothing
 // learned can exceed a declared limit. Until the server says something the
@@ -22,6 +24,7 @@
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <mutex>
 #include <optional>
 
@@ -34,6 +37,9 @@ struct PacerOptions {
   Duration floor = Duration::zero();  // declared pace; zero: none declared
   double decrease = 0.5;              // rate factor on a bare 429, in (0, 1)
   double recovery = 0.02;             // per good reply, fraction of the rate at decrease
+  double ceiling = 0.9;               // recovery aims at this fraction of the rate that drew a 429
+  double probe = 0.1;                 // past that, the recovery step is scaled by this
+  double margin = 1.02;               // a learned quota's pace is stretched by this
   Duration first_interval = std::chrono::milliseconds(100);  // pace after a 429 when nothing is known
   Duration max_interval = std::chrono::minutes(1);           // slowest pace a 429 storm can push to
 };
@@ -64,10 +70,18 @@ class AdaptivePacer final : public Limiter {
   std::int64_t learned_us_ = 0;  // pace the headers last gave (zero: none)
   std::int64_t resume_us_ = 0;
   std::int64_t tat_ = 0;
-  std::int64_t last_start_us_ = 0;
-  double gap_us_ = 0;  // moving average of the gaps between starts
+  static constexpr std::int64_t kObservedSpan = 1'000'000;
+  // A call's start precedes its arrival at the server by the time to send it.
+  static constexpr std::int64_t kBoundaryGuard = 10'000;
+  double observed_interval_locked(std::int64_t now_us) const;
+
+  std::deque<std::int64_t> starts_;  // starts within the last kObservedSpan
+  std::int64_t first_start_us_ = 0;
+  std::int64_t window_us_ = 0;        // the quota's window, or the longest time to a reset seen
+  std::int64_t window_start_us_ = 0;  // start of a call that opened a server window
   std::int64_t decreased_at_us_ = 0;
   double rate_at_decrease_ = 0;  // calls per microsecond
+  double ceiling_ = 0;           // calls per microsecond; zero: none
 };
 
 }  // namespace ratchet::limit

@@ -34,6 +34,10 @@ struct Slot {
   // this slot was granted (to give it back exactly when it is the latest).
   std::int64_t tat_before_us = 0;
   std::int64_t tat_after_us = 0;
+  // Set by limiters that admit by the calls actually started (see ready_at).
+  bool started = false;
+  std::int64_t started_before_us = 0;
+  std::int64_t started_after_us = 0;
 };
 
 enum class UseResult {
@@ -56,8 +60,17 @@ class Limiter {
   // Reserves the earliest slot at or after max(now_us, t_us).
   virtual Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) = 0;
 
+  // The earliest time >= max(now_us, slot.at_us) at which a held slot may
+  // start; changes nothing. The in-process token bucket and sliding window
+  // admit by the calls actually started, and a slot's time is when its
+  // holder should come: a holder who came late took whatever room there was
+  // then, so the next one may wait a little, keeping its place, rather than
+  // lose it. Other limiters answer max(now_us, slot.at_us).
+  virtual Result<std::int64_t> ready_at(const Slot& slot, std::int64_t now_us);
+
   // Uses a reserved slot for a call starting at now_us. now_us < slot.at_us is
-  // a caller bug and fails with kInvalidArgument.
+  // a caller bug and fails with kInvalidArgument. Called at or after
+  // ready_at(), a limiter that admits by the calls started always starts it.
   virtual Result<UseResult> start(Slot& slot, std::int64_t now_us) = 0;
 
   // Gives back a slot that was reserved and not started, or started at

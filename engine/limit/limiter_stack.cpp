@@ -1,10 +1,27 @@
 #include "limit/limiter_stack.hpp"
 
 #include <algorithm>
+#include <mutex>
 
 #include "limit/micros.hpp"
 
 namespace ratchet::limit {
+
+Result<std::int64_t> Limiter::ready_at(const Slot& slot, std::int64_t now_us) {
+  return std::max(now_us, slot.at_us);
+}
+
+namespace {
+
+// Starts are checked against every limiter of a stack, then made in each:
+// serialised, so that no other start takes the room in between (limiters
+// are shared between stacks, so one lock per stack would not do).
+std::mutex& start_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+}  // namespace
 
 Reservation::Reservation(Reservation&& other) noexcept
     : slots_(std::move(other.slots_)), at_us_(other.at_us_), held_(other.held_), started_(other.started_) {
@@ -101,6 +118,17 @@ Result<bool> LimiterStack::start(Reservation& r, TimePoint now) {
   if (!r.held_) return fail(Error::invalid_argument("a limiter reservation was used twice or after cancel"));
   const std::int64_t now_us = to_micros(now);
   if (now_us < r.at_us_) return false;
+  std::lock_guard serial(start_mutex());
+  std::int64_t ready = now_us;
+  for (auto& [limiter, slot] : r.slots_) {
+    auto t = limiter->ready_at(slot, now_us);
+    if (!t) return fail(t.error());
+    ready = std::max(ready, *t);
+  }
+  if (ready > now_us) {
+    r.at_us_ = ready;  // a short wait, in place
+    return false;
+  }
   std::int64_t later = 0;
   std::size_t done = 0;
   for (; done < r.slots_.size(); ++done) {

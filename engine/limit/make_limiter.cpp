@@ -17,11 +17,21 @@ Result<std::shared_ptr<Limiter>> make_limiter(const config::LimitSpec& spec, con
     if (!db) return fail(db.error());
     return std::shared_ptr<Limiter>(std::move(*db));
   }
+  // Limits are kept as counted at the server, where calls arrive with the
+  // jitter of getting there: a call that is a little late arrives closer to
+  // the next one than they started. Calls started a hair under the declared
+  // pace build the slack that absorbs it. A burst is held back a little too:
+  // the server's bucket starts at the first call to arrive, and the first
+  // calls are the slowest to get there (each opens a connection), so the
+  // calls after a full burst would reach a bucket that has refilled less
+  // than ours. Fixed windows count epoch-aligned windows like most servers
+  // and keep the exact figure.
+  const std::int64_t per_us = spec.per.count() + spec.per.count() / kJitterMarginDivisor;
   switch (spec.algorithm) {
     case config::LimitAlgorithm::kSlidingWindow:
-      return std::make_shared<SlidingWindowLimiter>(spec.rate, spec.per.count());
+      return std::make_shared<SlidingWindowLimiter>(spec.rate, per_us);
     case config::LimitAlgorithm::kTokenBucket:
-      return std::make_shared<TokenBucketLimiter>(spec.rate, spec.per.count(), spec.burst.value_or(1));
+      return std::make_shared<TokenBucketLimiter>(spec.rate, per_us, spec.burst.value_or(1), kBurstGuardUs);
     case config::LimitAlgorithm::kFixedWindow:
       return std::make_shared<FixedWindowLimiter>(spec.rate, spec.per.count());
   }

@@ -15,6 +15,13 @@
 
 namespace ratchet::limit {
 
+// In-process sliding windows and token buckets stretch their period by
+// 1/kJitterMarginDivisor (1 %): see make_limiter.
+inline constexpr std::int64_t kJitterMarginDivisor = 100;
+// ...and hold a burst back by this long (a token bucket's burst, minus the
+// tokens that refill in this time, goes at once).
+inline constexpr std::int64_t kBurstGuardUs = 25'000;
+
 // A token bucket without a declared burst gets a burst of 1 (strict spacing
 // per/rate), which also keeps the sliding-window rule. `connect` may be empty
 // for process-scope limits. Fails with kInvalidArgument on a spec that the

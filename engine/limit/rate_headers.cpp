@@ -264,8 +264,8 @@ struct Reader {
         hint.resume_at = now + *q.reset;
         hint.source = source;
       }
-    } else if (!hint.interval && *q.reset > Duration::zero()) {
-      hint.interval = *q.reset / *q.remaining;
+    } else if (*q.reset > Duration::zero()) {
+      hint.reset_in = *q.reset;
     }
     return true;
   }
@@ -293,6 +293,12 @@ PaceHint read_rate_headers(std::span<const HttpHeader> headers, int status, Time
                     r.apply(r.separate("RateLimit-", true), HintSource::kIetfRateLimit);
   if (!ietf) r.apply(r.separate("X-RateLimit-", false), HintSource::kXRateLimit);
   r.policy();
+  // With no quota to pace by, what is left is spread over the time to the
+  // reset. A quota is better: the reset is often rounded to whole seconds,
+  // so "1 left, reset in 1s" may mean 1 left for a few milliseconds.
+  if (!hint.interval && !hint.limit && hint.reset_in && hint.remaining && *hint.remaining > 0) {
+    hint.interval = *hint.reset_in / *hint.remaining;
+  }
   hint.throttled = status == 429 || (status == 503 && hint.source == HintSource::kRetryAfter);
   if (status == 429 && hint.source == HintSource::kNone) hint.source = HintSource::kBareThrottle;
   return hint;

@@ -18,9 +18,11 @@
 //   2. the IETF RateLimit header (remaining/reset),
 //   3. X-RateLimit-Remaining/Reset,
 //   4. nothing: a bare 429 is left to the pacer's multiplicative decrease.
-// The pace (spacing between starts) comes from the first of: the IETF pair,
-// X-RateLimit-*, RateLimit-Policy; the most restrictive policy wins when a
-// header lists several.
+// The pace (spacing between starts) is the quota's: RateLimit-Policy's window
+// over its quota (the most restrictive when it lists several). Without a
+// policy, the limit of the IETF pair or X-RateLimit-* comes with reset_in,
+// from which the pacer learns the window; with no limit at all, what remains
+// is spread over the time to the reset.
 //
 // Clock skew: absolute times (an HTTP-date, a Unix-time Reset) are read
 // against the reply's Date header when it has one, so a server whose clock is
@@ -63,6 +65,9 @@ struct PaceHint {
   std::optional<std::int64_t> limit;   // the server's quota, when it said
   std::optional<std::int64_t> remaining;
   std::optional<Duration> window;  // the quota's window, when it said
+  // Time until the quota resets, when some is left (with none left it is
+  // resume_at instead).
+  std::optional<Duration> reset_in;
   HintSource source = HintSource::kNone;
   std::optional<std::string> clamped;  // "X-RateLimit-Reset: 4102444800 is 75y ahead; waiting 1h"
   std::vector<std::string> ignored;    // "Retry-After: soon (not seconds or an HTTP-date)"

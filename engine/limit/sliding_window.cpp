@@ -17,18 +17,19 @@ std::int64_t SlidingWindowLimiter::advance(std::int64_t now_us) {
     // Entries at or before now - per are outside every interval that holds a
     // time >= now, so they no longer matter.
     while (!log_.empty() && log_.front() <= high_water_ - per_) log_.pop_front();
+    while (!started_.empty() && started_.front() <= high_water_ - per_) started_.pop_front();
   }
   return high_water_;
 }
 
-void SlidingWindowLimiter::insert(std::int64_t at_us) {
-  log_.insert(std::upper_bound(log_.begin(), log_.end(), at_us), at_us);
+void SlidingWindowLimiter::insert(std::deque<std::int64_t>& log, std::int64_t at_us) {
+  log.insert(std::upper_bound(log.begin(), log.end(), at_us), at_us);
 }
 
-bool SlidingWindowLimiter::erase_one(std::int64_t at_us) {
-  auto it = std::lower_bound(log_.begin(), log_.end(), at_us);
-  if (it == log_.end() || *it != at_us) return false;
-  log_.erase(it);
+bool SlidingWindowLimiter::erase_one(std::deque<std::int64_t>& log, std::int64_t at_us) {
+  auto it = std::lower_bound(log.begin(), log.end(), at_us);
+  if (it == log.end() || *it != at_us) return false;
+  log.erase(it);
   return true;
 }
 
@@ -41,8 +42,13 @@ Result<Slot> SlidingWindowLimiter::reserve(std::int64_t now_us, std::int64_t t_u
   std::lock_guard lock(mu_);
   Slot slot;
   slot.at_us = sliding_earliest(log_, rate_, per_, std::max(t_us, advance(now_us)));
-  insert(slot.at_us);
+  insert(log_, slot.at_us);
   return slot;
+}
+
+Result<std::int64_t> SlidingWindowLimiter::ready_at(const Slot& slot, std::int64_t now_us) {
+  std::lock_guard lock(mu_);
+  return sliding_earliest(started_, rate_, per_, std::max({slot.at_us, now_us, advance(now_us)}));
 }
 
 Result<UseResult> SlidingWindowLimiter::start(Slot& slot, std::int64_t now_us) {
@@ -50,22 +56,27 @@ Result<UseResult> SlidingWindowLimiter::start(Slot& slot, std::int64_t now_us) {
     return fail(Error::invalid_argument("a limiter slot was used before its time (a bug in the caller)"));
   }
   std::lock_guard lock(mu_);
-  if (now_us == slot.at_us) return UseResult::kStarted;
-  erase_one(slot.at_us);
-  const std::int64_t hw = advance(now_us);
-  if (hw == now_us && sliding_fits(log_, rate_, per_, now_us)) {
-    insert(now_us);
-    slot.at_us = now_us;
-    return UseResult::kStarted;
+  // The calls started decide; the granted slots only say when to come (see
+  // TokenBucketLimiter::start). A slot used on time always fits.
+  const std::int64_t at = sliding_earliest(started_, rate_, per_, std::max(now_us, advance(now_us)));
+  erase_one(log_, slot.at_us);
+  if (at > now_us) {
+    slot.at_us = at;
+    insert(log_, at);
+    return UseResult::kMoved;
   }
-  slot.at_us = sliding_earliest(log_, rate_, per_, std::max(hw, now_us));
-  insert(slot.at_us);
-  return UseResult::kMoved;
+  insert(log_, now_us);
+  insert(started_, now_us);
+  slot.at_us = now_us;
+  slot.started = true;
+  return UseResult::kStarted;
 }
 
 Status SlidingWindowLimiter::cancel(const Slot& slot) {
   std::lock_guard lock(mu_);
-  erase_one(slot.at_us);  // already pruned means it no longer counted anyway
+  // Already pruned means it no longer counted anyway.
+  erase_one(log_, slot.at_us);
+  if (slot.started) erase_one(started_, slot.at_us);
   return {};
 }
 

@@ -21,20 +21,22 @@ class SlidingWindowLimiter final : public Limiter {
 
   Result<std::int64_t> earliest(std::int64_t now_us, std::int64_t t_us) override;
   Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) override;
+  Result<std::int64_t> ready_at(const Slot& slot, std::int64_t now_us) override;
   Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
   Status cancel(const Slot& slot) override;
   std::string describe() const override;
 
  private:
   std::int64_t advance(std::int64_t now_us);  // raises the high-water mark and prunes; needs mu_
-  void insert(std::int64_t at_us);
-  bool erase_one(std::int64_t at_us);
+  static void insert(std::deque<std::int64_t>& log, std::int64_t at_us);
+  static bool erase_one(std::deque<std::int64_t>& log, std::int64_t at_us);
 
   const std::int64_t rate_;
   const std::int64_t per_;
   std::mutex mu_;
   std::int64_t high_water_ = 0;
-  std::deque<std::int64_t> log_;
+  std::deque<std::int64_t> log_;      // every slot granted, started or not: when to come
+  std::deque<std::int64_t> started_;  // the calls started: who may go
 };
 
 }  // namespace ratchet::limit

@@ -7,8 +7,18 @@
 
 namespace ratchet::limit {
 
-TokenBucketLimiter::TokenBucketLimiter(std::int64_t rate, std::int64_t per_us, std::int64_t burst)
-    : rate_(rate), per_(per_us), burst_(burst), gcra_(Gcra::make(rate, per_us, burst)) {}
+namespace {
+
+Gcra guarded(Gcra g, std::int64_t guard_us) {
+  g.tolerance_us = std::max<std::int64_t>(0, g.tolerance_us - guard_us);
+  return g;
+}
+
+}  // namespace
+
+TokenBucketLimiter::TokenBucketLimiter(std::int64_t rate, std::int64_t per_us, std::int64_t burst,
+                                       std::int64_t guard_us)
+    : rate_(rate), per_(per_us), burst_(burst), gcra_(guarded(Gcra::make(rate, per_us, burst), guard_us)) {}
 
 Result<std::int64_t> TokenBucketLimiter::earliest(std::int64_t now_us, std::int64_t t_us) {
   std::lock_guard lock(mu_);
@@ -20,16 +30,38 @@ Result<Slot> TokenBucketLimiter::reserve(std::int64_t now_us, std::int64_t t_us)
   return gcra_.grant(tat_, std::max(now_us, t_us));
 }
 
+Result<std::int64_t> TokenBucketLimiter::ready_at(const Slot& slot, std::int64_t now_us) {
+  std::lock_guard lock(mu_);
+  return std::max({now_us, slot.at_us, started_tat_ - gcra_.tolerance_us});
+}
+
 Result<UseResult> TokenBucketLimiter::start(Slot& slot, std::int64_t now_us) {
   if (now_us < slot.at_us) {
     return fail(Error::invalid_argument("a limiter slot was used before its time (a bug in the caller)"));
   }
   std::lock_guard lock(mu_);
-  return gcra_.use(tat_, slot, now_us);
+  // The bucket holds what really started; the granted slots only say when
+  // to come. A start at its slot's time always fits (the slots were granted
+  // with every earlier slot counted), and a late one fits when the room is
+  // still there; otherwise its holder waits for the next room, in its place.
+  const std::int64_t allowed = started_tat_ - gcra_.tolerance_us;
+  if (now_us < allowed) {
+    slot.at_us = allowed;
+    return UseResult::kMoved;
+  }
+  slot.started = true;
+  slot.started_before_us = started_tat_;
+  started_tat_ = std::max(started_tat_, now_us) + gcra_.interval_us;
+  slot.started_after_us = started_tat_;
+  // Slots granted from now on queue behind what really started.
+  tat_ = std::max(tat_, started_tat_);
+  slot.at_us = now_us;
+  return UseResult::kStarted;
 }
 
 Status TokenBucketLimiter::cancel(const Slot& slot) {
   std::lock_guard lock(mu_);
+  if (slot.started && started_tat_ == slot.started_after_us) started_tat_ = slot.started_before_us;
   gcra_.give_back(tat_, slot);
   return {};
 }

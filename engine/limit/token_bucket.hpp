@@ -18,11 +18,13 @@ namespace ratchet::limit {
 
 class TokenBucketLimiter final : public Limiter {
  public:
-  // rate >= 1, per_us >= 1, burst >= 1.
-  TokenBucketLimiter(std::int64_t rate, std::int64_t per_us, std::int64_t burst);
+  // rate >= 1, per_us >= 1, burst >= 1. A burst is held back by guard_us
+  // (see make_limiter).
+  TokenBucketLimiter(std::int64_t rate, std::int64_t per_us, std::int64_t burst, std::int64_t guard_us = 0);
 
   Result<std::int64_t> earliest(std::int64_t now_us, std::int64_t t_us) override;
   Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) override;
+  Result<std::int64_t> ready_at(const Slot& slot, std::int64_t now_us) override;
   Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
   Status cancel(const Slot& slot) override;
   std::string describe() const override;
@@ -33,7 +35,8 @@ class TokenBucketLimiter final : public Limiter {
   const std::int64_t burst_;
   const Gcra gcra_;
   std::mutex mu_;
-  std::int64_t tat_ = Gcra::kIdle;
+  std::int64_t tat_ = Gcra::kIdle;          // of every slot granted: when to come
+  std::int64_t started_tat_ = Gcra::kIdle;  // of the calls started: who may go
 };
 
 }  // namespace ratchet::limit

@@ -87,13 +87,10 @@ CallGate::Admission CallGate::admit(StepCall& step, TimePoint now) {
   } else if (step.reservation_.at() > now) {
     return Wait{step.reservation_.at(), WaitReason::kRateLimit};  // came back early; already counted
   }
-  // A step that waited for its slot wakes a little after it (timer and
-  // scheduling latency). Counted at the slot's own time, such a start keeps
-  // its place; counted at `now`, every start in a queue of back-to-back
-  // slots would look late and be moved behind all the others, forever.
-  const TimePoint slot_at = step.reservation_.at();
-  const TimePoint start_at = now - slot_at <= kOnTimeTolerance ? slot_at : now;
-  auto started = stack_.start(step.reservation_, start_at);
+  // Counted when it really starts: a start counted at its slot's earlier
+  // time would reach the server closer to the next one than the limit allows.
+  // A step that wakes a little late keeps its place (Limiter::ready_at).
+  auto started = stack_.start(step.reservation_, now);
   if (!started) return Fail{started.error().with_context("rate limiter")};
   if (!*started) return wait_for_slot(step.reservation_.at());
   step.reservation_ = limit::Reservation();

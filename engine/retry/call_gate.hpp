@@ -107,11 +107,6 @@ class StepCall {
 
 class CallGate {
  public:
-  // A held slot used at most this long after its time counts as used on
-  // time: waking from a wait is never exact, and network latency blurs
-  // start times at the server by more than this anyway.
-  static constexpr Duration kOnTimeTolerance = std::chrono::milliseconds(10);
-
   enum class WaitReason { kBackoff, kCircuitOpen, kConcurrency, kRateLimit };
 
   // The right to make one call: hold it while the call runs, then pass it to record().

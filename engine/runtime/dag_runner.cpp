@@ -17,10 +17,11 @@ nlohmann::json context_of(const JobRun& run) {
   return {{"args", run.args()}, {"steps", steps}};
 }
 
-void run_one(JobRun& run, const config::StepSpec& step, const TemplateRenderer& render) {
+void run_one(JobRun& run, const config::StepSpec& step, const TemplateRenderer& render,
+             JobRun::Siblings siblings) {
   auto args = render(step.args, context_of(run));
   if (!args) throw StepFailed(step.name, "arguments: " + args.error().message());
-  run.call_step(step.name, step.plugin, step.operation, *args, step.max_wait);
+  run.call_step(step.name, step.plugin, step.operation, *args, step.max_wait, siblings);
 }
 
 }  // namespace
@@ -66,10 +67,12 @@ nlohmann::json run_dag(JobRun& run, const config::JobTypeSpec& spec, const Templ
       const config::StepSpec* s = launch[i];
       started.insert(s->name);
       ++in_flight;
-      auto body = [&, s] {
+      const auto siblings =
+          launch.size() > 1 || in_flight > 1 ? JobRun::Siblings::kConcurrent : JobRun::Siblings::kSequential;
+      auto body = [&, s, siblings] {
         std::exception_ptr error;
         try {
-          run_one(run, *s, render);
+          run_one(run, *s, render, siblings);
         } catch (...) {
           error = std::current_exception();
         }

@@ -61,11 +61,12 @@ void JobRun::raise(SignalKind kind, TimePoint until, std::string reason) {
   throw RunSignal{kind};
 }
 
-void JobRun::check_boundary() {
+void JobRun::check_boundary(Siblings siblings) {
   if (lost_.load()) raise(SignalKind::kLost);
   if (cancel_.load()) raise(SignalKind::kCancelled);
   if (stopping_.load()) raise(SignalKind::kStopping);
   SignalKind pending = signal();
+  if (pending == SignalKind::kParked && siblings == Siblings::kConcurrent) return;
   if (pending != SignalKind::kNone) throw RunSignal{pending};
 }
 
@@ -141,10 +142,10 @@ nlohmann::json JobRun::call(std::string_view name, std::string_view operation, c
 
 nlohmann::json JobRun::call_step(const std::string& name, const std::string& plugin,
                                  const std::string& operation, const nlohmann::json& args,
-                                 std::optional<Duration> max_wait) {
+                                 std::optional<Duration> max_wait, Siblings siblings) {
   claim_name(name);
   if (auto c = checkpoint(name)) return *c;
-  check_boundary();
+  check_boundary(siblings);
   if (env_.caller == nullptr) {
     throw StepFailed(name,
                      "no plugin host is configured, so " + plugin + "." + operation + " cannot be called");
@@ -167,10 +168,10 @@ nlohmann::json JobRun::call_step(const std::string& name, const std::string& plu
         }
         // A short wait is cheaper in place than a park and a new claim.
         if (!env_.clock->wait_until(outcome.until(), stop_.get_token())) {
-          check_boundary();
+          check_boundary(siblings);
           raise(SignalKind::kStopping);
         }
-        check_boundary();
+        check_boundary(siblings);
         break;
       }
     }

@@ -76,9 +76,16 @@ class JobRun final : public StepContext {
   bool cancel_requested() const override { return cancel_.load(); }
   std::stop_token stop_token() const override { return stop_.get_token(); }
 
+  // Whether a step runs beside others of the same run (declarative steps
+  // without a dependency between them). A park raised by one of those ends
+  // the run only once they have all finished or parked: a sibling launched
+  // with it still takes its own limiter slot, which may come sooner.
+  enum class Siblings { kSequential, kConcurrent };
+
   // A plugin call as a checkpointed step (declarative steps use this).
   nlohmann::json call_step(const std::string& name, const std::string& plugin, const std::string& operation,
-                           const nlohmann::json& args, std::optional<Duration> max_wait);
+                           const nlohmann::json& args, std::optional<Duration> max_wait,
+                           Siblings siblings = Siblings::kSequential);
 
   // The committed output of a step, if any.
   std::optional<nlohmann::json> checkpoint(const std::string& name) const;
@@ -98,7 +105,7 @@ class JobRun final : public StepContext {
 
  private:
   [[noreturn]] void raise(SignalKind kind, TimePoint until = {}, std::string reason = {});
-  void check_boundary();
+  void check_boundary(Siblings siblings = Siblings::kSequential);
   void claim_name(const std::string& name);
   void commit(const std::string& name, const nlohmann::json& output, TimePoint started);
 

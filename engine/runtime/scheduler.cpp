@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <set>
 
 namespace ratchet::runtime {
@@ -118,11 +119,24 @@ void Scheduler::dispatch_loop(std::stop_token stop) {
     std::size_t got = claimed->jobs.size();
     if (got > 0) {
       std::lock_guard lock(mu_);
-      for (auto& j : claimed->jobs) ready_.push_back(std::move(j));
+      for (auto& j : claimed->jobs) {
+        // A resumed job often holds a reserved limiter slot that is only good
+        // around its time: it goes ahead of fresh jobs already waiting here.
+        auto at = j.resumed ? std::find_if(ready_.begin(), ready_.end(),
+                                           [](const store::ClaimedJob& r) { return !r.resumed; })
+                            : ready_.end();
+        ready_.insert(at, std::move(j));
+      }
       work_cv_.notify_all();
     }
     if (!claimed->expired.empty()) continue;  // taken-over jobs may be claimable now
-    if (got < static_cast<std::size_t>(want)) wait_for_work(now + options_.poll_interval, stop);
+    if (got < static_cast<std::size_t>(want)) {
+      // Sleep until the next job falls due, or a poll interval at most (jobs
+      // enqueued by other processes on this database wake nobody here).
+      TimePoint until = now + options_.poll_interval;
+      if (claimed->next_run_at) until = std::min(until, store::from_micros(*claimed->next_run_at));
+      wait_for_work(until, stop);
+    }
   }
 }
 

@@ -126,6 +126,78 @@ std::map<std::string, nlohmann::json> JobStore::load_checkpoints(JobId id) {
   return out;
 }
 
+// INDEXED BY on every query below: without statistics the planner may pick
+// jobs_state and sort every pending job, which takes seconds with a million
+// queued. Each query is a range seek in jobs_due.
+#define RATCHET_PENDING \
+  "FROM jobs INDEXED BY jobs_due WHERE state IN ('scheduled', 'available', 'retryable') "
+
+std::vector<std::int64_t> JobStore::pending_priorities() {
+  std::vector<std::int64_t> out;
+  Use first(stmt("SELECT min(priority) " RATCHET_PENDING));
+  if (!first->executeStep() || first->getColumn(0).isNull()) return out;
+  out.push_back(first->getColumn(0).getInt64());
+  // A skip scan: one seek per distinct priority.
+  Use next(stmt("SELECT min(priority) " RATCHET_PENDING "AND priority > ?"));
+  for (;;) {
+    next->bind(1, out.back());
+    const bool found = next->executeStep() && !next->getColumn(0).isNull();
+    if (found) out.push_back(next->getColumn(0).getInt64());
+    next->reset();
+    if (!found) return out;
+  }
+}
+
+std::vector<std::pair<JobId, bool>> JobStore::due_ids(const ClaimRequest& req,
+                                                      const std::vector<std::int64_t>& priorities) {
+  std::vector<std::pair<JobId, bool>> ids;
+  Use q(stmt("SELECT id " RATCHET_PENDING "AND priority = ?1 AND resume = ?2 AND run_at_us <= ?3 "
+             "AND type IN (SELECT value FROM json_each(?4)) "
+             "AND (?5 IS NULL OR queue IN (SELECT value FROM json_each(?5))) "
+             "ORDER BY run_at_us, id LIMIT ?6"));
+  const std::string types = string_array(req.types).dump();
+  const std::string queues = string_array(req.queues).dump();
+  for (std::int64_t priority : priorities) {
+    for (int resume : {1, 0}) {
+      const auto room = static_cast<int>(req.limit) - static_cast<int>(ids.size());
+      if (room <= 0) return ids;
+      q->bind(1, priority);
+      q->bind(2, resume);
+      q->bind(3, req.now);
+      q->bind(4, types);
+      if (req.queues.empty()) {
+        q->bind(5);
+      } else {
+        q->bind(5, queues);
+      }
+      q->bind(6, room);
+      while (q->executeStep()) ids.emplace_back(q->getColumn(0).getInt64(), resume == 1);
+      q->reset();
+    }
+  }
+  return ids;
+}
+
+std::optional<Micros> JobStore::next_run_at(Micros now, const std::vector<std::int64_t>& priorities) {
+  std::optional<Micros> next;
+  Use q(stmt("SELECT min(run_at_us) " RATCHET_PENDING "AND priority = ? AND resume = ? AND run_at_us > ?"));
+  for (std::int64_t priority : priorities) {
+    for (int resume : {1, 0}) {
+      q->bind(1, priority);
+      q->bind(2, resume);
+      q->bind(3, now);
+      if (q->executeStep() && !q->getColumn(0).isNull()) {
+        const Micros at = q->getColumn(0).getInt64();
+        if (!next || at < *next) next = at;
+      }
+      q->reset();
+    }
+  }
+  return next;
+}
+
+#undef RATCHET_PENDING
+
 ClaimResult JobStore::claim(const ClaimRequest& req) {
   ClaimResult result;
   // Jobs whose worker vanished: the attempt counts as failed (a job that
@@ -173,27 +245,10 @@ ClaimResult JobStore::claim(const ClaimRequest& req) {
     }
   }
 
-  std::vector<JobId> ids;
-  {
-    // INDEXED BY: without statistics the planner would pick jobs_state and
-    // sort every pending job, which takes seconds with a million queued.
-    Use q(
-        stmt("SELECT id FROM jobs INDEXED BY jobs_ready WHERE state IN ('scheduled', 'available', "
-             "'retryable') AND run_at_us <= ?1 "
-             "AND type IN (SELECT value FROM json_each(?2)) "
-             "AND (?3 IS NULL OR queue IN (SELECT value FROM json_each(?3))) "
-             "ORDER BY priority, run_at_us, id LIMIT ?4"));
-    q->bind(1, req.now);
-    q->bind(2, string_array(req.types).dump());
-    if (req.queues.empty()) {
-      q->bind(3);
-    } else {
-      q->bind(3, string_array(req.queues).dump());
-    }
-    q->bind(4, req.limit);
-    while (q->executeStep()) ids.push_back(q->getColumn(0).getInt64());
-  }
-  for (JobId id : ids) {
+  const std::vector<std::int64_t> priorities = pending_priorities();
+  const std::vector<std::pair<JobId, bool>> due = due_ids(req, priorities);
+  result.next_run_at = next_run_at(req.now, priorities);
+  for (const auto& [id, resumed] : due) {
     Use u(stmt(
         "UPDATE jobs SET state = 'running', attempt = attempt + 1 - resume, resume = 0, lease_owner = ?, "
         "lease_expires_us = ?, updated_us = ? WHERE id = ? "
@@ -205,6 +260,7 @@ ClaimResult JobStore::claim(const ClaimRequest& req) {
     if (!u->executeStep()) continue;
     ClaimedJob j;
     j.id = id;
+    j.resumed = resumed;
     j.type = u->getColumn(0).getString();
     j.queue = u->getColumn(1).getString();
     j.args = json_or_null(u->getColumn(2));

@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <SQLiteCpp/Database.h>
@@ -66,6 +67,7 @@ struct ClaimedJob {
   int attempt = 0;
   int max_attempts = 0;
   bool cancel_requested = false;
+  bool resumed = false;                               // parked or released mid-run, not a fresh attempt
   std::map<std::string, nlohmann::json> checkpoints;  // committed steps
 };
 
@@ -81,6 +83,9 @@ struct Expired {
 struct ClaimResult {
   std::vector<ClaimedJob> jobs;
   std::vector<Expired> expired;
+  // When the next pending job (of any type or queue) falls due after `now`;
+  // nullopt: none is scheduled ahead.
+  std::optional<Micros> next_run_at;
 };
 
 // Result of a write made under a lease.
@@ -141,6 +146,12 @@ class JobStore {
 
  private:
   SQLite::Statement& stmt(const char* sql);  // prepared once per connection
+  std::vector<std::int64_t> pending_priorities();
+  // Due jobs in claim order: by priority, resumed before fresh, then by time;
+  // each with whether it is a resumed one.
+  std::vector<std::pair<JobId, bool>> due_ids(const ClaimRequest& req,
+                                              const std::vector<std::int64_t>& priorities);
+  std::optional<Micros> next_run_at(Micros now, const std::vector<std::int64_t>& priorities);
   std::map<std::string, nlohmann::json> load_checkpoints(JobId id);
 
   SQLite::Database& db_;

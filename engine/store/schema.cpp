@@ -69,6 +69,14 @@ CREATE TABLE limiter_state (key TEXT PRIMARY KEY, tat_us INTEGER, window_start_u
 CREATE TABLE limiter_calls (key TEXT NOT NULL, at_us INTEGER NOT NULL);
 CREATE INDEX limiter_calls_key_at ON limiter_calls(key, at_us);
 )sql"},
+      // Claims read the due jobs of one priority at a time, resumed jobs
+      // (parked or released mid-run, often holding a reserved limiter slot)
+      // before fresh ones; each read is a range seek, so jobs scheduled far
+      // ahead are never scanned.
+      {2, R"sql(
+DROP INDEX jobs_ready;
+CREATE INDEX jobs_due ON jobs(priority, resume, run_at_us, id) WHERE state IN ('scheduled', 'available', 'retryable');
+)sql"},
   };
   return kMigrations;
 }

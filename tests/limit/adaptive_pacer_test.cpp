@@ -33,9 +33,15 @@ TEST(AdaptivePacer_Observe, RetryAfterHoldsEveryStartUntilResume) {
   EXPECT_EQ(next_slot(p, clock.now()), to_micros(clock.now() + 30s));
 }
 
+PacerOptions exact() {
+  PacerOptions o;
+  o.margin = 1.0;
+  return o;
+}
+
 TEST(AdaptivePacer_Observe, LearnedIntervalSpacesStarts) {
   FakeClock clock;
-  AdaptivePacer p;
+  AdaptivePacer p(exact());
   PaceHint h;
   h.interval = 250ms;
   p.observe(h, clock.now());
@@ -55,12 +61,12 @@ TEST(AdaptivePacer_Observe, LearnedPaceNeverGoesFasterThanTheDeclaredOne) {
   EXPECT_EQ(p.interval(), 100ms);
 }
 
-TEST(AdaptivePacer_Observe, Bare429HalvesTheObservedRateThenRecoversAdditively) {
+TEST(AdaptivePacer_Observe, Bare429HalvesTheObservedRateThenRecoversToJustUnderIt) {
   FakeClock clock;
   AdaptivePacer p;
   for (int i = 0; i < 10; ++i) {  // calls every 100 ms, unpaced
+    if (i > 0) clock.advance(100ms);
     next_slot(p, clock.now());
-    clock.advance(100ms);
   }
   p.observe(bare_429(), clock.now());
   EXPECT_EQ(p.interval(), 200ms);  // half the rate
@@ -68,16 +74,88 @@ TEST(AdaptivePacer_Observe, Bare429HalvesTheObservedRateThenRecoversAdditively) 
   Duration before = p.interval();
   for (int i = 0; i < 10; ++i) p.observe(PaceHint{}, clock.now());
   EXPECT_LT(p.interval(), before);  // speeding back up
-  for (int i = 0; i < 1000; ++i) p.observe(PaceHint{}, clock.now());
-  EXPECT_LT(p.interval(), 10ms);  // recovered well past the rate before the 429
+  // 40 replies of +0.1/s reach 9/s (0.9 of the rate that drew the 429),
+  // then 20 more probe on at a tenth of that step.
+  for (int i = 0; i < 50; ++i) p.observe(PaceHint{}, clock.now());
+  EXPECT_GT(p.interval(), 105ms);
+  EXPECT_LT(p.interval(), 112ms);
+  for (int i = 0; i < 2000; ++i) p.observe(PaceHint{}, clock.now());
+  EXPECT_LT(p.interval(), 100ms);  // and, with no 429 for long, past it
+}
+
+TEST(AdaptivePacer_Observe, ABurstReadsAsTheRateOfTheLastSecondNotOfItsClosestPair) {
+  FakeClock clock;
+  AdaptivePacer p;
+  for (int i = 0; i < 20; ++i) next_slot(p, clock.now());  // 20 at once...
+  clock.advance(400ms);
+  next_slot(p, clock.now());  // ...and one 0.4 s later: 21 in 0.4 s
+  p.observe(bare_429(), clock.now());
+  EXPECT_EQ(p.interval(), 40ms);  // half of 50/s, not of a microsecond gap
+}
+
+TEST(AdaptivePacer_Observe, A429UnderDeclaredLimitsSlowsFromTheDeclaredPace) {
+  FakeClock clock;
+  PacerOptions o;
+  o.floor = 10ms;  // 100/s declared
+  AdaptivePacer p(o);
+  next_slot(p, clock.now());
+  clock.advance(1s);
+  next_slot(p, clock.now());  // a quiet second: 1/s used
+  p.observe(bare_429(), clock.now());
+  EXPECT_EQ(p.interval(), 2s);  // from the pace used...
+  AdaptivePacer q(o);
+  for (int i = 0; i < 200; ++i) next_slot(q, clock.now());
+  q.observe(bare_429(), clock.now());
+  EXPECT_EQ(q.interval(), 20ms);  // ...but never from faster than declared
+}
+
+TEST(AdaptivePacer_Observe, QuotaPaceIsTheLongestResetOverTheLimitWithAMargin) {
+  FakeClock clock;
+  AdaptivePacer p;  // margin 2 %
+  PaceHint h;
+  h.limit = 100;
+  h.remaining = 1;
+  h.reset_in = 400ms;  // late in a window: not its length
+  p.observe(h, clock.now());
+  EXPECT_EQ(p.interval(), 4080us);
+  h.remaining = 99;
+  h.reset_in = 1s;  // the first call of a window
+  p.observe(h, clock.now());
+  EXPECT_EQ(p.interval(), 10200us);
+  h.reset_in = 300ms;  // a shorter reset later does not shorten the window
+  p.observe(h, clock.now());
+  EXPECT_EQ(p.interval(), 10200us);
+}
+
+TEST(AdaptivePacer_Observe, SpentQuotaResumesAtTheServersWindowNotTheRoundedReset) {
+  FakeClock clock;
+  AdaptivePacer p;
+  PaceHint first;  // the first call of a 1 s window, started at t0
+  first.limit = 3;
+  first.remaining = 2;
+  first.reset_in = 1s;
+  const TimePoint t0 = clock.now();
+  p.observe(first, t0 + 5ms, t0);
+  clock.advance(300ms);
+  PaceHint spent;  // the third: none left, "reset in 1s" (rounded up)
+  spent.limit = 3;
+  spent.remaining = 0;
+  spent.resume_at = clock.now() + 1s;
+  p.observe(spent, clock.now(), clock.now() - 5ms);
+  EXPECT_EQ(p.resume_at(), t0 + 1s + 10ms);  // the window's end, plus a guard
+  PaceHint refused = spent;                  // a 429 waits the reset out
+  refused.throttled = true;
+  refused.resume_at = clock.now() + 1s;
+  p.observe(refused, clock.now(), clock.now() - 5ms);
+  EXPECT_EQ(p.resume_at(), clock.now() + 1s);
 }
 
 TEST(AdaptivePacer_Observe, A429WithOnlyRetryAfterAlsoSlowsThePace) {
   FakeClock clock;
   AdaptivePacer p;
   for (int i = 0; i < 10; ++i) {
+    if (i > 0) clock.advance(50ms);
     next_slot(p, clock.now());
-    clock.advance(50ms);
   }
   PaceHint h;
   h.throttled = true;
@@ -93,7 +171,7 @@ TEST(AdaptivePacer_Observe, A429WithOnlyRetryAfterAlsoSlowsThePace) {
 
 TEST(AdaptivePacer_Observe, RecoveryStopsAtTheLearnedPace) {
   FakeClock clock;
-  AdaptivePacer p;
+  AdaptivePacer p(exact());
   PaceHint learned;
   learned.interval = 100ms;
   p.observe(learned, clock.now());
@@ -105,7 +183,7 @@ TEST(AdaptivePacer_Observe, RecoveryStopsAtTheLearnedPace) {
 
 TEST(AdaptivePacer_Observe, RepliesFromCallsInFlightAtTheDecreaseDoNotDecreaseAgain) {
   FakeClock clock;
-  AdaptivePacer p;
+  AdaptivePacer p(exact());
   PaceHint learned;
   learned.interval = 100ms;
   p.observe(learned, clock.now());

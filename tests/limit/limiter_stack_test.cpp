@@ -73,15 +73,21 @@ TEST(LimiterStack_Start, WaitsUntilTheReservedTimeThenGoes) {
   EXPECT_FALSE(r.held());
 }
 
-TEST(LimiterStack_Start, LateUseThatCannotBeHonouredMovesEverySlot) {
+TEST(LimiterStack_Start, AHolderAfterALateStartWaitsForEveryLimiterInPlace) {
   FakeClock clock;
-  auto a = std::make_shared<SlidingWindowLimiter>(1, to_micros(1s));
-  LimiterStack stack({a});
+  auto window = std::make_shared<SlidingWindowLimiter>(1, to_micros(1s));
+  auto bucket = std::make_shared<TokenBucketLimiter>(4, to_micros(1s), 1);
+  LimiterStack stack({window, bucket});
+  const TimePoint t0 = clock.now();
   auto first = must(stack.reserve(clock.now()));
   auto second = must(stack.reserve(clock.now()));  // at +1s
   clock.advance(500ms);
-  EXPECT_FALSE(*stack.start(first, clock.now()));
-  EXPECT_EQ(first.at(), clock.now() + 1500ms);  // after `second`
+  EXPECT_TRUE(*stack.start(first, clock.now()));  // late, but the room was there
+  clock.advance(500ms);
+  // The window holds `second` until `first` leaves it, half a second on.
+  EXPECT_FALSE(*stack.start(second, clock.now()));
+  EXPECT_TRUE(second.held());
+  EXPECT_EQ(second.at(), t0 + 1500ms);
   clock.advance(500ms);
   EXPECT_TRUE(*stack.start(second, clock.now()));
 }

@@ -78,15 +78,20 @@ TEST(SlidingWindow_Start, LateUseIsHonouredWhenNothingWasGrantedAfterIt) {
   EXPECT_EQ(must(l.reserve(kT0 + 300'000, kT0)).at_us, kT0 + 1'300'000);
 }
 
-TEST(SlidingWindow_Start, LateUseThatWouldCrowdALaterSlotIsMovedInstead) {
+TEST(SlidingWindow_Start, LateUseTakesTheRoomLeftAndTheNextWaitsInItsPlace) {
   SlidingWindowLimiter l(1, kSec);
   auto a = must(l.reserve(kT0, kT0));
   auto b = must(l.reserve(kT0, kT0));  // at +1s
-  auto r = l.start(a, kT0 + 500'000);  // +0.5s would put two starts in [0.5, 1.5)
+  auto c = must(l.reserve(kT0, kT0));  // at +2s
+  auto r = l.start(a, kT0 + 500'000);  // nothing started yet: a still fits
   ASSERT_TRUE(r);
-  EXPECT_EQ(*r, UseResult::kMoved);
-  EXPECT_EQ(a.at_us, kT0 + 2 * kSec);
-  EXPECT_EQ(*l.start(b, b.at_us), UseResult::kStarted);
+  EXPECT_EQ(*r, UseResult::kStarted);
+  // b would make two starts in [0.5, 1.5): it waits for a to leave the
+  // window, without going behind c.
+  EXPECT_EQ(*l.ready_at(b, b.at_us), kT0 + 1'500'000);
+  EXPECT_EQ(*l.start(b, b.at_us), UseResult::kMoved);
+  EXPECT_EQ(*l.start(b, kT0 + 1'500'000), UseResult::kStarted);
+  EXPECT_EQ(*l.ready_at(c, c.at_us), kT0 + 2'500'000);
 }
 
 TEST(SlidingWindow_Start, BeforeItsTimeIsRefused) {

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <vector>
+
 namespace ratchet::limit {
 namespace {
 
@@ -66,12 +69,53 @@ TEST(TokenBucket_Start, LateTailUseStartsAndRechargesFromTheActualStart) {
   EXPECT_EQ(must(l.reserve(kT0 + 400'000, kT0)).at_us, kT0 + 1'400'000);
 }
 
-TEST(TokenBucket_Start, LateUseBehindLaterSlotsIsMoved) {
+TEST(TokenBucket_Start, LateUseTakesTheRoomItsSlotLeftAndKeepsItsPlace) {
   TokenBucketLimiter l(1, kSec, 1);
   auto a = must(l.reserve(kT0, kT0));
-  auto b = must(l.reserve(kT0, kT0));
-  ASSERT_EQ(*l.start(a, kT0 + 400'000), UseResult::kMoved);
-  EXPECT_GT(a.at_us, b.at_us);
+  auto b = must(l.reserve(kT0, kT0));  // at +1s
+  // Nothing started in a's second: a late a still fits, instead of going
+  // behind every slot granted since.
+  ASSERT_EQ(*l.start(a, kT0 + 400'000), UseResult::kStarted);
+  EXPECT_EQ(a.at_us, kT0 + 400'000);
+  // b, on time, now waits the 0.4s a's late start costs, in its place.
+  EXPECT_EQ(*l.ready_at(b, b.at_us), kT0 + 1'400'000);
+  ASSERT_EQ(*l.start(b, b.at_us), UseResult::kMoved);
+  EXPECT_EQ(b.at_us, kT0 + 1'400'000);
+  EXPECT_EQ(*l.start(b, b.at_us), UseResult::kStarted);
+}
+
+TEST(TokenBucket_Start, LateUseAfterTheNextStartedWaitsOneIntervalNotBehindEveryone) {
+  TokenBucketLimiter l(10, kSec, 1);  // one per 100ms
+  auto a = must(l.reserve(kT0, kT0));
+  auto b = must(l.reserve(kT0, kT0));  // +100ms
+  std::vector<Slot> queue;
+  for (int i = 0; i < 20; ++i) queue.push_back(must(l.reserve(kT0, kT0)));  // up to +2.1s
+  ASSERT_EQ(*l.start(b, b.at_us), UseResult::kStarted);
+  // a comes 50ms after b started: the next room is 100ms after b.
+  EXPECT_EQ(*l.ready_at(a, kT0 + 150'000), kT0 + 200'000);
+  EXPECT_EQ(*l.start(a, kT0 + 200'000), UseResult::kStarted);
+}
+
+TEST(TokenBucket_Start, StartsNeverExceedTheBucketWhateverTheLateness) {
+  TokenBucketLimiter l(10, kSec, 2);
+  std::vector<Slot> slots;
+  for (int i = 0; i < 30; ++i) slots.push_back(must(l.reserve(kT0, kT0)));
+  // Holders come in a shuffled order, some late: every start is checked
+  // against the ones before it, so no second holds more than 10 + 2 - 1.
+  std::vector<std::int64_t> starts;
+  std::int64_t now = kT0;
+  for (int k = 0; k < 30; ++k) {
+    Slot& s = slots[static_cast<std::size_t>((k * 7) % 30)];
+    now = std::max(now, s.at_us);
+    while (*l.start(s, now) != UseResult::kStarted) now = s.at_us;
+    starts.push_back(now);
+  }
+  std::sort(starts.begin(), starts.end());
+  for (std::size_t i = 0; i < starts.size(); ++i) {
+    std::size_t in_window = 0;
+    for (std::size_t j = i; j < starts.size() && starts[j] < starts[i] + kSec; ++j) ++in_window;
+    EXPECT_LE(in_window, 11u) << "window from start " << i;
+  }
 }
 
 }  // namespace

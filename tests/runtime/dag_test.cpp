@@ -3,6 +3,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 
 #include "engine_fixture.hpp"
 
@@ -134,6 +135,46 @@ TEST_F(EngineFixture, Dag_StepParks_JobScheduledAndOtherPluginJobsProceed) {
   EXPECT_EQ(j.attempt, 1);
   EXPECT_EQ(caller_->calls("rt"), 1) << "the step that committed before the park is replayed";
   EXPECT_EQ(imdb_calls.load(), 2);
+}
+
+TEST_F(EngineFixture, Dag_OneStepParks_SiblingWaitingBrieflyStillCallsInTheSameRun) {
+  auto e = open();
+  ASSERT_TRUE(runtime::define_declarative(*e, movie_type()));
+  std::mutex mu;
+  std::condition_variable cv;
+  bool imdb_parked = false;
+  std::atomic<int> rt_calls{0};
+  caller_->on("imdb.get_rating", [&](const runtime::StepCall&) {
+    std::lock_guard lock(mu);
+    imdb_parked = true;
+    cv.notify_all();
+    return runtime::CallOutcome::park_until(clock_->now() + std::chrono::minutes(1), "daily quota");
+  });
+  caller_->on("rt.get_rating", [&](const runtime::StepCall&) {
+    if (++rt_calls == 1) {
+      // rt's slot comes 10ms later, after imdb has parked the run: a short
+      // wait, taken in place.
+      std::unique_lock lock(mu);
+      cv.wait_for(lock, std::chrono::seconds(5), [&] { return imdb_parked; });
+      return runtime::CallOutcome::park_until(clock_->now() + std::chrono::milliseconds(10), "rate limit");
+    }
+    return runtime::CallOutcome::ok({{"score", 64}});
+  });
+  caller_->on("store.save", [](const runtime::StepCall& c) { return runtime::CallOutcome::ok(c.args); });
+  auto id = *e->enqueue("rate_movie", {{"name", "Ran"}});
+  ASSERT_TRUE(e->start());
+  // rt is now waiting for its slot on the fake clock.
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+       rt_calls.load() < 1 && std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  clock_->advance(std::chrono::milliseconds(10));
+  auto j = wait_state(*e, id, JobState::kScheduled);
+  EXPECT_EQ(rt_calls.load(), 2) << "imdb's park must not cut short a sibling whose slot is due";
+  bool rt_committed = false;
+  for (const auto& st : j.steps) rt_committed = rt_committed || (st.name == "rt" && st.output["score"] == 64);
+  EXPECT_TRUE(rt_committed);
+  EXPECT_EQ(caller_->calls("summary"), 0);
 }
 
 TEST_F(EngineFixture, Dag_TemplateNamesMissingArgument_StepFailsWithClearError) {

@@ -94,6 +94,45 @@ TEST_F(JobStoreTest, Claim_OrdersByPriorityThenRunAt) {
   EXPECT_EQ(j.lease_owner, "w");
 }
 
+TEST_F(JobStoreTest, Claim_DueResumedJobGoesBeforeFreshOnesQueuedEarlier) {
+  JobId parked = add("t", kT0 - 10 * kSec);
+  claim("w", kT0 - 10 * kSec, 1);
+  ASSERT_TRUE(store_->write([&](JobStore& s) { return s.park(parked, "w", kT0, "limiter imdb", kT0 - kSec); })
+                  .value()
+                  .held);
+  JobId fresh = add("t", kT0 - 5 * kSec);  // due before the parked one
+  auto c = claim("w", kT0, 2);
+  ASSERT_EQ(c.jobs.size(), 2u);
+  EXPECT_EQ(c.jobs[0].id, parked);  // it may hold a reserved limiter slot
+  EXPECT_TRUE(c.jobs[0].resumed);
+  EXPECT_EQ(c.jobs[1].id, fresh);
+  EXPECT_FALSE(c.jobs[1].resumed);
+}
+
+TEST_F(JobStoreTest, Claim_SaysWhenTheNextPendingJobFallsDue) {
+  add("t", kT0 + 7 * kSec, 5);
+  add("other", kT0 + 3 * kSec, 0);  // another type's job wakes the dispatcher too
+  add("t", kT0 + 9 * kSec, 0);
+  auto c = claim("w", kT0);
+  EXPECT_TRUE(c.jobs.empty());
+  ASSERT_TRUE(c.next_run_at);
+  EXPECT_EQ(*c.next_run_at, kT0 + 3 * kSec);
+  auto none = claim("w", kT0 + 10 * kSec, 10, {"t", "other"});
+  EXPECT_EQ(none.jobs.size(), 3u);
+  EXPECT_FALSE(none.next_run_at);
+}
+
+TEST_F(JobStoreTest, Claim_ManyJobsAheadInSeveralPriorities_ClaimsTheDueOneAndNamesTheNext) {
+  ASSERT_TRUE(store_->write([&](JobStore& s) {
+    for (int i = 0; i < 20000; ++i) s.insert({"t", "default", "{}", i % 3, kT0 + (i + 1) * kSec, 3, ""}, kT0);
+  }));
+  JobId due = add("t", kT0, 1);
+  auto c = claim("w", kT0);
+  ASSERT_EQ(c.jobs.size(), 1u);
+  EXPECT_EQ(c.jobs[0].id, due);
+  EXPECT_EQ(c.next_run_at, kT0 + kSec);
+}
+
 TEST_F(JobStoreTest, Claim_OnlyKnownTypesAndNeverTwice) {
   add("t");
   add("other");

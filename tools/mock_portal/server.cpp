@@ -3,6 +3,10 @@
 #include <arpa/inet.h>
 #include <sys/socket.h>
 
+// cpp-httplib listens with a backlog of 5: a client opening more connections
+// at once than that has the rest dropped and retried by TCP a second later,
+// which a rate-limit test would read as the server's doing.
+#define CPPHTTPLIB_LISTEN_BACKLOG 1024
 #include <httplib.h>
 #include <algorithm>
 #include <atomic>
