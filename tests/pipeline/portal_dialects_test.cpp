@@ -1,42 +1,29 @@
-// The five portal plugins and http_json through the assembled engine against
-// the mock portal server, for every rate-limit dialect the server speaks and
-// for malformed bodies and malformed rate-limit headers. No limits are
-// declared here: the engine learns the pace from what each server says.
+// The five portal plugins through the assembled engine against the mock
+// portal server, for every rate-limit dialect the server speaks and for
+// malformed bodies and malformed rate-limit headers. No limits are declared
+// here: the engine learns the pace from what each server says. (http_json
+// against the same dialects: http_json_dialects_test.cpp.)
 #include <gtest/gtest.h>
-
-#include <filesystem>
-#include <fstream>
 
 #include "mock_portal/bodies.hpp"
 #include "mock_portal/server.hpp"
+#include "portal_run.hpp"
 #include "ratchet/engine.hpp"
-#include "ratchet_test_paths.hpp"
 
 namespace ratchet {
 namespace {
 
-namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using mock_portal::Dialect;
 using mock_portal::PortalOptions;
-
-struct DialectCase {
-  std::string name;
-  PortalOptions options;
-};
-
-fs::path fresh_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("ratchet-dialect-" + std::to_string(::getpid()) + "-" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+using testing::DialectCase;
+using testing::limited;
+using testing::PortalRun;
 
 // Five portals, each calling its plugin; job attempts and step retries
 // generous enough that throttling alone never kills a job.
 std::string oscar_config(const mock_portal::MockPortalServer& server, int job_attempts) {
-  std::string toml = "[engine]\ndatabase = \"jobs.db\"\nplugins = \"" RATCHET_PLUGIN_DIR
-                     "\"\nworkers = 8\npark_threshold = \"20ms\"\npoll_interval = \"20ms\"\n\n";
+  std::string toml = testing::engine_section();
   for (const auto& p : mock_portal::portal_names()) {
     toml += "[plugin." + p + "]\nbase_url = \"" + server.portal_url(p) + "\"\n";
     toml += "[plugin." + p + ".retry]\nattempts = 20\ninitial = \"20ms\"\nmax = \"2s\"\n\n";
@@ -49,36 +36,13 @@ std::string oscar_config(const mock_portal::MockPortalServer& server, int job_at
   return toml + "]\n";
 }
 
-struct PortalRun {
-  std::unique_ptr<mock_portal::MockPortalServer> server;
-  std::unique_ptr<Engine> engine;
-  std::vector<JobId> ids;
-  fs::path dir;
-};
-
 PortalRun run_jobs(const std::string& name, const PortalOptions& portal, int jobs, int job_attempts = 5) {
-  PortalRun run;
-  run.dir = fresh_dir(name);
   mock_portal::ServerOptions options;
   for (const auto& p : mock_portal::portal_names()) options.portals[p] = portal;
-  auto server = mock_portal::MockPortalServer::start(options);
-  EXPECT_TRUE(server.has_value());
-  if (!server) return run;
-  run.server = std::move(*server);
-  std::ofstream(run.dir / "ratchet.toml") << oscar_config(*run.server, job_attempts);
-  auto engine = Engine::open_config(run.dir / "ratchet.toml");
-  EXPECT_TRUE(engine.has_value()) << engine.error().to_string();
-  if (!engine) return run;
-  run.engine = std::move(*engine);
-  for (int i = 0; i < jobs; ++i) {
-    auto id = run.engine->enqueue("rate_movie", {{"name", "film " + std::to_string(i)}});
-    EXPECT_TRUE(id.has_value());
-    if (id) run.ids.push_back(*id);
-  }
-  EXPECT_TRUE(run.engine->start().has_value());
-  auto drained = run.engine->drain(90s);
-  EXPECT_TRUE(drained.has_value()) << drained.error().to_string();
-  run.engine->stop();
+  PortalRun run = testing::open_run(
+      "dialect-" + name, options,
+      [&](const mock_portal::MockPortalServer& server) { return oscar_config(server, job_attempts); });
+  if (run.engine) testing::run_films(run, "rate_movie", testing::film_names(jobs), 90s);
   return run;
 }
 
@@ -110,15 +74,6 @@ TEST_P(PortalDialectTest, RateMovie_LimitLearnedFromServer_EveryRatingRight) {
     // minority of requests instead of a retry storm.
     EXPECT_LE(s.throttled, kJobs) << p << " answered 429 " << s.throttled << " times";
   }
-  fs::remove_all(run.dir);
-}
-
-PortalOptions limited(Dialect d, std::int64_t limit, std::chrono::milliseconds window) {
-  PortalOptions o;
-  o.dialect = d;
-  o.limit = limit;
-  o.window = window;
-  return o;
 }
 
 std::vector<DialectCase> dialect_cases() {
@@ -149,7 +104,7 @@ std::vector<DialectCase> dialect_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Dialects, PortalDialectTest, ::testing::ValuesIn(dialect_cases()),
-                         [](const ::testing::TestParamInfo<DialectCase>& param) { return param.param.name; });
+                         testing::dialect_case_name);
 
 TEST(PortalDialect, ResetYearsAhead_WaitIsCappedNotFrozen) {
   // Every answer says the window resets in ten years while requests remain:
@@ -163,7 +118,6 @@ TEST(PortalDialect, ResetYearsAhead_WaitIsCappedNotFrozen) {
   for (const auto& l : run.engine->limits()) {
     EXPECT_LT(l.next_free, now + std::chrono::hours(2)) << l.plugin << " " << l.declared;
   }
-  fs::remove_all(run.dir);
 }
 
 TEST(PortalDialect, MalformedBody_StepFailsWithTheBodysFirstBytes) {
@@ -180,32 +134,6 @@ TEST(PortalDialect, MalformedBody_StepFailsWithTheBodysFirstBytes) {
   // A malformed body is fatal: one request per portal, no retries.
   auto stats = run.server->stats();
   EXPECT_LE(stats.portals.at(job->errors[0].step).requests, 1);
-  fs::remove_all(run.dir);
-}
-
-TEST(HttpJsonPlugin, ConfiguredInToml_ReadsThePortalThroughTheEngine) {
-  fs::path dir = fresh_dir("HttpJson");
-  auto server = mock_portal::MockPortalServer::start({});
-  ASSERT_TRUE(server.has_value());
-  std::ofstream(dir / "ratchet.toml")
-      << "[engine]\ndatabase = \"jobs.db\"\nplugins = \"" RATCHET_PLUGIN_DIR "\"\n\n"
-      << "[plugin.http_json]\nurl = \"" << (*server)->portal_url("imdb") << "/movies/{{args.name}}\"\n"
-      << "extract = \"/rating\"\noutput = \"rating\"\n\n"
-      << "[job.imdb_only]\nsteps = [{ name = \"imdb\", call = \"http_json.request\", "
-         "args = { name = \"{{args.name}}\" } }]\n";
-  auto engine = Engine::open_config(dir / "ratchet.toml");
-  ASSERT_TRUE(engine.has_value()) << engine.error().to_string();
-  auto id = (*engine)->enqueue("imdb_only", {{"name", "The Dark Knight"}});
-  ASSERT_TRUE(id.has_value()) << id.error().to_string();
-  ASSERT_TRUE((*engine)->start().has_value());
-  ASSERT_TRUE((*engine)->drain(30s).has_value());
-  (*engine)->stop();
-  auto job = (*engine)->get(*id);
-  ASSERT_TRUE(job.has_value());
-  ASSERT_EQ(job->state, JobState::kCompleted) << job->last_error;
-  EXPECT_DOUBLE_EQ(job->steps.at(0).output["rating"].get<double>(),
-                   mock_portal::expected_rating("imdb", "The Dark Knight"));
-  fs::remove_all(dir);
 }
 
 }  // namespace
