@@ -22,11 +22,48 @@ double AdaptivePacer::observed_interval_locked(std::int64_t now_us) const {
   return static_cast<double>(now_us - *first) / static_cast<double>(n - 1);
 }
 
+std::optional<std::int64_t> AdaptivePacer::learn_from_refusals_locked(const PaceHint& hint,
+                                                                      std::int64_t now_us,
+                                                                      std::optional<TimePoint> call_started) {
+  // A server that only refuses (a token bucket that answers 429 with at most
+  // a Retry-After) still shows its rate: from the end of one refusal's pause
+  // to the next refusal it admits its bucket plus its rate times the time,
+  // k = B + r T. Two such stretches of different lengths give r.
+  const std::int64_t started = call_started ? to_micros(*call_started) : now_us;
+  if (episode_start_us_ == 0) episode_start_us_ = started;
+  if (started < episode_start_us_) return std::nullopt;  // from before the last pause
+  if (!hint.throttled) {
+    ++episode_ok_;
+    return std::nullopt;
+  }
+  Refusal now_sample{started - episode_start_us_, episode_ok_};
+  episode_start_us_ = hint.resume_at ? std::max(now_us, to_micros(*hint.resume_at)) : now_us;
+  episode_ok_ = 0;
+  const Refusal before = last_refusal_;
+  last_refusal_ = now_sample;
+  if (before.stretch_us == 0 && before.admitted == 0) return std::nullopt;
+  const Refusal& a = before.stretch_us < now_sample.stretch_us ? before : now_sample;
+  const Refusal& b = before.stretch_us < now_sample.stretch_us ? now_sample : before;
+  if (b.stretch_us - a.stretch_us < kMinStretchGapUs || b.admitted - a.admitted < 2) return std::nullopt;
+  const double rate =
+      static_cast<double>(b.admitted - a.admitted) / static_cast<double>(b.stretch_us - a.stretch_us);
+  return static_cast<std::int64_t>(1.0 / rate);
+}
+
 void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<TimePoint> call_started) {
   const std::int64_t now_us = to_micros(now);
   const std::int64_t floor_us = to_micros(options_.floor);
   const std::int64_t max_us = std::max(to_micros(options_.max_interval), floor_us);
   std::lock_guard lock(mu_);
+  const std::int64_t interval_before = interval_us_;
+  struct Respace {
+    AdaptivePacer& p;
+    std::int64_t before;
+    std::int64_t now;
+    ~Respace() {
+      if (p.interval_us_ != before) p.respace_locked(now);
+    }
+  } respace{*this, interval_before, now_us};
   if (hint.window) window_us_ = std::max(window_us_, to_micros(*hint.window));
   if (hint.limit && hint.remaining && call_started && *hint.remaining == *hint.limit - 1) {
     window_start_us_ = to_micros(*call_started);  // the first call of a server window
@@ -49,6 +86,8 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
     // The quota's window is at least the longest time to a reset seen.
     window_us_ = std::max(window_us_, to_micros(*hint.reset_in));
     learned = window_us_ / *hint.limit;
+  } else if (!hint.limit) {
+    learned = learn_from_refusals_locked(hint, now_us, call_started);
   }
   if (learned) {
     // A little under the quota: arrival jitter at the server would otherwise
@@ -64,7 +103,16 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
   const bool quota_kept = hint.limit && learned_us_ > 0;
   if (hint.throttled && !learned && !quota_kept) {
     const bool in_flight_at_decrease = call_started && to_micros(*call_started) < decreased_at_us_;
-    if (!in_flight_at_decrease) {
+    const bool same_episode = decreased_at_us_ > 0 && now_us - decreased_at_us_ < kEpisodeUs;
+    if (!in_flight_at_decrease && same_episode) {
+      // Refused again soon after slowing down: the server's window is spent
+      // (by us before the decrease, or by another client). Halving again for
+      // every such 429 would end far below its limit; waiting longer each
+      // time rides the window out instead.
+      pause_us_ = std::clamp<std::int64_t>(2 * pause_us_, std::max<std::int64_t>(interval_us_, 1), max_us);
+      if (!hint.resume_at) resume_us_ = std::max(resume_us_, now_us + pause_us_);
+      decreased_at_us_ = now_us;
+    } else if (!in_flight_at_decrease) {
       // Multiplicative decrease from the pace actually used.
       // Never from faster than the declared pace: with declared limits kept,
       // a 429 means the server allows less than declared, not less than a
@@ -79,6 +127,7 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
       // creeps above it, so one overload does not come back every few calls.
       ceiling_ = options_.ceiling / current;
       decreased_at_us_ = now_us;
+      pause_us_ = interval_us_;
       // Retry-After already says when to resume; a bare 429 pauses one interval.
       if (!hint.resume_at) resume_us_ = std::max(resume_us_, now_us + interval_us_);
     }
@@ -121,6 +170,19 @@ std::int64_t AdaptivePacer::earliest_locked(std::int64_t t) const {
   return std::max({t, resume_us_, interval_us_ > 0 ? tat_ : t});
 }
 
+void AdaptivePacer::respace_locked(std::int64_t now_us) {
+  // The slots held were spaced by the pace when they were granted. Slots
+  // granted from now on queue behind as many calls at the pace of now, so a
+  // pace that recovers is used at once (holders of later slots ask again,
+  // see recovering()).
+  tat_ = std::max(started_tat_, now_us) + outstanding_ * interval_us_;
+}
+
+bool AdaptivePacer::recovering() const {
+  std::lock_guard lock(mu_);
+  return rate_at_decrease_ > 0;
+}
+
 Result<std::int64_t> AdaptivePacer::earliest(std::int64_t now_us, std::int64_t t_us) {
   std::lock_guard lock(mu_);
   return earliest_locked(std::max(now_us, t_us));
@@ -133,7 +195,13 @@ Result<Slot> AdaptivePacer::reserve(std::int64_t now_us, std::int64_t t_us) {
   s.tat_before_us = tat_;
   tat_ = std::max(tat_, s.at_us + interval_us_);
   s.tat_after_us = tat_;
+  ++outstanding_;
   return s;
+}
+
+Result<std::int64_t> AdaptivePacer::ready_at(const Slot& slot, std::int64_t now_us) {
+  std::lock_guard lock(mu_);
+  return std::max({now_us, slot.at_us, resume_us_, interval_us_ > 0 ? started_tat_ : now_us});
 }
 
 Result<UseResult> AdaptivePacer::start(Slot& slot, std::int64_t now_us) {
@@ -141,28 +209,33 @@ Result<UseResult> AdaptivePacer::start(Slot& slot, std::int64_t now_us) {
     return fail(Error::invalid_argument("a limiter slot was used before its time (a bug in the caller)"));
   }
   std::lock_guard lock(mu_);
-  if (now_us < resume_us_) {
-    // The server asked for a pause after this slot was granted.
-    if (tat_ == slot.tat_after_us) tat_ = slot.tat_before_us;
-    slot.at_us = earliest_locked(now_us);
-    slot.tat_before_us = tat_;
-    tat_ = std::max(tat_, slot.at_us + interval_us_);
-    slot.tat_after_us = tat_;
+  // Like the in-process limiters, the pace holds between the calls really
+  // started; a slot's time only says when to come.
+  const std::int64_t allowed = std::max(resume_us_, interval_us_ > 0 ? started_tat_ : now_us);
+  if (now_us < allowed) {
+    slot.at_us = allowed;
     return UseResult::kMoved;
   }
   if (first_start_us_ == 0) first_start_us_ = now_us;
   starts_.push_back(now_us);
   while (!starts_.empty() && starts_.front() <= now_us - kObservedSpan) starts_.pop_front();
-  if (now_us > slot.at_us && tat_ == slot.tat_after_us) {
-    tat_ = std::max(slot.tat_before_us, now_us + interval_us_);
-    slot.tat_after_us = tat_;
-  }
+  slot.started = true;
+  slot.started_before_us = started_tat_;
+  started_tat_ = std::max(started_tat_, now_us) + interval_us_;
+  slot.started_after_us = started_tat_;
+  tat_ = std::max(tat_, started_tat_);
+  if (outstanding_ > 0) --outstanding_;
   slot.at_us = now_us;
   return UseResult::kStarted;
 }
 
 Status AdaptivePacer::cancel(const Slot& slot) {
   std::lock_guard lock(mu_);
+  if (slot.started) {
+    if (started_tat_ == slot.started_after_us) started_tat_ = slot.started_before_us;
+    return {};
+  }
+  if (outstanding_ > 0) --outstanding_;
   if (tat_ == slot.tat_after_us) tat_ = slot.tat_before_us;
   return {};
 }

@@ -54,22 +54,31 @@ class AdaptivePacer final : public Limiter {
 
   Duration interval() const;    // the current spacing between starts (zero: none)
   TimePoint resume_at() const;  // no start before this (the epoch: no pause)
+  // Speeding back up after a 429: slots granted now come sooner than the
+  // ones granted before, so a holder of a far slot should ask again.
+  bool recovering() const;
 
   Result<std::int64_t> earliest(std::int64_t now_us, std::int64_t t_us) override;
   Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) override;
+  Result<std::int64_t> ready_at(const Slot& slot, std::int64_t now_us) override;
   Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
   Status cancel(const Slot& slot) override;
   std::string describe() const override;
 
  private:
   std::int64_t earliest_locked(std::int64_t t) const;
+  std::optional<std::int64_t> learn_from_refusals_locked(const PaceHint& hint, std::int64_t now_us,
+                                                         std::optional<TimePoint> call_started);
+  void respace_locked(std::int64_t now_us);
 
   const PacerOptions options_;
   mutable std::mutex mu_;
   std::int64_t interval_us_ = 0;
   std::int64_t learned_us_ = 0;  // pace the headers last gave (zero: none)
   std::int64_t resume_us_ = 0;
-  std::int64_t tat_ = 0;
+  std::int64_t tat_ = 0;          // after every slot granted: when to come
+  std::int64_t started_tat_ = 0;  // after the calls started: who may go
+  std::int64_t outstanding_ = 0;  // slots granted, not yet started or given back
   static constexpr std::int64_t kObservedSpan = 1'000'000;
   // A call's start precedes its arrival at the server by the time to send it.
   static constexpr std::int64_t kBoundaryGuard = 10'000;
@@ -79,7 +88,21 @@ class AdaptivePacer final : public Limiter {
   std::int64_t first_start_us_ = 0;
   std::int64_t window_us_ = 0;        // the quota's window, or the longest time to a reset seen
   std::int64_t window_start_us_ = 0;  // start of a call that opened a server window
+  // 429s within this long of a decrease belong to the same overload: they
+  // lengthen the pause instead of slowing the pace again.
+  static constexpr std::int64_t kEpisodeUs = 1'000'000;
   std::int64_t decreased_at_us_ = 0;
+  std::int64_t pause_us_ = 0;  // the current pause after a bare 429
+
+  // Stretches between refusals (learn_from_refusals_locked).
+  struct Refusal {
+    std::int64_t stretch_us = 0;  // from the end of the last pause to the refused call's start
+    std::int64_t admitted = 0;    // calls admitted in that stretch
+  };
+  static constexpr std::int64_t kMinStretchGapUs = 200'000;
+  std::int64_t episode_start_us_ = 0;
+  std::int64_t episode_ok_ = 0;
+  Refusal last_refusal_;
   double rate_at_decrease_ = 0;  // calls per microsecond
   double ceiling_ = 0;           // calls per microsecond; zero: none
 };

@@ -109,6 +109,23 @@ Result<Reservation> LimiterStack::reserve_from(std::int64_t now_us, std::int64_t
   return fail(Error::internal("stacked limiters did not agree on a start time after 1000 rounds"));
 }
 
+Result<TimePoint> LimiterStack::earliest(TimePoint now) {
+  std::int64_t t = to_micros(now);
+  const std::int64_t now_us = t;
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (auto& l : limiters_) {
+      auto e = l->earliest(now_us, t);
+      if (!e) return fail(e.error());
+      if (*e > t) {
+        t = *e;
+        moved = true;
+      }
+    }
+  }
+  return from_micros(t);
+}
+
 Result<Reservation> LimiterStack::reserve(TimePoint now) {
   const std::int64_t now_us = to_micros(now);
   return reserve_from(now_us, now_us);

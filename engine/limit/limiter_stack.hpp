@@ -64,6 +64,9 @@ class LimiterStack {
   // a limit: `r` then holds a new, later time to wait for.
   Result<bool> start(Reservation& r, TimePoint now);
 
+  // The time reserve(now) would answer, without reserving anything.
+  Result<TimePoint> earliest(TimePoint now);
+
   // reserve + start when the earliest time is now; otherwise gives the slots
   // back and returns false. For callers that never wait.
   Result<bool> try_acquire(TimePoint now);

@@ -29,6 +29,11 @@ double CallGate::random01() {
   return std::generate_canonical<double, 53>(rng_);
 }
 
+std::optional<TimePoint> CallGate::recheck_for(TimePoint now, TimePoint at) const {
+  if (!parts_.pacer || at - now <= kRecheck || !parts_.pacer->recovering()) return std::nullopt;
+  return now + kRecheck;
+}
+
 CallGate::Admission CallGate::admit(StepCall& step, TimePoint now) {
   const auto& spec = parts_.retry;
   const std::optional<TimePoint> deadline =
@@ -77,7 +82,7 @@ CallGate::Admission CallGate::admit(StepCall& step, TimePoint now) {
     }
     if (past_deadline(at)) return timed_out("before a rate-limit slot (at +" + show(wait) + ")");
     step.retry_.throttled_wait += wait;
-    return Wait{at, WaitReason::kRateLimit};
+    return Wait{at, WaitReason::kRateLimit, recheck_for(now, at)};
   };
   if (!step.reservation_.held()) {
     auto r = stack_.reserve(now);
@@ -85,7 +90,22 @@ CallGate::Admission CallGate::admit(StepCall& step, TimePoint now) {
     step.reservation_ = std::move(*r);
     if (step.reservation_.at() > now) return wait_for_slot(step.reservation_.at());
   } else if (step.reservation_.at() > now) {
-    return Wait{step.reservation_.at(), WaitReason::kRateLimit};  // came back early; already counted
+    // Came back early (its wait already counted). A slot granted now may
+    // come sooner than the one held: the learned pace sped up, or slots
+    // ahead were given back.
+    {
+      auto sooner = stack_.earliest(now);
+      if (!sooner) return Fail{sooner.error().with_context("rate limiter")};
+      if (*sooner + kRespaceGain < step.reservation_.at()) {
+        auto r = stack_.reserve(now);
+        if (!r) return Fail{r.error().with_context("rate limiter")};
+        step.reservation_ = std::move(*r);  // gives the later slot back
+      }
+    }
+    if (step.reservation_.at() > now) {
+      const TimePoint at = step.reservation_.at();
+      return Wait{at, WaitReason::kRateLimit, recheck_for(now, at)};
+    }
   }
   // Counted when it really starts: a start counted at its slot's earlier
   // time would reach the server closer to the next one than the limit allows.

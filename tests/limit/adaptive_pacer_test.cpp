@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "limit/micros.hpp"
 
 namespace ratchet::limit {
@@ -167,6 +169,75 @@ TEST(AdaptivePacer_Observe, A429WithOnlyRetryAfterAlsoSlowsThePace) {
   clock.advance(2s);
   const auto a = next_slot(p, clock.now());
   EXPECT_EQ(next_slot(p, clock.now()) - a, 100'000);
+}
+
+TEST(AdaptivePacer_Observe, RefusalsAgainSoonAfterADecreaseLengthenThePauseNotThePace) {
+  FakeClock clock;
+  AdaptivePacer p;
+  for (int i = 0; i < 10; ++i) {
+    if (i > 0) clock.advance(10ms);
+    next_slot(p, clock.now());
+  }
+  p.observe(bare_429(), clock.now());  // 100/s drew it: 50/s
+  EXPECT_EQ(p.interval(), 20ms);
+  clock.advance(20ms);
+  next_slot(p, clock.now());
+  p.observe(bare_429(), clock.now(), clock.now());  // still refused: the window is spent
+  EXPECT_EQ(p.interval(), 20ms);
+  EXPECT_EQ(p.resume_at(), clock.now() + 40ms);
+  clock.advance(40ms);
+  next_slot(p, clock.now());
+  p.observe(bare_429(), clock.now(), clock.now());
+  EXPECT_EQ(p.resume_at(), clock.now() + 80ms);
+  clock.advance(2s);  // a new overload, later, slows the pace again
+  next_slot(p, clock.now());
+  p.observe(bare_429(), clock.now(), clock.now());
+  EXPECT_GT(p.interval(), 20ms);
+}
+
+TEST(AdaptivePacer_Observe, TwoRefusalStretchesOfABucketServerGiveItsRate) {
+  FakeClock clock;
+  AdaptivePacer p(exact());
+  PaceHint ok;
+  auto refused = [&] {
+    PaceHint h;
+    h.throttled = true;
+    h.source = HintSource::kRetryAfter;
+    h.resume_at = clock.now() + 1s;
+    return h;
+  };
+  // A bucket of 10 at 50/s, sent to at 100/s from t0: refused after 0.2 s
+  // with 20 admitted.
+  const TimePoint t0 = clock.now();
+  p.observe(ok, t0, t0);
+  for (int i = 1; i < 20; ++i) p.observe(ok, t0 + i * 10ms, t0 + i * 10ms);
+  clock.advance(200ms);
+  p.observe(refused(), clock.now(), clock.now());
+  // After the pause (the bucket full again), at 62.5/s: refused after 0.8 s
+  // with 50 admitted.
+  clock.advance(1s);
+  const TimePoint t1 = clock.now();
+  for (int i = 0; i < 50; ++i) p.observe(ok, t1 + i * 16ms, t1 + i * 16ms);
+  clock.advance(800ms);
+  p.observe(refused(), clock.now(), clock.now());
+  EXPECT_EQ(p.interval(), 20ms);  // (50 - 20) more admitted in (0.8 - 0.2) s more: 50/s
+}
+
+TEST(AdaptivePacer_Reserve, SlotsGrantedWhileRecoveringFollowTheFasterPace) {
+  FakeClock clock;
+  AdaptivePacer p(exact());
+  PaceHint learned;
+  learned.interval = 100ms;
+  p.observe(learned, clock.now());
+  p.observe(bare_429(), clock.now());
+  EXPECT_TRUE(p.recovering());
+  std::vector<Slot> held;
+  for (int i = 0; i < 10; ++i) held.push_back(*p.reserve(to_micros(clock.now()), to_micros(clock.now())));
+  const std::int64_t last_held = held.back().at_us;
+  for (int i = 0; i < 30; ++i) p.observe(PaceHint{}, clock.now());  // the pace speeds up
+  auto fresh = p.reserve(to_micros(clock.now()), to_micros(clock.now()));
+  ASSERT_TRUE(fresh);
+  EXPECT_LT(fresh->at_us, last_held) << "a new slot does not queue behind the old, slower spacing";
 }
 
 TEST(AdaptivePacer_Observe, RecoveryStopsAtTheLearnedPace) {

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <vector>
+
 #include "limit/micros.hpp"
 #include "limit/sliding_window.hpp"
 
@@ -143,6 +146,41 @@ TEST(CallGate_Record, ThrottledReplyIsNotAFailureAndSlowsTheWholePlugin) {
   auto retry = gate.admit(step, clock.now());
   ASSERT_TRUE(std::holds_alternative<Gate::Wait>(retry));
   EXPECT_GT(*std::get<Gate::Wait>(retry).until, clock.now());
+}
+
+TEST(CallGate_Admit, WhileThePaceRecoversAFarSlotIsCheckedAgainAndTradedForASoonerOne) {
+  FakeClock clock;
+  CallGateParts parts;
+  parts.retry = no_jitter();
+  parts.max_wait = std::chrono::hours(1);
+  limit::PacerOptions slow_start;
+  slow_start.margin = 1.0;
+  parts.pacer = std::make_shared<limit::AdaptivePacer>(slow_start);
+  auto pacer = parts.pacer;
+  Gate gate(std::move(parts));
+  limit::PaceHint learned;
+  learned.interval = 1s;
+  pacer->observe(learned, clock.now());
+  limit::PaceHint refused;
+  refused.throttled = true;
+  pacer->observe(refused, clock.now());  // 2 s apart now, speeding back up
+  std::vector<std::unique_ptr<StepCall>> queue;
+  Gate::Wait last{};
+  for (int i = 0; i < 5; ++i) {
+    queue.push_back(std::make_unique<StepCall>(clock.now()));
+    auto a = gate.admit(*queue.back(), clock.now());
+    ASSERT_TRUE(std::holds_alternative<Gate::Wait>(a));
+    last = std::get<Gate::Wait>(a);
+  }
+  ASSERT_TRUE(last.until);
+  ASSERT_TRUE(last.recheck) << "a slot seconds ahead while recovering is asked for again";
+  EXPECT_EQ(*last.recheck, clock.now() + Gate::kRecheck);
+  queue.erase(queue.begin(), queue.begin() + 2);                                // two holders give up
+  for (int i = 0; i < 10; ++i) pacer->observe(limit::PaceHint{}, clock.now());  // speeding up
+  // The last holder comes back to ask: three queue now, at the faster pace.
+  auto again = gate.admit(*queue.back(), clock.now());
+  ASSERT_TRUE(std::holds_alternative<Gate::Wait>(again));
+  EXPECT_LT(*std::get<Gate::Wait>(again).until, *last.until - 2s);
 }
 
 TEST(CallGate_Admit, SlotWaitsPastMaxWaitFailTheStepAsThrottled) {
