@@ -43,6 +43,7 @@ config::JobTypeSpec spec_from(std::string name, const JobTypeOptions& o) {
   s.backoff.jitter = o.backoff.jitter ? config::Jitter::kFull : config::Jitter::kNone;
   s.queue = o.queue;
   s.priority = o.priority;
+  if (o.timeout) s.timeout = std::chrono::duration_cast<std::chrono::microseconds>(*o.timeout);
   for (const auto& a : o.args) s.args.push_back({a.name, static_cast<config::ArgType>(a.type), a.required});
   return s;
 }
@@ -187,7 +188,8 @@ Status Engine::drain(std::optional<std::chrono::steady_clock::duration> timeout)
       std::lock_guard lock(impl_->done_mu);
       seen = impl_->done_count;
     }
-    auto pending = impl_->store->read([](store::JobStore& s) { return s.pending(); });
+    auto pending = impl_->store->read(
+        [&](store::JobStore& s) { return s.pending(impl_->types.names(), impl_->options.queues); });
     if (!pending) return fail(pending.error());
     if (*pending == 0) return {};
     std::unique_lock lock(impl_->done_mu);

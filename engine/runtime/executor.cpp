@@ -2,6 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <thread>
+
+#include "common/duration.hpp"
 #include "runtime/dag_runner.hpp"
 
 namespace ratchet::runtime {
@@ -35,6 +38,15 @@ void execute(JobRun& run, const JobType* type, const ExecutorEnv& env) {
   } else if (job.cancel_requested) {
     run.request_cancel();
   }
+  // One watchdog per run, only for job types with a timeout; on the engine's
+  // clock, so a test can drive it.
+  std::jthread watchdog;
+  if (type != nullptr && type->spec.timeout) {
+    const TimePoint deadline = clock.now() + *type->spec.timeout;
+    watchdog = std::jthread([&run, &clock, deadline](std::stop_token stop) {
+      if (clock.wait_until(deadline, stop)) run.time_out();
+    });
+  }
   if (!failure && !run.cancel_requested()) {
     try {
       result = type->handler ? type->handler(run) : run_dag(run, type->spec, env.render);
@@ -49,6 +61,19 @@ void execute(JobRun& run, const JobType* type, const ExecutorEnv& env) {
     }
   }
 
+  if (watchdog.joinable()) {
+    watchdog.request_stop();
+    watchdog.join();
+  }
+  if (run.timed_out() && type != nullptr) {
+    // Whatever the run ended with (a step cancelled mid-call, a park raised
+    // as it was interrupted), it ran out of time.
+    failure = Failure{failure ? failure->step : "",
+                      "the attempt ran longer than job type \"" + job.type + "\"'s timeout of " +
+                          common::format_duration(*type->spec.timeout) + " (raise [job." + job.type +
+                          "] timeout, or split the work into more steps)"};
+    run.clear_park();
+  }
   SignalKind signal = run.signal();
   if (run.cancel_requested() && signal < SignalKind::kCancelled) signal = SignalKind::kCancelled;
   // A step interrupted because the engine is stopping is not the job's

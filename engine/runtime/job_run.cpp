@@ -29,6 +29,11 @@ SignalKind JobRun::signal() const {
   return signal_;
 }
 
+void JobRun::clear_park() {
+  std::lock_guard lock(mu_);
+  if (signal_ == SignalKind::kParked) signal_ = SignalKind::kNone;
+}
+
 TimePoint JobRun::park_until() const {
   std::lock_guard lock(mu_);
   return park_until_;
@@ -65,6 +70,7 @@ void JobRun::check_boundary(Siblings siblings) {
   if (lost_.load()) raise(SignalKind::kLost);
   if (cancel_.load()) raise(SignalKind::kCancelled);
   if (stopping_.load()) raise(SignalKind::kStopping);
+  if (timed_out_.load()) throw AttemptTimedOut("the attempt's timeout passed");
   SignalKind pending = signal();
   if (pending == SignalKind::kParked && siblings == Siblings::kConcurrent) return;
   if (pending != SignalKind::kNone) throw RunSignal{pending};

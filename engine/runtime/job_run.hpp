@@ -61,6 +61,12 @@ class StepFailed : public std::runtime_error {
   std::string error_;
 };
 
+// Thrown at a step boundary of a run past its attempt timeout.
+class AttemptTimedOut : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class JobRun final : public StepContext {
  public:
   JobRun(const RunEnv& env, store::ClaimedJob job);
@@ -93,6 +99,8 @@ class JobRun final : public StepContext {
 
   const store::ClaimedJob& job() const { return job_; }
   SignalKind signal() const;
+  // Drops a park raised by a run that is failing anyway (timed out).
+  void clear_park();
   TimePoint park_until() const;
   std::string park_reason() const;
 
@@ -102,6 +110,13 @@ class JobRun final : public StepContext {
   void request_stop() { stopping_.store(true); }  // at the next step boundary
   bool stopping() const { return stopping_.load(); }
   void abort() { stop_.request_stop(); }  // also interrupt work in flight
+  // The attempt ran past its job type's timeout: work in flight is
+  // interrupted and the next step boundary throws AttemptTimedOut.
+  void time_out() {
+    timed_out_.store(true);
+    stop_.request_stop();
+  }
+  bool timed_out() const { return timed_out_.load(); }
 
  private:
   [[noreturn]] void raise(SignalKind kind, TimePoint until = {}, std::string reason = {});
@@ -115,6 +130,7 @@ class JobRun final : public StepContext {
   std::atomic<bool> cancel_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<bool> lost_{false};
+  std::atomic<bool> timed_out_{false};
 
   mutable std::mutex mu_;
   std::set<std::string> used_;  // step names run or replayed in this run

@@ -569,10 +569,18 @@ std::vector<std::pair<JobState, std::int64_t>> JobStore::counts() {
   return out;
 }
 
-std::int64_t JobStore::pending() {
+std::int64_t JobStore::pending(const std::vector<std::string>& types,
+                               const std::vector<std::string>& queues) {
   Use q(
       stmt("SELECT COUNT(*) FROM (SELECT 1 FROM jobs WHERE state IN ('scheduled', 'available', 'running', "
-           "'retryable') LIMIT 1)"));
+           "'retryable') AND type IN (SELECT value FROM json_each(?1)) "
+           "AND (?2 IS NULL OR queue IN (SELECT value FROM json_each(?2))) LIMIT 1)"));
+  q->bind(1, string_array(types).dump());
+  if (queues.empty()) {
+    q->bind(2);
+  } else {
+    q->bind(2, string_array(queues).dump());
+  }
   q->executeStep();
   return q->getColumn(0).getInt64();
 }

@@ -141,7 +141,9 @@ class JobStore {
   std::optional<JobRecord> get(JobId id);
   std::vector<JobRecord> list(const JobFilter& filter);
   std::vector<std::pair<JobState, std::int64_t>> counts();
-  std::int64_t pending();
+  // Whether any job of these types (and queues; empty: any) is pending or
+  // running: 1 or 0.
+  std::int64_t pending(const std::vector<std::string>& types, const std::vector<std::string>& queues);
   void add_timeline(JobId id, Micros at, const std::string& kind, const std::string& detail);
 
  private:

@@ -96,9 +96,11 @@ class RATCHET_API Engine {
 
   // Starts the workers, heartbeat and claiming. Idempotent.
   Status start();
-  // Blocks until no job in the database is pending or running (including
-  // jobs of other processes and jobs scheduled in the future), or until
-  // `timeout` (real time) passes: then kTimeout.
+  // Blocks until no job that this engine would run (its job types, in its
+  // queues) is pending or running in the database, including such jobs of
+  // other processes and jobs scheduled in the future; or until `timeout`
+  // (real time) passes: then kTimeout. Jobs of types defined elsewhere are
+  // not waited for.
   Status drain(std::optional<std::chrono::steady_clock::duration> timeout = std::nullopt);
   // Stops claiming, lets running steps finish within shutdown_grace, then
   // releases unfinished jobs with their checkpoints for another worker.

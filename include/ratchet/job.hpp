@@ -153,6 +153,10 @@ struct JobTypeOptions {
   JobBackoff backoff;
   std::string queue = "default";
   int priority = 0;
+  // Bounds one run of an attempt, from its claim until it completes, fails
+  // or parks (time parked does not count: waiting never uses an attempt).
+  // Past it, calls in flight are cancelled and the attempt fails.
+  std::optional<Duration> timeout;
   // Empty: any JSON object is accepted.
   std::vector<ArgDecl> args;
 };

@@ -3,8 +3,10 @@
 // takeover, events, purge.
 #include <SQLiteCpp/Database.h>
 #include <atomic>
+#include <condition_variable>
 #include <fstream>
 #include <latch>
+#include <mutex>
 #include <set>
 
 #include "engine_fixture.hpp"
@@ -207,6 +209,80 @@ TEST_F(EngineFixture, Cancel_RunningJob_StopsAtNextStepBoundaryKeepingCommittedS
   EXPECT_EQ(j.steps[0].name, "first");
   e->stop();
   EXPECT_EQ(cancelled.load(), 1);
+}
+
+TEST_F(EngineFixture, Timeout_RunPastItsJobTypeTimeout_InterruptedAndAttemptFailsNamingTheTimeout) {
+  auto opts = options();
+  opts.lease = std::chrono::minutes(10);  // the fake minute below must not expire the lease
+  auto e = open(std::move(opts));
+  std::latch in_slow(1);
+  std::atomic<bool> after_ran{false};
+  std::atomic<int> runs{0};
+  JobTypeOptions o;
+  o.attempts = 2;
+  o.backoff.initial = std::chrono::seconds(1);
+  o.backoff.jitter = false;
+  o.timeout = std::chrono::minutes(1);
+  ASSERT_TRUE(e->define(
+      "slow",
+      [&](StepContext& ctx) {
+        ctx.step("quick", [] { return nlohmann::json(1); });
+        if (++runs == 1) {
+          ctx.step("stuck", [&] {
+            in_slow.count_down();
+            // Work that only ends when the engine interrupts it.
+            std::mutex mu;
+            std::condition_variable_any cv;
+            std::unique_lock lock(mu);
+            cv.wait(lock, ctx.stop_token(), [] { return false; });
+            return nlohmann::json(2);
+          });
+        }
+        ctx.step("after", [&] {
+          after_ran = true;
+          return nlohmann::json(3);
+        });
+        return nlohmann::json();
+      },
+      o));
+  auto id = *e->enqueue("slow", nlohmann::json::object());
+  ASSERT_TRUE(e->start());
+  in_slow.wait();
+  clock_->advance(std::chrono::seconds(59));
+  EXPECT_EQ(e->get(id)->state, JobState::kRunning) << "not timed out before its minute";
+  clock_->advance(std::chrono::seconds(1));
+  auto j = wait_state(*e, id, JobState::kRetryable);
+  EXPECT_FALSE(after_ran.load()) << "no step starts past the timeout";
+  ASSERT_EQ(j.errors.size(), 1u);
+  EXPECT_NE(j.errors[0].error.find("timeout of 1m"), std::string::npos) << j.errors[0].error;
+  EXPECT_NE(j.errors[0].error.find("\"slow\""), std::string::npos) << j.errors[0].error;
+  // The next attempt replays the committed step and finishes in time.
+  clock_->advance(std::chrono::seconds(1));
+  e->impl().wake();
+  j = wait_state(*e, id, JobState::kCompleted);
+  EXPECT_EQ(j.attempt, 2);
+  EXPECT_TRUE(after_ran.load());
+}
+
+TEST_F(EngineFixture, Drain_JobsOfATypeDefinedOnlyElsewhere_NotWaitedFor) {
+  auto mine = open();
+  ASSERT_TRUE(mine->define("mine", [](StepContext&) { return nlohmann::json(1); }));
+  {
+    // Another program on the same database enqueues work only it runs.
+    auto theirs = open();
+    ASSERT_TRUE(theirs->define("theirs", [](StepContext&) { return nlohmann::json(2); }));
+    ASSERT_TRUE(theirs->enqueue("theirs", nlohmann::json::object()));
+  }
+  auto id = *mine->enqueue("mine", nlohmann::json::object());
+  ASSERT_TRUE(mine->start());
+  auto drained = mine->drain(20s);
+  ASSERT_TRUE(drained) << drained.error().to_string();
+  EXPECT_EQ(mine->get(id)->state, JobState::kCompleted);
+  auto counts = mine->counts();
+  ASSERT_TRUE(counts);
+  std::int64_t available = 0;
+  for (const auto& [state, n] : *counts) available += state == JobState::kAvailable ? n : 0;
+  EXPECT_EQ(available, 1) << "the other program's job is still there, untouched";
 }
 
 TEST_F(EngineFixture, Enqueue_UniqueKeyHeldByLiveJob_ReturnsThatJob) {
