@@ -173,8 +173,8 @@ std::int64_t AdaptivePacer::earliest_locked(std::int64_t t) const {
 void AdaptivePacer::respace_locked(std::int64_t now_us) {
   // The slots held were spaced by the pace when they were granted. Slots
   // granted from now on queue behind as many calls at the pace of now, so a
-  // pace that recovers is used at once (holders of later slots ask again,
-  // see recovering()).
+  // pace that recovers is used at once (a holder that comes back before its
+  // slot trades it for a sooner one, see CallGate::admit).
   tat_ = std::max(started_tat_, now_us) + outstanding_ * interval_us_;
 }
 

@@ -54,8 +54,8 @@ class AdaptivePacer final : public Limiter {
 
   Duration interval() const;    // the current spacing between starts (zero: none)
   TimePoint resume_at() const;  // no start before this (the epoch: no pause)
-  // Speeding back up after a 429: slots granted now come sooner than the
-  // ones granted before, so a holder of a far slot should ask again.
+  // Speeding back up after a 429 (slots granted now may come sooner than
+  // the ones granted before).
   bool recovering() const;
 
   Result<std::int64_t> earliest(std::int64_t now_us, std::int64_t t_us) override;

@@ -151,10 +151,7 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
       if (until - now > park_threshold) {
         // Come back a park threshold early and wait out the rest here, so
         // the call starts at its slot's time whatever the wake-up delay.
-        // While the learned pace recovers, come back sooner to ask again.
-        TimePoint back = until - park_threshold;
-        if (w->recheck) back = std::min(back, *w->recheck);
-        return finish(runtime::CallOutcome::park_until(back, wait_reason(w->reason)));
+        return finish(runtime::CallOutcome::park_until(until - park_threshold, wait_reason(w->reason)));
       }
       clock_->wait_until(until, stop);
       continue;

@@ -29,11 +29,6 @@ double CallGate::random01() {
   return std::generate_canonical<double, 53>(rng_);
 }
 
-std::optional<TimePoint> CallGate::recheck_for(TimePoint now, TimePoint at) const {
-  if (!parts_.pacer || at - now <= kRecheck || !parts_.pacer->recovering()) return std::nullopt;
-  return now + kRecheck;
-}
-
 CallGate::Admission CallGate::admit(StepCall& step, TimePoint now) {
   const auto& spec = parts_.retry;
   const std::optional<TimePoint> deadline =
@@ -82,7 +77,7 @@ CallGate::Admission CallGate::admit(StepCall& step, TimePoint now) {
     }
     if (past_deadline(at)) return timed_out("before a rate-limit slot (at +" + show(wait) + ")");
     step.retry_.throttled_wait += wait;
-    return Wait{at, WaitReason::kRateLimit, recheck_for(now, at)};
+    return Wait{at, WaitReason::kRateLimit};
   };
   if (!step.reservation_.held()) {
     auto r = stack_.reserve(now);
@@ -104,7 +99,7 @@ CallGate::Admission CallGate::admit(StepCall& step, TimePoint now) {
     }
     if (step.reservation_.at() > now) {
       const TimePoint at = step.reservation_.at();
-      return Wait{at, WaitReason::kRateLimit, recheck_for(now, at)};
+      return Wait{at, WaitReason::kRateLimit};
     }
   }
   // Counted when it really starts: a start counted at its slot's earlier

@@ -133,12 +133,7 @@ class CallGate {
   struct Wait {
     std::optional<TimePoint> until;  // nullopt: until a permit or probe frees up
     WaitReason reason;
-    // While the learned pace speeds back up after a 429, a slot far ahead may
-    // come sooner: ask again by then (admit() trades the slot for an earlier one).
-    std::optional<TimePoint> recheck = std::nullopt;
   };
-  // How often a step holding a far slot asks again while the pace recovers.
-  static constexpr Duration kRecheck = std::chrono::seconds(1);
   // A slot granted anew is taken only when it is at least this much sooner.
   static constexpr Duration kRespaceGain = std::chrono::milliseconds(50);
   struct Fail {
@@ -168,7 +163,6 @@ class CallGate {
 
  private:
   double random01();
-  std::optional<TimePoint> recheck_for(TimePoint now, TimePoint at) const;
 
   CallGateParts parts_;
   limit::LimiterStack stack_;
