@@ -92,11 +92,84 @@ std::vector<LimiterInfo> Assembly::limits(TimePoint now) {
 }
 
 std::vector<PluginCallStats> Assembly::call_stats() const {
+  auto counters = caller_->counters();
+  // Configured plugins are listed with every operation before their first
+  // call, so a metrics scrape has each series from the start.
+  for (const auto& [plugin, spec] : source_->current()->plugins) {
+    CallCounters& c = counters[plugin];
+    if (auto info = host_->find(plugin)) {
+      for (const auto& operation : info->operations) {
+        if (!c.durations.contains(operation)) c.durations.emplace(operation, step_duration_histogram());
+      }
+    }
+  }
   std::vector<PluginCallStats> out;
-  for (const auto& [plugin, c] : caller_->counters()) {
-    out.push_back({plugin, c.calls, c.throttled, c.retries, c.parks});
+  for (auto& [plugin, c] : counters) {
+    PluginCallStats s{.plugin = plugin,
+                      .calls = c.calls,
+                      .throttled = c.throttled,
+                      .retries = c.retries,
+                      .parks = c.parks,
+                      .parked_now = c.parked_now,
+                      .limiter_wait = c.limiter_wait,
+                      .step_durations = {}};
+    for (auto& [operation, histogram] : c.durations)
+      s.step_durations.push_back({operation, std::move(histogram)});
+    out.push_back(std::move(s));
   }
   return out;
+}
+
+namespace {
+
+// Whether a job parked by this process may still come back to it for its
+// parked steps, from the job's row (or the next job's, when it is gone).
+bool may_come_back(const std::vector<JobRecord>& rows, const ParkedJob& parked, const std::string& owner) {
+  if (rows.empty() || rows.front().id != parked.job) return false;
+  const JobRecord& job = rows.front();
+  if (job.attempt != parked.attempt) return false;
+  switch (job.state) {
+    case JobState::kScheduled:
+    case JobState::kAvailable: return true;
+    case JobState::kRunning: return job.lease_owner == owner;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+void Assembly::settle_parked(store::Store& store, const std::string& owner, TimePoint now) {
+  constexpr Duration kEvery = std::chrono::seconds(1);
+  {
+    std::lock_guard lock(settle_mu_);
+    // A clock set back settles at once rather than after the gap.
+    if (now >= last_settle_ && now - last_settle_ < kEvery) return;
+    last_settle_ = now;
+  }
+  const std::vector<ParkedJob> parked = caller_->parked_jobs();
+  // In chunks, so the read connection is not held for long behind many
+  // parked jobs.
+  constexpr std::size_t kChunk = 256;
+  for (std::size_t begin = 0; begin < parked.size(); begin += kChunk) {
+    const std::size_t end = std::min(parked.size(), begin + kChunk);
+    auto gone = store.read([&](store::JobStore& s) {
+      std::vector<ParkedJob> out;
+      for (std::size_t i = begin; i < end; ++i) {
+        // Listing from the id before reads the job's row alone; get() would
+        // also read its steps, errors and timeline.
+        JobFilter one;
+        one.after_id = parked[i].job - 1;
+        one.limit = 1;
+        if (!may_come_back(s.list(one), parked[i], owner)) out.push_back(parked[i]);
+      }
+      return out;
+    });
+    if (!gone) {
+      spdlog::debug("could not check parked jobs against the database: {}", gone.error().to_string());
+      return;
+    }
+    for (const auto& p : *gone) caller_->forget_parked(p.job, p.attempt, p.park);
+  }
 }
 
 }  // namespace ratchet::pipeline
@@ -149,7 +222,10 @@ std::vector<LimiterInfo> Engine::limits() {
 }
 
 std::vector<PluginCallStats> Engine::call_stats() {
-  return impl().assembly ? impl().assembly->call_stats() : std::vector<PluginCallStats>{};
+  auto& assembly = impl().assembly;
+  if (!assembly) return {};
+  assembly->settle_parked(*impl().store, impl().options.worker_id, impl().clock->now());
+  return assembly->call_stats();
 }
 
 }  // namespace ratchet

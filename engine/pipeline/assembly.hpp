@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "config/source.hpp"
@@ -14,6 +15,7 @@
 #include "plugin_host/plugin_host.hpp"
 #include "ratchet/plugins.hpp"
 #include "ratchet/status.hpp"
+#include "store/store.hpp"
 
 namespace ratchet::pipeline {
 
@@ -35,12 +37,21 @@ class Assembly {
   std::vector<LimiterInfo> limits(TimePoint now);
   std::vector<PluginCallStats> call_stats() const;
 
+  // Forgets the parked steps of jobs that the database shows cancelled,
+  // ended, on another attempt, held by another worker than `owner`, or gone:
+  // what other processes did to them, which this one hears of no other way.
+  // Reads the database at most once a second of `now`.
+  void settle_parked(store::Store& store, const std::string& owner, TimePoint now);
+
  private:
   Assembly() = default;
 
   std::unique_ptr<config::ConfigSource> source_;
   std::shared_ptr<plugin_host::PluginHost> host_;
   std::shared_ptr<PluginStepCaller> caller_;
+
+  std::mutex settle_mu_;  // guards last_settle_
+  TimePoint last_settle_{};
 };
 
 // All diagnostics of a refused config as one kConfig error, one per line.

@@ -2,6 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <limits>
+
 #include "pipeline/call_services.hpp"
 #include "retry/outcome.hpp"
 
@@ -46,7 +49,35 @@ retry::Outcome classify(const Result<plugin_host::CallReply>& reply, const CallS
   return retry::Outcome::fatal(reply->message);
 }
 
+bool is_limiter_wait(retry::CallGate::WaitReason r) {
+  return r == retry::CallGate::WaitReason::kRateLimit || r == retry::CallGate::WaitReason::kConcurrency;
+}
+
 }  // namespace
+
+DurationHistogram step_duration_histogram() {
+  using std::chrono::milliseconds, std::chrono::seconds, std::chrono::minutes, std::chrono::hours;
+  DurationHistogram h;
+  h.bounds = {milliseconds(5),    milliseconds(10),  milliseconds(25),  milliseconds(50),
+              milliseconds(100),  milliseconds(250), milliseconds(500), seconds(1),
+              milliseconds(2500), seconds(5),        seconds(10),       seconds(30),
+              minutes(1),         minutes(5),        minutes(15),       hours(1)};
+  h.counts.assign(h.bounds.size() + 1, 0);
+  return h;
+}
+
+void observe(DurationHistogram& h, Duration d) {
+  if (h.counts.empty()) h = step_duration_histogram();
+  // A clock set back must not make a negative duration.
+  d = std::max(d, Duration::zero());
+  auto bucket = std::ranges::lower_bound(h.bounds, d) - h.bounds.begin();
+  ++h.counts[static_cast<std::size_t>(bucket)];
+  h.sum += d;
+  ++h.count;
+}
+
+PluginStepCaller::StepEntry::StepEntry(std::string plugin_name, TimePoint now)
+    : call(now), plugin(std::move(plugin_name)), started(now) {}
 
 PluginStepCaller::PluginStepCaller(std::shared_ptr<plugin_host::PluginHost> host, config::ConfigPtr config,
                                    limit::ConnectionFactory connect, std::shared_ptr<const Clock> clock,
@@ -70,8 +101,77 @@ void PluginStepCaller::reconfigure(config::ConfigPtr config) {
 }
 
 std::map<std::string, CallCounters> PluginStepCaller::counters() const {
+  const TimePoint now = clock_->now();
   std::lock_guard lock(mu_);
-  return counters_;
+  auto out = counters_;
+  for (const auto& [key, entry] : steps_) {
+    CallCounters& c = out[entry->plugin];
+    if (entry->park != 0) ++c.parked_now;
+    if (entry->limiter_wait_since)
+      c.limiter_wait += std::max(Duration::zero(), now - *entry->limiter_wait_since);
+  }
+  return out;
+}
+
+void PluginStepCaller::end_limiter_wait(StepEntry& entry, TimePoint now) {
+  if (!entry.limiter_wait_since) return;
+  counters_[entry.plugin].limiter_wait += std::max(Duration::zero(), now - *entry.limiter_wait_since);
+  entry.limiter_wait_since.reset();
+}
+
+template <typename Pred>
+std::vector<std::shared_ptr<PluginStepCaller::StepEntry>> PluginStepCaller::erase_steps(JobId job,
+                                                                                        int attempt,
+                                                                                        Pred drop) {
+  const TimePoint now = clock_->now();
+  std::vector<std::shared_ptr<StepEntry>> dropped;
+  auto it = steps_.lower_bound(StepKey{job, std::string(), std::numeric_limits<int>::min()});
+  while (it != steps_.end() && std::get<0>(it->first) == job) {
+    if (std::get<2>(it->first) <= attempt && drop(*it->second)) {
+      // The wait ends here: it counts as waited, without a slot to show for it.
+      end_limiter_wait(*it->second, now);
+      dropped.push_back(std::move(it->second));
+      it = steps_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return dropped;
+}
+
+void PluginStepCaller::forget(JobId job, int attempt) {
+  // Destroyed after the lock: a dropped step gives its reserved slot back,
+  // which a database-scope limiter writes to SQLite.
+  std::vector<std::shared_ptr<StepEntry>> dropped;
+  std::lock_guard lock(mu_);
+  dropped = erase_steps(job, attempt, [](const StepEntry&) { return true; });
+}
+
+std::vector<ParkedJob> PluginStepCaller::parked_jobs() const {
+  std::lock_guard lock(mu_);
+  std::vector<ParkedJob> out;
+  std::size_t first_of_job = 0;
+  for (const auto& [key, entry] : steps_) {
+    if (entry->park == 0) continue;
+    const auto& [job, step, attempt] = key;
+    // Keys order a job's steps by name before attempt, so its attempts
+    // interleave, but all of them come together.
+    if (out.empty() || out.back().job != job) first_of_job = out.size();
+    auto same = std::find_if(out.begin() + static_cast<std::ptrdiff_t>(first_of_job), out.end(),
+                             [&](const ParkedJob& p) { return p.attempt == attempt; });
+    if (same == out.end()) {
+      out.push_back({job, attempt, entry->park});
+    } else {
+      same->park = std::max(same->park, entry->park);
+    }
+  }
+  return out;
+}
+
+void PluginStepCaller::forget_parked(JobId job, int attempt, std::uint64_t park) {
+  std::vector<std::shared_ptr<StepEntry>> dropped;  // destroyed after the lock, as in forget()
+  std::lock_guard lock(mu_);
+  dropped = erase_steps(job, attempt, [park](const StepEntry& e) { return e.park != 0 && e.park <= park; });
 }
 
 Result<http::Client*> PluginStepCaller::client_for(const std::string& plugin,
@@ -113,21 +213,34 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
   if (!client) return runtime::CallOutcome::failed(client.error().with_context(where));
 
   // The step's retry state and reserved slot survive parks in this map.
-  StepKey key{call.job_id, call.step, call.attempt};
-  std::shared_ptr<retry::StepCall> step;
+  const StepKey key{call.job_id, call.step, call.attempt};
+  std::shared_ptr<StepEntry> entry;
   {
     std::lock_guard lock(mu_);
     auto& slot = steps_[key];
-    if (!slot) slot = std::make_shared<retry::StepCall>(clock_->now());
-    step = slot;
+    if (!slot) slot = std::make_shared<StepEntry>(call.plugin, clock_->now());
+    slot->park = 0;  // it came back
+    entry = slot;
   }
+  retry::StepCall& step = entry->call;
   auto finish = [&](runtime::CallOutcome outcome) {
+    const TimePoint now = clock_->now();
     std::lock_guard lock(mu_);
     if (outcome.kind() == runtime::CallOutcome::Kind::kPark) {
       ++counters_[call.plugin].parks;
-    } else {
-      steps_.erase(key);
+      entry->park = ++parks_made_;
+      // Forgotten while its call was in flight, the step still goes on.
+      steps_.try_emplace(key, entry);
+      return outcome;
     }
+    end_limiter_wait(*entry, now);
+    if (auto it = steps_.find(key); it != steps_.end() && it->second == entry) steps_.erase(it);
+    // A call cut short by the engine's stop runs again later: it has no
+    // outcome to time.
+    const bool interrupted =
+        stop.stop_requested() || (outcome.kind() == runtime::CallOutcome::Kind::kFailed &&
+                                  outcome.error().code() == ErrorCode::kCancelled);
+    if (!interrupted) observe(counters_[call.plugin].durations[call.operation], now - entry->started);
     return outcome;
   };
 
@@ -140,11 +253,19 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
     if (stop.stop_requested())
       return finish(runtime::CallOutcome::failed(Error::cancelled(where + ": stopped")));
     TimePoint now = clock_->now();
-    auto admission = (*gate)->admit(*step, now);
+    {
+      std::lock_guard lock(mu_);
+      end_limiter_wait(*entry, now);
+    }
+    auto admission = (*gate)->admit(step, now);
     if (auto* f = std::get_if<retry::CallGate::Fail>(&admission)) {
       return finish(runtime::CallOutcome::failed(f->error.with_context(where)));
     }
     if (auto* w = std::get_if<retry::CallGate::Wait>(&admission)) {
+      if (is_limiter_wait(w->reason)) {
+        std::lock_guard lock(mu_);
+        entry->limiter_wait_since = now;
+      }
       // A wait for a permit has no known end: look again shortly, parking
       // the job if even that is longer than the park threshold.
       TimePoint until = w->until.value_or(now + park_threshold);
@@ -172,7 +293,7 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
     }
     limit::PaceHint hint;
     auto verdict =
-        (*gate)->record(*step, std::move(go.ticket), outcome, services.last_headers(), clock_->now(), &hint);
+        (*gate)->record(step, std::move(go.ticket), outcome, services.last_headers(), clock_->now(), &hint);
     if (hint.clamped) spdlog::warn("plugin {}: {}", call.plugin, *hint.clamped);
     for (const auto& ignored : hint.ignored) spdlog::debug("plugin {}: ignored {}", call.plugin, ignored);
 

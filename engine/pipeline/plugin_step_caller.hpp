@@ -6,7 +6,10 @@
 // one (a limiter slot far ahead, a backoff, an open circuit) returns
 // park_until, and the step's retry state and reserved slot are kept here
 // until the job comes back for them, so a parked job keeps its place in line
-// and its retries are not reset by parking.
+// and its retries are not reset by parking. They are dropped when the engine
+// says the job cannot come back (forget), or when the database shows it gone
+// elsewhere (forget_parked). A parked step counts as parked now until it
+// comes back or is dropped.
 //
 // Ownership: owns the plugin host, the gates and one HTTP client per plugin.
 // Thread-safety: call() runs on many worker threads at once.
@@ -15,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -24,17 +28,35 @@
 #include "pipeline/gate_registry.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "ratchet/clock.hpp"
+#include "ratchet/plugins.hpp"
 #include "retry/call_gate.hpp"
 #include "runtime/step_caller.hpp"
 
 namespace ratchet::pipeline {
 
-// Counters of what the decorators did, for status lines and metrics.
+// What the decorators did for one plugin, for status lines and metrics.
 struct CallCounters {
-  std::uint64_t calls = 0;      // plugin calls made
-  std::uint64_t throttled = 0;  // calls answered 429 / throttled
-  std::uint64_t retries = 0;    // calls retried after a failure
-  std::uint64_t parks = 0;      // steps parked for a wait
+  std::uint64_t calls = 0;                             // plugin calls made
+  std::uint64_t throttled = 0;                         // calls answered 429 / throttled
+  std::uint64_t retries = 0;                           // calls retried after a failure
+  std::uint64_t parks = 0;                             // steps parked for a wait
+  std::uint64_t parked_now = 0;                        // steps whose last outcome was a park, not back yet
+  Duration limiter_wait{};                             // waits for a limiter slot, those going on included
+  std::map<std::string, DurationHistogram> durations;  // step calls per operation
+};
+
+// An empty histogram of step durations. Its buckets reach from a call
+// answered at once to a step parked for an hour behind a slow limit.
+DurationHistogram step_duration_histogram();
+// Counts `d` into `h`, one of step_duration_histogram() (or empty: it
+// becomes one first).
+void observe(DurationHistogram& h, Duration d);
+
+// A job with steps parked in a caller, for checking against the database.
+struct ParkedJob {
+  JobId job = 0;
+  int attempt = 0;
+  std::uint64_t park = 0;  // the latest park of its steps (see forget_parked)
 };
 
 class PluginStepCaller final : public runtime::StepCaller {
@@ -43,6 +65,7 @@ class PluginStepCaller final : public runtime::StepCaller {
                    limit::ConnectionFactory connect, std::shared_ptr<const Clock> clock, std::uint64_t seed);
 
   runtime::CallOutcome call(const runtime::StepCall& call, std::stop_token stop) override;
+  void forget(JobId job, int attempt) override;
 
   // New policies and settings apply from the next call.
   void reconfigure(config::ConfigPtr config);
@@ -51,22 +74,46 @@ class PluginStepCaller final : public runtime::StepCaller {
   GateRegistry& gates() { return gates_; }
   std::map<std::string, CallCounters> counters() const;
 
+  // Jobs with a step parked here, each with the number of its latest park.
+  std::vector<ParkedJob> parked_jobs() const;
+  // Forgets the steps of `job` up to `attempt` that are parked by `park` or
+  // an earlier park. A step that came back since, or parked again, stays:
+  // whatever showed the job gone was read before that.
+  void forget_parked(JobId job, int attempt, std::uint64_t park);
+
  private:
   using StepKey = std::tuple<JobId, std::string, int>;
+
+  // One step call across its parks, from its first admission to its outcome.
+  struct StepEntry {
+    StepEntry(std::string plugin_name, TimePoint now);
+    retry::StepCall call;  // used by the step's own call() only, outside mu_
+    std::string plugin;
+    TimePoint started;                            // its first admission here
+    std::uint64_t park = 0;                       // nonzero while parked: the number of that park
+    std::optional<TimePoint> limiter_wait_since;  // waiting for a limiter slot since then
+  };
 
   Result<http::Client*> client_for(const std::string& plugin, const config::CallPolicy& policy);
   std::vector<std::string> secrets_of(const config::PluginSpec* spec) const;
   config::ConfigPtr current() const;
+  // Adds the entry's limiter wait up to `now` to its plugin. Needs mu_.
+  void end_limiter_wait(StepEntry& entry, TimePoint now);
+  // Takes the steps of `job` up to `attempt` that `drop` selects out of the
+  // map and returns them. Needs mu_.
+  template <typename Pred>
+  std::vector<std::shared_ptr<StepEntry>> erase_steps(JobId job, int attempt, Pred drop);
 
   std::shared_ptr<plugin_host::PluginHost> host_;
   GateRegistry gates_;
   std::shared_ptr<const Clock> clock_;
 
-  mutable std::mutex mu_;  // guards the members below
+  mutable std::mutex mu_;  // guards the members below and every StepEntry field but `call`
   config::ConfigPtr config_;
   std::map<std::string, std::unique_ptr<http::Client>> clients_;
-  std::map<StepKey, std::shared_ptr<retry::StepCall>> steps_;
+  std::map<StepKey, std::shared_ptr<StepEntry>> steps_;
   std::map<std::string, CallCounters> counters_;
+  std::uint64_t parks_made_ = 0;
 };
 
 }  // namespace ratchet::pipeline

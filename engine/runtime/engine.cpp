@@ -1,6 +1,7 @@
 // ratchet::Engine: the public API over the store, job types and scheduler.
 #include <unistd.h>
 
+#include <limits>
 #include <random>
 
 #include "runtime/args_check.hpp"
@@ -227,6 +228,10 @@ Status Engine::cancel(JobId id) {
       return fail(Error::invalid_argument("job " + std::to_string(id) + " already ended (" +
                                           std::string(to_string(**r)) + "); nothing to cancel"));
     }
+    // A job cancelled while it was parked never comes back for what the
+    // caller kept for its steps; a running one is cancelled at its next step
+    // boundary, and the end of its run tells the caller then.
+    if (impl_->caller) impl_->caller->forget(id, std::numeric_limits<int>::max());
   }
   return {};
 }

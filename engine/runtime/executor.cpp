@@ -79,6 +79,13 @@ void execute(JobRun& run, const JobType* type, const ExecutorEnv& env) {
   // A step interrupted because the engine is stopping is not the job's
   // fault: give the job back instead of failing its attempt.
   if (signal == SignalKind::kNone && failure && run.stopping()) signal = SignalKind::kStopping;
+  // Only a parked run comes back for the steps the caller keeps; every other
+  // ending leaves them to no one (completed, failed, cancelled, released or
+  // taken by another worker).
+  auto forget_steps = [&] {
+    if (env.run.caller != nullptr) env.run.caller->forget(job.id, job.attempt);
+  };
+  if (signal != SignalKind::kParked) forget_steps();
   TimePoint now = clock.now();
   store::Micros now_us = store::to_micros(now);
   JobEvent event;
@@ -99,6 +106,7 @@ void execute(JobRun& run, const JobType* type, const ExecutorEnv& env) {
       auto reason = run.park_reason();
       auto w = store.write([&](store::JobStore& s) { return s.park(job.id, owner, until, reason, now_us); });
       report_write(w, job.id, "was parked");
+      if (w && !w->held) forget_steps();
       return;
     }
     case SignalKind::kCancelled: {

@@ -75,6 +75,11 @@ class StepCaller {
   // Performs one step's call. `stop` is requested when the job must give up
   // quickly (engine stopping after its grace period, lease lost).
   virtual CallOutcome call(const StepCall& call, std::stop_token stop) = 0;
+  // What a caller keeps across parks (retry state, a reserved slot) serves
+  // only a step that comes back. The engine calls this when attempts up to
+  // `attempt` of job `job` can no longer come back to this engine: the run
+  // ended without parking, or the job was cancelled while it waited.
+  virtual void forget(JobId /*job*/, int /*attempt*/) {}
 };
 
 }  // namespace ratchet::runtime

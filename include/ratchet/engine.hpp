@@ -140,7 +140,10 @@ class RATCHET_API Engine {
   PluginReport plugins();
   // Every limiter in use, with its next free start time.
   std::vector<LimiterInfo> limits();
-  // Calls, 429s, retries and parks per plugin since the engine opened.
+  // Calls, 429s, retries, parks, limiter waits and step durations per plugin
+  // since the engine opened, and the steps parked now. A parked job that
+  // another process cancels or takes over is noticed in the database, which
+  // is read for that at most once a second (of the engine's clock).
   std::vector<PluginCallStats> call_stats();
 
   // This engine's lease owner name.

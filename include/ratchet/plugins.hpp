@@ -1,6 +1,7 @@
 // What an engine opened from a config file shows about its plugins and the
 // decorators around them: loaded plugins and refused files, each limiter
-// with its next free slot, and call counters per plugin.
+// with its next free slot, and call counters, waits and step durations per
+// plugin.
 //
 // Plain values: copy them freely between threads.
 #pragma once
@@ -41,12 +42,44 @@ struct LimiterInfo {
   TimePoint next_free;    // the earliest start a new call would get
 };
 
+// Durations counted into buckets, the way a Prometheus histogram shows them.
+struct DurationHistogram {
+  std::vector<Duration> bounds{};  // upper bounds of the buckets, ascending
+  // Observations per bucket, not cumulative: counts[i] took more than
+  // bounds[i - 1] and at most bounds[i]. It has bounds.size() + 1 entries;
+  // the last counts those longer than every bound.
+  std::vector<std::uint64_t> counts{};
+  Duration sum{};           // of every observation
+  std::uint64_t count = 0;  // observations: the sum of `counts`
+};
+
+// How long the step calls of one plugin operation took.
+struct OperationDurations {
+  std::string operation;
+  DurationHistogram durations;
+};
+
+// What this engine's step calls of one plugin did since the engine opened.
+// A configured plugin is listed, with each of its operations, before its
+// first call; another plugin from its first call on.
 struct PluginCallStats {
   std::string plugin;
-  std::uint64_t calls = 0;      // plugin calls made
+  std::uint64_t calls = 0;      // plugin calls made; each retry is another call
   std::uint64_t throttled = 0;  // calls answered 429 or throttled
   std::uint64_t retries = 0;    // calls retried after a failure
-  std::uint64_t parks = 0;      // steps parked waiting for a slot, a backoff or a circuit
+  std::uint64_t parks = 0;      // times a step parked waiting for a slot, a backoff or a circuit
+  // Steps parked at this moment: their last call parked and they have not
+  // come back, and their job neither ended nor moved on to another attempt or
+  // another process.
+  std::uint64_t parked_now = 0;
+  // Time steps spent waiting for a limiter slot (a rate or concurrency
+  // limit), in place or parked, waits still going on included.
+  Duration limiter_wait{};
+  // Per operation called, by name: each step call from its first admission
+  // in this engine to its final outcome (output or failure), with its
+  // waits, parks and retries. A step whose job ends while it is parked, or
+  // whose call the engine's stop interrupts, has no outcome and is not counted.
+  std::vector<OperationDurations> step_durations{};
 };
 
 // Changes to an engine opened from a config file, for this process only.

@@ -12,12 +12,17 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
+#include <regex>
 #include <set>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "command_runner.hpp"
 #include "mock_portal/server.hpp"
+#include "prometheus_text.hpp"
 #include "ratchet_test_paths.hpp"
 
 namespace ratchet::cli_test {
@@ -383,6 +388,252 @@ TEST_F(RatchetCommandTest, Run_MetricsHupAndTerm_ServesMetricsReloadsAndStopsCle
   EXPECT_THAT(o.err, HasSubstr("config reloaded"));
   EXPECT_THAT(o.err, HasSubstr("stopping"));
   EXPECT_EQ(list_json({"--state", "scheduled"}).size(), 1u) << "a stopped worker keeps the pending job";
+}
+
+// GET /metrics of a `ratchet run` until `ready` holds for the body (the run
+// starts serving, jobs get where the test wants them); the last body.
+std::string scrape_until(int port, const std::function<bool(const std::string&)>& ready) {
+  httplib::Client client("127.0.0.1", port);
+  std::string body;
+  for (int i = 0; i < 1000; ++i) {
+    if (auto res = client.Get("/metrics"); res && res->status == 200) {
+      body = res->body;
+      if (ready(body)) break;
+    }
+    ::usleep(20000);
+  }
+  return body;
+}
+
+TEST_F(RatchetCommandTest, RunMetrics_JobParkedBehindALimit_ShowsParkedWaitsAndDurationsUntilCancelled) {
+  // imdb admits one call an hour: of two films rated at once, one parks.
+  std::ofstream(config_, std::ios::app) << "\n[[plugin.imdb.limit]]\nrate = 1\nper = \"1h\"\n";
+  enqueue("rate_movie", "Heat");
+  enqueue("rate_movie", "Alien");
+  int port = free_port();
+  auto run =
+      start_command({tool_path("ratchet"), "run", "-c", config_, "--metrics",
+                     "127.0.0.1:" + std::to_string(port), "--progress", "never", "--status-every", "100ms"});
+  ASSERT_NE(run, nullptr);
+
+  const std::string parked_body = scrape_until(port, [](const std::string& b) {
+    return b.find("ratchet_jobs{state=\"completed\"} 1\n") != std::string::npos &&
+           b.find("ratchet_plugin_parked_steps{plugin=\"imdb\"} 1\n") != std::string::npos;
+  });
+  const auto parked = parse_samples(parked_body);
+  EXPECT_EQ(value_of(parked, "ratchet_plugin_parked_steps", {{"plugin", "imdb"}}), 1) << parked_body;
+  EXPECT_EQ(value_of(parked, "ratchet_plugin_parked_steps", {{"plugin", "rotten_tomatoes"}}), 0);
+  EXPECT_GE(value_of(parked, "ratchet_plugin_parks_total", {{"plugin", "imdb"}}), 1);
+  const double waited = value_of(parked, "ratchet_plugin_limiter_wait_seconds_total", {{"plugin", "imdb"}});
+  EXPECT_GT(waited, 0) << "the parked film is waiting for imdb's slot";
+  EXPECT_LT(waited, 600);
+  const double unlimited =
+      value_of(parked, "ratchet_plugin_limiter_wait_seconds_total", {{"plugin", "rotten_tomatoes"}});
+  EXPECT_GE(unlimited, 0);
+  EXPECT_LT(unlimited, 1) << "rotten_tomatoes declares no limit";
+
+  // Both films' rotten_tomatoes steps and the first film's imdb step ended,
+  // each with the one call it made; every portal has the series.
+  const std::map<std::string, double> steps_done = {
+      {"imdb", 1}, {"rotten_tomatoes", 2}, {"sify", 0}, {"netflix", 0}, {"amazon_prime", 0}};
+  for (const auto& [plugin, done] : steps_done) {
+    const std::map<std::string, std::string> labels = {{"plugin", plugin}, {"operation", "get_rating"}};
+    const double count = value_of(parked, "ratchet_step_duration_seconds_count", labels);
+    EXPECT_EQ(count, done) << plugin;
+    EXPECT_EQ(count, value_of(parked, "ratchet_plugin_calls_total", {{"plugin", plugin}})) << plugin;
+    const double sum = value_of(parked, "ratchet_step_duration_seconds_sum", labels);
+    EXPECT_GE(sum, 0) << plugin;
+    EXPECT_LT(sum, 60) << plugin;
+    const auto buckets = buckets_of(parked, "ratchet_step_duration_seconds", labels);
+    ASSERT_GT(buckets.size(), 1u) << plugin;
+    for (std::size_t i = 1; i < buckets.size(); ++i) {
+      EXPECT_GE(buckets[i].value, buckets[i - 1].value) << plugin << " le=" << buckets[i].labels.at("le");
+    }
+    EXPECT_EQ(buckets.back().labels.at("le"), "+Inf") << plugin;
+    EXPECT_EQ(buckets.back().value, count) << plugin;
+  }
+
+  for (int i = 0; i < 500 && run->err_so_far().find("parked: imdb 1") == std::string::npos; ++i)
+    ::usleep(20000);
+  EXPECT_THAT(run->err_so_far(), HasSubstr("parked: imdb 1"));
+
+  // Cancelled by another process, the job no longer counts as parked.
+  auto scheduled = list_json({"--state", "scheduled"});
+  ASSERT_EQ(scheduled.size(), 1u) << scheduled.dump();
+  auto cancel = with_config({"jobs", "cancel", std::to_string(scheduled[0]["id"].get<std::int64_t>())});
+  ASSERT_EQ(cancel.exit_code, 0) << cancel.err;
+  const std::string cancelled_body = scrape_until(port, [](const std::string& b) {
+    return b.find("ratchet_plugin_parked_steps{plugin=\"imdb\"} 0\n") != std::string::npos;
+  });
+  const auto cancelled = parse_samples(cancelled_body);
+  EXPECT_EQ(value_of(cancelled, "ratchet_plugin_parked_steps", {{"plugin", "imdb"}}), 0) << cancelled_body;
+  EXPECT_EQ(value_of(cancelled, "ratchet_jobs", {{"state", "cancelled"}}), 1);
+  EXPECT_GE(value_of(cancelled, "ratchet_plugin_limiter_wait_seconds_total", {{"plugin", "imdb"}}), waited)
+      << "a counter never goes down";
+
+  ::kill(run->pid(), SIGTERM);
+  auto o = run->wait();
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+}
+
+// ------------------------------------------------- README against --help
+
+// What `ratchet ... --help` lists: its long options and its subcommands.
+struct Help {
+  std::set<std::string> options;
+  std::vector<std::string> subcommands;
+};
+
+Help parse_help(const std::string& text) {
+  Help h;
+  std::istringstream in(text);
+  std::string line, section;
+  while (std::getline(in, line)) {
+    if (line.empty()) {
+      section.clear();
+    } else if (line.back() == ':' && line.find(' ') == std::string::npos) {
+      section = line;
+    } else if (section == "Options:" && line.starts_with("  -")) {
+      // "  -c,--config TEXT ...": the names end at the first space.
+      std::istringstream names(line.substr(2, line.find(' ', 2) - 2));
+      std::string name;
+      while (std::getline(names, name, ',')) {
+        if (name.starts_with("--")) h.options.insert(name);
+      }
+    } else if (section == "Subcommands:" && line.starts_with("  ") && line[2] != ' ') {
+      h.subcommands.push_back(line.substr(2, line.find(' ', 2) - 2));
+    }
+  }
+  return h;
+}
+
+// The code the README shows: each inline code span and each line of a code
+// block, with the table row (or line) it stands in and its section.
+struct Code {
+  std::string text;
+  std::string line;
+  int number = 0;
+  std::string section;  // the "## ..." heading above it
+};
+
+std::vector<Code> readme_code(const std::string& readme) {
+  std::vector<Code> out;
+  std::istringstream in(readme);
+  std::string line;
+  bool fenced = false;
+  int number = 0;
+  std::string section;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.find("```") != std::string::npos) {
+      fenced = !fenced;
+      continue;
+    }
+    if (!fenced && line.starts_with("## ")) section = line;
+    if (fenced || line.starts_with("    ")) {
+      out.push_back({line, line, number, section});
+      continue;
+    }
+    for (std::size_t open = line.find('`'); open != std::string::npos;) {
+      std::size_t close = line.find('`', open + 1);
+      if (close == std::string::npos) break;
+      out.push_back({line.substr(open + 1, close - open - 1), line, number, section});
+      open = line.find('`', close + 1);
+    }
+  }
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& path) {
+  std::string out = "ratchet";
+  for (const auto& p : path) out += " " + p;
+  return out;
+}
+
+TEST_F(RatchetCommandTest, Readme_CommandsAndLongOptions_AgreeWithTheHelpOfEveryCommand) {
+  // The help of every command, found from `ratchet --help` down.
+  std::map<std::vector<std::string>, Help> helps;
+  std::vector<std::vector<std::string>> todo = {{}};
+  while (!todo.empty()) {
+    auto path = todo.back();
+    todo.pop_back();
+    auto args = path;
+    args.push_back("--help");
+    auto o = ratchet(args);
+    ASSERT_EQ(o.exit_code, 0) << joined(path) << " --help: " << o.err;
+    Help h = parse_help(o.out);
+    ASSERT_FALSE(h.options.empty()) << joined(path) << " --help lists no option:\n" << o.out;
+    for (const auto& sub : h.subcommands) {
+      auto deeper = path;
+      deeper.push_back(sub);
+      todo.push_back(deeper);
+    }
+    helps[path] = std::move(h);
+  }
+  ASSERT_GT(helps.size(), 7u) << "ratchet --help lists too few commands";
+  std::set<std::string> any_option;
+  for (const auto& [path, h] : helps) any_option.insert(h.options.begin(), h.options.end());
+
+  std::ifstream file(fs::path(RATCHET_SOURCE_DIR) / "README.md");
+  ASSERT_TRUE(file) << "README.md not found in " << RATCHET_SOURCE_DIR;
+  const std::string readme((std::istreambuf_iterator<char>(file)), {});
+  const std::regex long_option("--[a-z][a-z0-9-]*");
+  // "ratchet " at the start of the code or after a space or a folder: not
+  // ratchet-demo, ratchet::Engine or find_package(ratchet ...).
+  const std::regex mention("(^|[\\s/])ratchet ([^`]*)");
+
+  std::set<std::vector<std::string>> mentioned;
+  const auto codes = readme_code(readme);
+  ASSERT_TRUE(std::ranges::any_of(codes, [](const Code& c) {
+    return c.section == "## The `ratchet` command";
+  })) << "README.md has no section \"## The `ratchet` command\"";
+  for (const auto& code : codes) {
+    const std::string where = "README.md:" + std::to_string(code.number) + ": `" + code.text + "`";
+    // The command's own section names options on their own too (other
+    // sections show cmake's and the demo's).
+    if (code.section == "## The `ratchet` command") {
+      for (auto m = std::sregex_iterator(code.text.begin(), code.text.end(), long_option);
+           m != std::sregex_iterator(); ++m) {
+        EXPECT_TRUE(any_option.contains(m->str())) << where << ": no command has " << m->str();
+      }
+    }
+    std::smatch found;
+    if (!std::regex_search(code.text, found, mention)) continue;
+    // The command: the words that name subcommands, from the top down. A
+    // plain word where subcommands are expected must be one of them.
+    std::vector<std::string> path;
+    std::istringstream words(found[2].str());
+    std::string word;
+    while (words >> word) {
+      const auto& subs = helps.at(path).subcommands;
+      if (std::ranges::find(subs, word) != subs.end()) {
+        path.push_back(word);
+        mentioned.insert(path);
+        continue;
+      }
+      const bool plain_word = std::regex_match(word, std::regex("[a-z]+"));
+      EXPECT_FALSE(plain_word && !subs.empty())
+          << where << ": " << joined(path) << " has no subcommand " << word;
+      break;
+    }
+    // Its long options, in the mention and in the rest of its table row, are
+    // its own or a parent's (global options go anywhere).
+    const std::string scope = code.line.starts_with("|") ? code.line : found[2].str();
+    for (auto m = std::sregex_iterator(scope.begin(), scope.end(), long_option); m != std::sregex_iterator();
+         ++m) {
+      bool known = false;
+      for (auto prefix = path;; prefix.pop_back()) {
+        known = known || helps.at(prefix).options.contains(m->str());
+        if (prefix.empty()) break;
+      }
+      EXPECT_TRUE(known) << where << ": " << joined(path) << " --help lists no " << m->str();
+    }
+  }
+  for (const auto& [path, h] : helps) {
+    if (!path.empty()) {
+      EXPECT_TRUE(mentioned.contains(path)) << "README.md never shows `" << joined(path) << "`";
+    }
+  }
 }
 
 }  // namespace

@@ -194,8 +194,10 @@ void add_run(CLI::App& app, const Globals& globals, Action& action) {
   cmd->add_flag("--until-empty", f->until_empty,
                 "Stop when no job is pending (scheduled, available, running or retryable)");
   cmd->add_option("--workers", f->workers, "Jobs run at once (default: [engine] workers)");
-  cmd->add_option("--metrics", f->metrics,
-                  "Serve Prometheus metrics at http://HOST:PORT/metrics, e.g. 127.0.0.1:9464");
+  cmd->add_option(
+      "--metrics", f->metrics,
+      "Serve Prometheus metrics at http://HOST:PORT/metrics, e.g. 127.0.0.1:9464: jobs by state; per "
+      "plugin calls, 429s, retries, parks, steps parked now, limiter waits and step durations");
   cmd->add_option(
          "--progress", f->progress,
          "The live progress line on stderr: auto (on a terminal), always, never. Without it, a status "

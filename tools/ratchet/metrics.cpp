@@ -9,35 +9,105 @@
 
 namespace ratchet::cli {
 
-std::string render_metrics(Engine& engine, const std::vector<std::string>& plugins) {
+namespace {
+
+// A label value quoted as the text format wants it.
+std::string label(std::string_view value) {
   std::string out;
-  out += "# HELP ratchet_jobs Jobs in the database by state.\n# TYPE ratchet_jobs gauge\n";
-  if (auto counts = engine.counts()) {
-    for (auto [state, n] : *counts)
+  for (char c : value) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+double seconds(Duration d) { return std::chrono::duration<double>(d).count(); }
+
+void header(std::string& out, std::string_view name, std::string_view type, std::string_view help) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
+void histogram(std::string& out, std::string_view name, const std::string& labels,
+               const DurationHistogram& h) {
+  // Buckets are cumulative in the text format: each counts every
+  // observation up to its bound.
+  std::uint64_t below = 0;
+  for (std::size_t i = 0; i < h.bounds.size(); ++i) {
+    if (i < h.counts.size()) below += h.counts[i];
+    out += fmt::format("{}_bucket{{{},le=\"{}\"}} {}\n", name, labels, seconds(h.bounds[i]), below);
+  }
+  out += fmt::format("{}_bucket{{{},le=\"+Inf\"}} {}\n", name, labels, h.count);
+  out += fmt::format("{}_sum{{{}}} {}\n", name, labels, seconds(h.sum));
+  out += fmt::format("{}_count{{{}}} {}\n", name, labels, h.count);
+}
+
+}  // namespace
+
+std::string render_metrics(const MetricsInput& input) {
+  std::string out;
+  header(out, "ratchet_jobs", "gauge", "Jobs in the database by state.");
+  if (input.jobs) {
+    for (auto [state, n] : *input.jobs)
       out += fmt::format("ratchet_jobs{{state=\"{}\"}} {}\n", to_string(state), n);
   }
   // Plugins without a call yet are listed with zeros, so every series exists
   // from the first scrape.
-  auto stats = engine.call_stats();
-  for (const auto& name : plugins) {
+  auto stats = input.calls;
+  for (const auto& name : input.plugins) {
     if (std::ranges::none_of(stats, [&](const PluginCallStats& p) { return p.plugin == name; })) {
       stats.push_back(PluginCallStats{.plugin = name});
     }
   }
   std::ranges::sort(stats, {}, &PluginCallStats::plugin);
-  auto counter = [&](std::string_view name, std::string_view help, auto field) {
-    out += fmt::format("# HELP {} {}\n# TYPE {} counter\n", name, help, name);
-    for (const auto& p : stats) out += fmt::format("{}{{plugin=\"{}\"}} {}\n", name, p.plugin, field(p));
+  auto per_plugin = [&](std::string_view name, std::string_view type, std::string_view help, auto value) {
+    header(out, name, type, help);
+    for (const auto& p : stats)
+      out += fmt::format("{}{{plugin=\"{}\"}} {}\n", name, label(p.plugin), value(p));
   };
-  counter("ratchet_plugin_calls_total", "Plugin calls made by this process.",
-          [](const PluginCallStats& p) { return p.calls; });
-  counter("ratchet_plugin_throttled_total", "Plugin calls answered 429 or throttled.",
-          [](const PluginCallStats& p) { return p.throttled; });
-  counter("ratchet_plugin_retries_total", "Plugin calls retried after a failure.",
-          [](const PluginCallStats& p) { return p.retries; });
-  counter("ratchet_plugin_parks_total", "Steps parked waiting for a slot, a backoff or a circuit.",
-          [](const PluginCallStats& p) { return p.parks; });
+  per_plugin("ratchet_plugin_calls_total", "counter", "Plugin calls made by this process.",
+             [](const PluginCallStats& p) { return p.calls; });
+  per_plugin("ratchet_plugin_throttled_total", "counter", "Plugin calls answered 429 or throttled.",
+             [](const PluginCallStats& p) { return p.throttled; });
+  per_plugin("ratchet_plugin_retries_total", "counter", "Plugin calls retried after a failure.",
+             [](const PluginCallStats& p) { return p.retries; });
+  per_plugin("ratchet_plugin_parks_total", "counter",
+             "Steps parked waiting for a slot, a backoff or a circuit.",
+             [](const PluginCallStats& p) { return p.parks; });
+  per_plugin("ratchet_plugin_parked_steps", "gauge",
+             "Steps parked now: their last call parked and their job has not come back for them yet.",
+             [](const PluginCallStats& p) { return p.parked_now; });
+  per_plugin("ratchet_plugin_limiter_wait_seconds_total", "counter",
+             "Seconds steps waited for a limiter slot (rate or concurrency limit), in place or parked, "
+             "waits going on included.",
+             [](const PluginCallStats& p) { return seconds(p.limiter_wait); });
+
+  header(out, "ratchet_step_duration_seconds", "histogram",
+         "Plugin step calls from their first admission in this process to their output or failure, "
+         "with their waits, parks and retries.");
+  for (const auto& p : stats) {
+    auto operations = p.step_durations;
+    std::ranges::sort(operations, {}, &OperationDurations::operation);
+    for (const auto& op : operations) {
+      histogram(out, "ratchet_step_duration_seconds",
+                fmt::format("plugin=\"{}\",operation=\"{}\"", label(p.plugin), label(op.operation)),
+                op.durations);
+    }
+  }
   return out;
+}
+
+std::string render_metrics(Engine& engine, const std::vector<std::string>& plugins) {
+  MetricsInput input;
+  if (auto counts = engine.counts()) input.jobs = std::move(*counts);
+  input.calls = engine.call_stats();
+  input.plugins = plugins;
+  return render_metrics(input);
 }
 
 struct MetricsServer::Impl {

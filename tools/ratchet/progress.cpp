@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "text.hpp"
 
 namespace ratchet::cli {
@@ -30,6 +32,19 @@ std::optional<Tally> tally(Engine& engine) {
 
 }  // namespace
 
+std::string parked_summary(const std::vector<PluginCallStats>& stats) {
+  std::vector<const PluginCallStats*> parked;
+  for (const auto& p : stats) {
+    if (p.parked_now > 0) parked.push_back(&p);
+  }
+  if (parked.empty()) return "none";
+  std::ranges::sort(parked, {}, [](const PluginCallStats* p) { return p->plugin; });
+  std::string out;
+  for (const auto* p : parked)
+    out += fmt::format("{}{} {}", out.empty() ? "" : ", ", p->plugin, p->parked_now);
+  return out;
+}
+
 Progress::Progress(Engine& engine) : engine_(engine), start_(std::chrono::steady_clock::now()) {
   if (auto t = tally(engine_)) {
     terminal_at_start_ = t->terminal;
@@ -55,15 +70,12 @@ std::optional<ProgressSample> Progress::sample() {
     return format_duration(std::chrono::duration_cast<Duration>(
         std::chrono::duration<double>(static_cast<double>(s.pending) / s.jobs_per_second)));
   };
+  const auto stats = engine_.call_stats();
   std::uint64_t throttled = 0;
-  std::string parks;
-  for (const auto& p : engine_.call_stats()) {
-    throttled += p.throttled;
-    if (p.parks > 0) parks += fmt::format("{}{} {}", parks.empty() ? "" : ", ", p.plugin, p.parks);
-  }
-  s.line = fmt::format("{}/{} done  {:.1f} jobs/s  ETA {}  running {}  parks: {}  429s: {}", s.done,
-                       s.done + s.pending, s.jobs_per_second, eta(), s.running,
-                       parks.empty() ? "none" : parks, throttled);
+  for (const auto& p : stats) throttled += p.throttled;
+  s.line =
+      fmt::format("{}/{} done  {:.1f} jobs/s  ETA {}  running {}  parked: {}  429s: {}", s.done,
+                  s.done + s.pending, s.jobs_per_second, eta(), s.running, parked_summary(stats), throttled);
   if (s.dead > 0) s.line += fmt::format("  dead: {}", s.dead);
   return s;
 }

@@ -1,13 +1,16 @@
 // What `ratchet run` says about its progress: done of total, jobs per second,
-// ETA, parks per plugin and 429s, from the engine's counts and call stats.
-// "Done" counts jobs that reached a terminal state since the run started.
+// ETA, steps parked now per plugin and 429s, from the engine's counts and
+// call stats. "Done" counts jobs that reached a terminal state since the run
+// started.
 //
-// Not thread-safe: one Progress per run loop.
+// Not thread-safe: one Progress per run loop; parked_summary is pure.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "ratchet/engine.hpp"
 
@@ -21,6 +24,10 @@ struct ProgressSample {
   double jobs_per_second = 0;
   std::string line;  // the status text
 };
+
+// "imdb 2, sify 1": the plugins with steps parked now, by name; "none"
+// when no step is parked.
+std::string parked_summary(const std::vector<PluginCallStats>& stats);
 
 class Progress {
  public:
