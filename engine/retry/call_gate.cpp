@@ -12,6 +12,10 @@ std::string show(Duration d) {
   return common::format_duration(std::chrono::ceil<std::chrono::microseconds>(std::max(d, Duration::zero())));
 }
 
+// Limiters count whole microseconds and round `now` up: a slot less than a
+// microsecond ahead is now, not a wait.
+bool ahead(TimePoint slot, TimePoint now) { return slot - now >= std::chrono::microseconds(1); }
+
 }  // namespace
 
 CallGate::Ticket::~Ticket() {
@@ -83,8 +87,8 @@ CallGate::Admission CallGate::admit(StepCall& step, TimePoint now) {
     auto r = stack_.reserve(now);
     if (!r) return Fail{r.error().with_context("rate limiter")};
     step.reservation_ = std::move(*r);
-    if (step.reservation_.at() > now) return wait_for_slot(step.reservation_.at());
-  } else if (step.reservation_.at() > now) {
+    if (ahead(step.reservation_.at(), now)) return wait_for_slot(step.reservation_.at());
+  } else if (ahead(step.reservation_.at(), now)) {
     // Came back early (its wait already counted). A slot granted now may
     // come sooner than the one held: the learned pace sped up, or slots
     // ahead were given back.
@@ -97,7 +101,7 @@ CallGate::Admission CallGate::admit(StepCall& step, TimePoint now) {
         step.reservation_ = std::move(*r);  // gives the later slot back
       }
     }
-    if (step.reservation_.at() > now) {
+    if (ahead(step.reservation_.at(), now)) {
       const TimePoint at = step.reservation_.at();
       return Wait{at, WaitReason::kRateLimit};
     }
