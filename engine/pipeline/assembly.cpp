@@ -95,7 +95,10 @@ std::vector<PluginCallStats> Assembly::call_stats() const {
   auto counters = caller_->counters();
   // Configured plugins are listed with every operation before their first
   // call, so a metrics scrape has each series from the start.
-  for (const auto& [plugin, spec] : source_->current()->plugins) {
+  // Held here: a range-for over a temporary's member would let a reload
+  // free the map while it is being read.
+  const config::ConfigPtr config = source_->current();
+  for (const auto& [plugin, spec] : config->plugins) {
     CallCounters& c = counters[plugin];
     if (auto info = host_->find(plugin)) {
       for (const auto& operation : info->operations) {
@@ -209,7 +212,8 @@ Result<std::string> Engine::reload_config() {
   if (!assembly) return fail(Error::invalid_argument("this engine was not opened from a config file"));
   auto changed = assembly->reload();
   if (!changed) return changed;
-  for (const auto& [name, spec] : assembly->config()->jobs) {
+  const config::ConfigPtr config = assembly->config();  // held: see call_stats()
+  for (const auto& [name, spec] : config->jobs) {
     if (auto st = runtime::define_declarative(*this, spec); !st) return fail(st.error());
   }
   return changed;
