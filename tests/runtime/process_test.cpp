@@ -99,7 +99,7 @@ TEST(CrashTest, WorkerKilledAtRandomMoments_EveryJobCompletesNoCommittedStepRuns
   TempDir dir;
   auto db = dir.file("crash.db");
   auto runs = dir.file("runs.txt");
-  constexpr int kJobs = 600;
+  constexpr int kJobs = 900;  // enough that work is still pending at the last kill
   constexpr int kKills = 30;
   ASSERT_EQ(wait_exit(spawn({db.string(), "enqueue", std::to_string(kJobs)}), 30s), 0);
   std::mt19937 rng(20261129);
