@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <set>
 #include <system_error>
 #include <utility>
@@ -41,9 +44,15 @@ Result<std::unique_ptr<PluginHost>> PluginHost::open(PluginHostOptions options) 
 
   bool owns = false;
   if (options.private_dir.empty()) {
-    static std::atomic<unsigned> counter{0};
-    options.private_dir =
-        fs::temp_directory_path(ec) / fmt::format("ratchet-plugins-{}-{}", ::getpid(), counter.fetch_add(1));
+    // A fresh directory of its own (mode 0700): a name made from the pid
+    // could be the leftover of an earlier process with the same pid, killed
+    // before it cleaned up, whose files would block the copies.
+    std::string name = (fs::temp_directory_path(ec) / "ratchet-plugins-XXXXXX").string();
+    if (::mkdtemp(name.data()) == nullptr) {
+      return fail(Error::io("cannot create a private plugin directory " + name + ": " + std::strerror(errno) +
+                            " (check TMPDIR)"));
+    }
+    options.private_dir = name;
     owns = true;
   }
   fs::create_directories(options.private_dir, ec);
