@@ -144,6 +144,7 @@ TEST_F(EngineFixture, Dag_OneStepParks_SiblingWaitingBrieflyStillCallsInTheSameR
   std::condition_variable cv;
   bool imdb_parked = false;
   std::atomic<int> rt_calls{0};
+  std::atomic<bool> rt_waiting{false};
   caller_->on("imdb.get_rating", [&](const runtime::StepCall&) {
     std::lock_guard lock(mu);
     imdb_parked = true;
@@ -156,7 +157,10 @@ TEST_F(EngineFixture, Dag_OneStepParks_SiblingWaitingBrieflyStillCallsInTheSameR
       // wait, taken in place.
       std::unique_lock lock(mu);
       cv.wait_for(lock, std::chrono::seconds(5), [&] { return imdb_parked; });
-      return runtime::CallOutcome::park_until(clock_->now() + std::chrono::milliseconds(10), "rate limit");
+      auto outcome =
+          runtime::CallOutcome::park_until(clock_->now() + std::chrono::milliseconds(10), "rate limit");
+      rt_waiting = true;  // its slot's time is fixed: the clock may move now
+      return outcome;
     }
     return runtime::CallOutcome::ok({{"score", 64}});
   });
@@ -165,7 +169,7 @@ TEST_F(EngineFixture, Dag_OneStepParks_SiblingWaitingBrieflyStillCallsInTheSameR
   ASSERT_TRUE(e->start());
   // rt is now waiting for its slot on the fake clock.
   for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-       rt_calls.load() < 1 && std::chrono::steady_clock::now() < until;) {
+       !rt_waiting.load() && std::chrono::steady_clock::now() < until;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   clock_->advance(std::chrono::milliseconds(10));
