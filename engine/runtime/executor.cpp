@@ -23,11 +23,25 @@ void report_write(const Result<store::LeaseWrite>& w, JobId id, const char* what
   }
 }
 
+// The unwritten checkpoints first, then the write that ends the run; all or
+// nothing (one savepoint), and nothing at all once the lease is gone.
+std::function<store::LeaseWrite(store::JobStore&)> with_checkpoints(
+    std::vector<store::StepDone> steps, store::Micros lease_until,
+    std::function<store::LeaseWrite(store::JobStore&)> ending) {
+  if (steps.empty()) return ending;
+  return [steps = std::move(steps), lease_until, ending = std::move(ending)](store::JobStore& s) mutable {
+    for (auto& step : steps) {
+      step.lease_until = lease_until;
+      if (!s.checkpoint(step).held) return store::LeaseWrite{};
+    }
+    return ending(s);
+  };
+}
+
 }  // namespace
 
-void execute(JobRun& run, const JobType* type, const ExecutorEnv& env) {
+Ending execute(JobRun& run, const JobType* type, const ExecutorEnv& env) {
   const store::ClaimedJob& job = run.job();
-  store::Store& store = *env.run.store;
   const Clock& clock = *env.run.clock;
   const std::string& owner = env.run.owner;
 
@@ -82,8 +96,11 @@ void execute(JobRun& run, const JobType* type, const ExecutorEnv& env) {
   // Only a parked run comes back for the steps the caller keeps; every other
   // ending leaves them to no one (completed, failed, cancelled, released or
   // taken by another worker).
-  auto forget_steps = [&] {
-    if (env.run.caller != nullptr) env.run.caller->forget(job.id, job.attempt);
+  StepCaller* caller = env.run.caller;
+  const JobId id = job.id;
+  const int attempt = job.attempt;
+  auto forget_steps = [caller, id, attempt] {
+    if (caller != nullptr) caller->forget(id, attempt);
   };
   if (signal != SignalKind::kParked) forget_steps();
   TimePoint now = clock.now();
@@ -92,32 +109,45 @@ void execute(JobRun& run, const JobType* type, const ExecutorEnv& env) {
   event.id = job.id;
   event.type = job.type;
   event.attempt = job.attempt;
+  const EventBus* events = env.events;
+  Ending end;
+  auto write = [&](std::function<store::LeaseWrite(store::JobStore&)> ending) {
+    end.write =
+        with_checkpoints(run.take_unwritten(), store::to_micros(now + env.run.lease), std::move(ending));
+  };
 
   switch (signal) {
-    case SignalKind::kLost: spdlog::warn("job {}: lease lost; leaving it to its new owner", job.id); return;
-    case SignalKind::kStopping: {
-      auto w = store.write(
-          [&](store::JobStore& s) { return s.release(job.id, owner, "engine stopping", now_us); });
-      report_write(w, job.id, "was released");
-      return;
-    }
+    case SignalKind::kLost:
+      spdlog::warn("job {}: lease lost; leaving it to its new owner", job.id);
+      return end;
+    case SignalKind::kStopping:
+      write([id, owner, now_us](store::JobStore& s) {
+        return s.release(id, owner, "engine stopping", now_us);
+      });
+      end.after = [id](const Result<store::LeaseWrite>& w) { report_write(w, id, "was released"); };
+      return end;
     case SignalKind::kParked: {
       auto until = store::to_micros(run.park_until());
-      auto reason = run.park_reason();
-      auto w = store.write([&](store::JobStore& s) { return s.park(job.id, owner, until, reason, now_us); });
-      report_write(w, job.id, "was parked");
-      if (w && !w->held) forget_steps();
-      return;
+      write([id, owner, until, reason = run.park_reason(), now_us](store::JobStore& s) {
+        return s.park(id, owner, until, reason, now_us);
+      });
+      end.after = [id, forget_steps](const Result<store::LeaseWrite>& w) {
+        report_write(w, id, "was parked");
+        if (w && !w->held) forget_steps();
+      };
+      end.parked_until = run.park_until();
+      return end;
     }
-    case SignalKind::kCancelled: {
-      auto w = store.write([&](store::JobStore& s) { return s.finish_cancelled(job.id, owner, now_us); });
-      report_write(w, job.id, "was cancelled");
-      if (w && w->held) {
-        event.kind = JobEvent::Kind::kCancelled;
-        env.events->publish(event);
-      }
-      return;
-    }
+    case SignalKind::kCancelled:
+      write([id, owner, now_us](store::JobStore& s) { return s.finish_cancelled(id, owner, now_us); });
+      end.after = [id, events, event](const Result<store::LeaseWrite>& w) mutable {
+        report_write(w, id, "was cancelled");
+        if (w && w->held) {
+          event.kind = JobEvent::Kind::kCancelled;
+          events->publish(event);
+        }
+      };
+      return end;
     case SignalKind::kNone: break;
   }
 
@@ -127,25 +157,28 @@ void execute(JobRun& run, const JobType* type, const ExecutorEnv& env) {
       Duration delay = backoff_delay(type->spec.backoff, job.attempt, env.jitter->next());
       f.retry_at = store::to_micros(now + delay);
     }
-    auto w = store.write([&](store::JobStore& s) { return s.fail_attempt(f); });
-    report_write(w, job.id, "failed");
-    if (w && w->held) {
-      event.kind = f.retry_at ? JobEvent::Kind::kFailed : JobEvent::Kind::kDead;
-      event.error =
-          failure->step.empty() ? failure->error : "step \"" + failure->step + "\": " + failure->error;
-      env.events->publish(event);
-    }
-    return;
+    event.kind = f.retry_at ? JobEvent::Kind::kFailed : JobEvent::Kind::kDead;
+    event.error =
+        failure->step.empty() ? failure->error : "step \"" + failure->step + "\": " + failure->error;
+    write([f](store::JobStore& s) { return s.fail_attempt(f); });
+    end.after = [id, events, event](const Result<store::LeaseWrite>& w) {
+      report_write(w, id, "failed");
+      if (w && w->held) events->publish(event);
+    };
+    return end;
   }
 
   std::string result_json = result.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  auto w = store.write([&](store::JobStore& s) { return s.complete(job.id, owner, result_json, now_us); });
-  report_write(w, job.id, "completed");
-  if (w && w->held) {
-    event.kind = JobEvent::Kind::kCompleted;
-    event.result = std::move(result);
-    env.events->publish(event);
-  }
+  write([id, owner, result_json = std::move(result_json), now_us](store::JobStore& s) {
+    return s.complete(id, owner, result_json, now_us);
+  });
+  event.kind = JobEvent::Kind::kCompleted;
+  event.result = std::move(result);
+  end.after = [id, events, event = std::move(event)](const Result<store::LeaseWrite>& w) {
+    report_write(w, id, "completed");
+    if (w && w->held) events->publish(event);
+  };
+  return end;
 }
 
 }  // namespace ratchet::runtime

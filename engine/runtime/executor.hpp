@@ -2,11 +2,20 @@
 // completed (with its result), attempt failed (retryable with the job type's
 // backoff, or dead after the last attempt), parked until a time, released to
 // another worker (engine stopping), cancelled, or nothing at all when the
-// lease was lost (the job is someone else's now). Publishes the event after
-// the write is committed.
+// lease was lost (the job is someone else's now).
+//
+// execute() runs the job and returns its Ending: the write that records how
+// the run ended (with the checkpoints of steps not written yet, in the same
+// transaction) and what follows once that write committed (the event). The
+// caller commits the write without holding its worker (Store::write_async),
+// then runs `after` off the writer thread. An Ending refers to nothing of the
+// run, which may be gone by then.
 //
 // Thread-safety: execute() runs on a worker thread; many at once.
 #pragma once
+
+#include <functional>
+#include <optional>
 
 #include "runtime/backoff.hpp"
 #include "runtime/event_bus.hpp"
@@ -23,6 +32,14 @@ struct ExecutorEnv {
   const EventBus* events = nullptr;
 };
 
-void execute(JobRun& run, const JobType* type, const ExecutorEnv& env);
+struct Ending {
+  // Empty: nothing to write (the lease was lost).
+  std::function<store::LeaseWrite(store::JobStore&)> write;
+  std::function<void(const Result<store::LeaseWrite>&)> after;
+  // Set when the run parked: the job is due again then.
+  std::optional<TimePoint> parked_until;
+};
+
+Ending execute(JobRun& run, const JobType* type, const ExecutorEnv& env);
 
 }  // namespace ratchet::runtime

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <utility>
+
 namespace ratchet::runtime {
 
 JobRun::JobRun(const RunEnv& env, store::ClaimedJob job) : env_(env), job_(std::move(job)) {
@@ -85,19 +87,41 @@ void JobRun::claim_name(const std::string& name) {
 }
 
 void JobRun::commit(const std::string& name, const nlohmann::json& output, TimePoint started) {
-  TimePoint now = env_.clock->now();
   store::StepDone done{job_.id,
                        env_.owner,
                        name,
                        output.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
                        store::to_micros(started),
-                       store::to_micros(now),
-                       store::to_micros(now + env_.lease)};
-  auto written = env_.store->write([&](store::JobStore& s) { return s.checkpoint(done); });
+                       store::to_micros(env_.clock->now()),
+                       0};
+  std::lock_guard lock(mu_);
+  unwritten_.push_back(std::move(done));
+  job_.checkpoints[name] = output;
+}
+
+std::vector<store::StepDone> JobRun::take_unwritten() {
+  std::lock_guard lock(mu_);
+  return std::exchange(unwritten_, {});
+}
+
+void JobRun::write_checkpoints() {
+  std::lock_guard writing(write_mu_);
+  std::vector<store::StepDone> steps = take_unwritten();
+  if (steps.empty()) return;
+  const store::Micros lease_until = store::to_micros(env_.clock->now() + env_.lease);
+  auto written = env_.store->write([&](store::JobStore& s) {
+    store::LeaseWrite w;
+    for (auto& step : steps) {
+      step.lease_until = lease_until;
+      w = s.checkpoint(step);
+      if (!w.held) break;
+    }
+    return w;
+  });
   if (!written) {
     // Whether it committed is unknown: give the job up. Its lease expires and
     // the next owner replays whatever did commit.
-    spdlog::error("job {} step \"{}\": checkpoint not written: {}", job_.id, name,
+    spdlog::error("job {} step \"{}\": checkpoint not written: {}", job_.id, steps.front().step,
                   written.error().to_string());
     mark_lost();
     raise(SignalKind::kLost);
@@ -107,14 +131,13 @@ void JobRun::commit(const std::string& name, const nlohmann::json& output, TimeP
     raise(SignalKind::kLost);
   }
   if (written->cancel_requested) cancel_.store(true);
-  std::lock_guard lock(mu_);
-  job_.checkpoints[name] = output;
 }
 
 nlohmann::json JobRun::step(std::string_view name, const std::function<nlohmann::json()>& fn) {
   std::string n(name);
   claim_name(n);
   if (auto c = checkpoint(n)) return *c;
+  write_checkpoints();
   check_boundary();
   TimePoint started = env_.clock->now();
   nlohmann::json out;
@@ -151,6 +174,7 @@ nlohmann::json JobRun::call_step(const std::string& name, const std::string& plu
                                  std::optional<Duration> max_wait, Siblings siblings) {
   claim_name(name);
   if (auto c = checkpoint(name)) return *c;
+  write_checkpoints();
   check_boundary(siblings);
   if (env_.caller == nullptr) {
     throw StepFailed(name,

@@ -7,6 +7,13 @@
 // the exception. When several concurrent steps raise signals, the most severe
 // wins (lost > cancelled > stopping > parked; of two parks the earlier time).
 //
+// A finished step's checkpoint is written when the run next needs it
+// durable: before its next step starts, or together with the write that ends
+// the run (take_unwritten()), so a one-step job costs one commit and a step
+// is never started before the checkpoints of the steps before it are
+// committed. Until then it exists only here, like a step still in flight: a
+// crash runs it again (at-least-once), never a committed one.
+//
 // A step function's failure is thrown as StepFailed (a std::runtime_error
 // that names the step); a handler may catch it and carry on.
 //
@@ -23,6 +30,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "ratchet/clock.hpp"
 #include "ratchet/step_context.hpp"
@@ -97,6 +105,10 @@ class JobRun final : public StepContext {
   std::optional<nlohmann::json> checkpoint(const std::string& name) const;
   std::map<std::string, nlohmann::json> checkpoints() const;
 
+  // Checkpoints of finished steps not written yet; the caller writes them in
+  // the transaction that records how the run ended.
+  std::vector<store::StepDone> take_unwritten();
+
   const store::ClaimedJob& job() const { return job_; }
   SignalKind signal() const;
   // Drops a park raised by a run that is failing anyway (timed out).
@@ -123,6 +135,8 @@ class JobRun final : public StepContext {
   void check_boundary(Siblings siblings = Siblings::kSequential);
   void claim_name(const std::string& name);
   void commit(const std::string& name, const nlohmann::json& output, TimePoint started);
+  // Writes the unwritten checkpoints and waits for the commit.
+  void write_checkpoints();
 
   RunEnv env_;
   store::ClaimedJob job_;
@@ -137,6 +151,10 @@ class JobRun final : public StepContext {
   SignalKind signal_ = SignalKind::kNone;
   TimePoint park_until_{};
   std::string park_reason_;
+  std::vector<store::StepDone> unwritten_;
+  // Held across a checkpoint write, so a step that starts while a sibling's
+  // write is on its way waits for it.
+  std::mutex write_mu_;
 };
 
 }  // namespace ratchet::runtime

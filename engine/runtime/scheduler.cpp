@@ -23,6 +23,11 @@ void Scheduler::start() {
     std::lock_guard lock(mu_);
     stopping_ = false;
   }
+  {
+    std::lock_guard lock(finish_mu_);
+    finisher_stop_ = false;
+  }
+  finisher_ = std::thread([this] { finisher_loop(); });
   for (int i = 0; i < options_.workers; ++i) workers_.emplace_back([this] { worker_loop(); });
   dispatcher_ = std::jthread([this](std::stop_token st) { dispatch_loop(st); });
   heartbeat_ = std::jthread([this](std::stop_token st) { heartbeat_loop(st); });
@@ -159,17 +164,69 @@ void Scheduler::worker_loop() {
       active_[run.job_id()] = &run;
       if (stopping_) run.request_stop();
     }
-    execute(run, type.get(), env_);
-    if (run.signal() == SignalKind::kParked) wake_at(run.park_until());
+    Ending end = execute(run, type.get(), env_);
+    JobId id = run.job_id();
     {
       std::lock_guard lock(mu_);
-      active_.erase(run.job_id());
-      --running_;
+      active_.erase(id);
+      finishing_.insert(id);
     }
-    room_cv_.notify_one();
-    idle_cv_.notify_all();
-    if (on_job_done_) on_job_done_();
+    finish(id, std::move(end));
   }
+}
+
+void Scheduler::finish(JobId id, Ending end) {
+  if (!end.write) {
+    finished(id, end, store::LeaseWrite{});
+    return;
+  }
+  auto written = std::make_shared<store::LeaseWrite>();
+  auto write = std::move(end.write);
+  env_.run.store->write_async(
+      [written, write = std::move(write)](store::JobStore& s) { *written = write(s); },
+      [this, id, written, end = std::move(end)](std::optional<Error> error) mutable {
+        // On the writer thread: hand over, never run host callbacks here.
+        {
+          std::lock_guard lock(finish_mu_);
+          finish_queue_.emplace_back([this, id, written, error = std::move(error), end = std::move(end)] {
+            Result<store::LeaseWrite> w = *written;
+            if (error) w = fail(*error);
+            finished(id, end, w);
+          });
+        }
+        finish_cv_.notify_one();
+      });
+}
+
+void Scheduler::finisher_loop() {
+  std::deque<std::function<void()>> batch;
+  while (true) {
+    {
+      std::unique_lock lock(finish_mu_);
+      finish_cv_.wait(lock, [&] { return !finish_queue_.empty() || finisher_stop_; });
+      if (finish_queue_.empty()) return;
+      batch.swap(finish_queue_);
+    }
+    for (auto& f : batch) f();
+    batch.clear();
+  }
+}
+
+void Scheduler::finished(JobId id, const Ending& end, const Result<store::LeaseWrite>& written) {
+  if (end.after) end.after(written);
+  if (end.parked_until && written && written->held) wake_at(*end.parked_until);
+  bool idle = false;
+  {
+    std::lock_guard lock(mu_);
+    finishing_.erase(id);
+    --running_;
+    idle = running_ == 0 && ready_.empty();
+  }
+  room_cv_.notify_one();
+  idle_cv_.notify_all();
+  // Whoever drains looks again once this engine has nothing left in hand
+  // (while it has, some job of its types is still pending).
+  if (idle && on_job_done_) on_job_done_();
 }
 
 void Scheduler::heartbeat_loop(std::stop_token stop) {
@@ -179,6 +236,7 @@ void Scheduler::heartbeat_loop(std::stop_token stop) {
     {
       std::lock_guard lock(mu_);
       for (const auto& [id, run] : active_) ids.push_back(id);
+      for (JobId id : finishing_) ids.push_back(id);
       for (const auto& j : ready_) ids.push_back(j.id);
     }
     if (ids.empty()) continue;
@@ -236,6 +294,17 @@ void Scheduler::stop(std::chrono::steady_clock::duration grace) {
   }
   for (auto& t : workers_) t.join();
   workers_.clear();
+  {
+    // Runs interrupted after the grace period still record how they ended.
+    std::unique_lock lock(mu_);
+    idle_cv_.wait(lock, [&] { return running_ == 0; });
+  }
+  {
+    std::lock_guard lock(finish_mu_);
+    finisher_stop_ = true;
+  }
+  finish_cv_.notify_all();
+  if (finisher_.joinable()) finisher_.join();
   heartbeat_.request_stop();
   if (heartbeat_.joinable()) heartbeat_.join();
   started_ = false;

@@ -3,6 +3,11 @@
 // renews the leases of every job this engine holds and tells runs when
 // their lease was lost or a cancel was requested.
 //
+// A worker does not wait for the write that ends a job: it queues it on the
+// store's group commit and takes its next job; a finisher thread runs what
+// follows each commit (events, wake-ups) in commit order. The job counts as
+// running (and its lease is renewed) until then.
+//
 // The dispatcher keeps up to one batch of claimed jobs queued ahead of the
 // workers (their leases are renewed too), so a worker that finishes a job
 // starts the next without waiting for a claim to commit.
@@ -18,6 +23,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -60,6 +66,11 @@ class Scheduler {
   void worker_loop();
   void heartbeat_loop(std::stop_token stop);
   void wait_for_work(TimePoint deadline, std::stop_token stop);
+  // Records how a run ended and, once committed, hands what follows to the
+  // finisher.
+  void finish(JobId id, Ending end);
+  void finisher_loop();
+  void finished(JobId id, const Ending& end, const Result<store::LeaseWrite>& written);
 
   SchedulerOptions options_;
   ExecutorEnv env_;
@@ -72,7 +83,8 @@ class Scheduler {
   std::condition_variable idle_cv_;      // a run ended
   std::deque<store::ClaimedJob> ready_;
   std::map<JobId, JobRun*> active_;
-  int running_ = 0;
+  std::set<JobId> finishing_;  // ended, write not yet committed
+  int running_ = 0;            // taken by a worker and not yet finished
   bool stopping_ = false;
   bool started_ = false;
 
@@ -80,6 +92,12 @@ class Scheduler {
   bool wake_pending_ = false;
   std::optional<TimePoint> next_due_;  // earliest wake_at() not yet reached
   std::stop_source* waiting_ = nullptr;
+
+  std::mutex finish_mu_;
+  std::condition_variable finish_cv_;
+  std::deque<std::function<void()>> finish_queue_;
+  bool finisher_stop_ = false;
+  std::thread finisher_;
 
   std::jthread dispatcher_;
   std::jthread heartbeat_;

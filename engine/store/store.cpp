@@ -66,6 +66,17 @@ void Store::submit(Op& op) {
   op.cv.wait(lock, [&] { return op.done; });
 }
 
+void Store::write_async(std::function<void(JobStore&)> body, std::function<void(std::optional<Error>)> done) {
+  auto op = std::make_unique<Op>();
+  op->body = std::move(body);
+  op->on_done = std::move(done);
+  {
+    std::lock_guard lock(mu_);
+    queue_.push_back(op.release());
+  }
+  cv_.notify_one();
+}
+
 void Store::run_writer(std::stop_token stop) {
   std::deque<Op*> batch;
   while (true) {
@@ -85,6 +96,11 @@ void Store::run_writer(std::stop_token stop) {
       ++commits_;
     }
     for (Op* op : batch) {
+      if (op->on_done) {
+        std::unique_ptr<Op> owned(op);
+        owned->on_done(std::move(owned->error));
+        continue;
+      }
       std::lock_guard lock(op->mu);
       op->done = true;
       // Notified under the lock: the waiter may destroy op as soon as it sees done.

@@ -9,6 +9,12 @@
 // Many workers checkpointing at once thus share one commit, without any of
 // them continuing before its own write is durable.
 //
+// write_async(fn, done) queues fn the same way without waiting: done(error)
+// runs on the writer thread once the transaction has committed (or failed),
+// so it must be quick and must not call back into the Store. A worker uses it
+// for the last write of a job, so that it takes its next job while the commit
+// is on its way.
+//
 // Ownership: Store owns both connections and the writer thread; destroying it
 // finishes queued writes and joins the thread. Thread-safety: write() and
 // read() may be called from any thread; fn runs on the writer thread (write)
@@ -42,6 +48,10 @@ class Store {
   template <typename F>
   auto write(F&& fn) -> Result<std::invoke_result_t<F&, JobStore&>>;
 
+  // Queues body(JobStore&) for the next group transaction; done receives
+  // nullopt once it committed, or the Error that prevented the commit.
+  void write_async(std::function<void(JobStore&)> body, std::function<void(std::optional<Error>)> done);
+
   // Runs fn(JobStore&) on the read connection inside one read transaction.
   template <typename F>
   auto read(F&& fn) -> Result<std::invoke_result_t<F&, JobStore&>>;
@@ -59,6 +69,8 @@ class Store {
     std::mutex mu;
     std::condition_variable cv;
     bool done = false;
+    // Set for write_async: the writer calls it and deletes the Op.
+    std::function<void(std::optional<Error>)> on_done;
   };
 
   Store(DatabaseOptions options, std::unique_ptr<SQLite::Database> writer,

@@ -84,6 +84,87 @@ TEST_F(EngineFixture, Handler_TwoSteps_RunOnceAndResultStored) {
   EXPECT_EQ(a_runs.load(), 1);
 }
 
+TEST_F(EngineFixture, Handler_NextStepStarts_EveryEarlierCheckpointIsAlreadyCommitted) {
+  auto e = open();
+  const auto path = options().database;
+  auto committed = [&](JobId id) {
+    SQLite::Database db(path.string(), SQLite::OPEN_READONLY);
+    SQLite::Statement q(db,
+                        "SELECT group_concat(name, ',') FROM (SELECT name FROM steps WHERE job_id = ? AND "
+                        "state = 'completed' ORDER BY name)");
+    q.bind(1, id);
+    return q.executeStep() && !q.getColumn(0).isNull() ? q.getColumn(0).getString() : std::string();
+  };
+  std::mutex mu;
+  std::vector<std::string> seen;
+  auto see = [&](JobId id) {
+    auto now = committed(id);
+    std::lock_guard lock(mu);
+    seen.push_back(now);
+  };
+  ASSERT_TRUE(e->define("three", [&](StepContext& ctx) {
+    ctx.step("a", [&] {
+      see(ctx.job_id());
+      return nlohmann::json(1);
+    });
+    ctx.step("b", [&] {
+      see(ctx.job_id());
+      return nlohmann::json(2);
+    });
+    ctx.step("c", [&] {
+      see(ctx.job_id());
+      return nlohmann::json(3);
+    });
+    return nlohmann::json("done");
+  }));
+  auto id = e->enqueue("three", nlohmann::json::object());
+  ASSERT_TRUE(e->start());
+  auto j = wait_state(*e, *id, JobState::kCompleted);
+  std::lock_guard lock(mu);
+  EXPECT_EQ(seen, (std::vector<std::string>{"", "a", "a,b"}));
+  ASSERT_EQ(j.steps.size(), 3u) << "the last step's checkpoint is written with the completion";
+  EXPECT_EQ(committed(*id), "a,b,c");
+}
+
+TEST_F(EngineFixture, Events_CompletedEvent_ArrivesOnceCommittedAndItsCallbackMayUseTheEngine) {
+  auto e = open();
+  ASSERT_TRUE(
+      e->define("first", [](StepContext& ctx) { return ctx.step("s", [] { return nlohmann::json(7); }); }));
+  ASSERT_TRUE(e->define("second", [](StepContext&) { return nlohmann::json("second"); }));
+  std::mutex mu;
+  std::optional<JobState> state_at_event;
+  std::optional<JobId> follow_up;
+  e->subscribe([&](const JobEvent& ev) {
+    if (ev.kind != JobEvent::Kind::kCompleted || ev.type != "first") return;
+    // A callback that reads and enqueues: events never run where that would
+    // wait for itself.
+    auto j = e->get(ev.id);
+    auto next = e->enqueue("second", nlohmann::json::object());
+    std::lock_guard lock(mu);
+    if (j) state_at_event = j->state;
+    if (next) follow_up = *next;
+  });
+  ASSERT_TRUE(e->enqueue("first", nlohmann::json::object()));
+  ASSERT_TRUE(e->start());
+  for (auto until = std::chrono::steady_clock::now() + 20s; std::chrono::steady_clock::now() < until;) {
+    {
+      std::lock_guard lock(mu);
+      if (follow_up) break;
+    }
+    std::this_thread::sleep_for(1ms);
+  }
+  std::optional<JobId> next;
+  {
+    std::lock_guard lock(mu);
+    ASSERT_TRUE(follow_up) << "the completed event never arrived or its enqueue failed";
+    EXPECT_EQ(state_at_event, JobState::kCompleted);
+    next = follow_up;
+  }
+  e->impl().wake();
+  auto j = wait_state(*e, *next, JobState::kCompleted);
+  EXPECT_EQ(j.result, "second");
+}
+
 TEST_F(EngineFixture, Handler_FailsAfterAStep_RetriedWithBackoffAndCommittedStepNotRerun) {
   auto e = open();
   std::atomic<int> a_runs{0}, b_runs{0};

@@ -5,6 +5,7 @@
 
 #include <SQLiteCpp/Database.h>
 #include <fstream>
+#include <future>
 #include <iterator>
 
 #include "store/store.hpp"
@@ -143,6 +144,50 @@ TEST(StoreWrite, WhileAnotherProcessHoldsTheWriteLock_FailsWithLockedAndWritesNo
   EXPECT_EQ(r.error().code(), ErrorCode::kDatabase);
   EXPECT_NE(r.error().message().find("locked"), std::string::npos) << r.error().message();
   other.exec("ROLLBACK");
+  auto n = (*store)->read([](JobStore& s) { return s.list({}).size(); });
+  ASSERT_TRUE(n);
+  EXPECT_EQ(*n, 0u);
+}
+
+TEST(StoreWriteAsync, Queued_DoneRunsOnceCommittedAndReadersSeeTheChange) {
+  testing::TempDir dir;
+  auto store = Store::open(opts(dir.file("async.db")));
+  ASSERT_TRUE(store) << store.error().to_string();
+  std::promise<std::optional<Error>> done;
+  JobId id = 0;
+  (*store)->write_async(
+      [&](JobStore& s) {
+        NewJob j{"t", "default", "{}", 0, 0, 1, ""};
+        id = s.insert(j, 1).id;
+      },
+      [&](std::optional<Error> e) { done.set_value(std::move(e)); });
+  auto error = done.get_future().get();
+  EXPECT_FALSE(error) << error->to_string();
+  auto j = (*store)->read([&](JobStore& s) { return s.get(id); });
+  ASSERT_TRUE(j);
+  ASSERT_TRUE(*j) << "the job must be committed when done runs";
+  EXPECT_EQ((*j)->type, "t");
+}
+
+TEST(StoreWriteAsync, WhileAnotherProcessHoldsTheWriteLock_DoneGetsTheErrorAndNothingIsWritten) {
+  testing::TempDir dir;
+  auto path = dir.file("busy.db");
+  auto store = Store::open(opts(path));
+  ASSERT_TRUE(store) << store.error().to_string();
+  SQLite::Database other(path.string(), SQLite::OPEN_READWRITE);
+  other.exec("BEGIN IMMEDIATE");
+  std::promise<std::optional<Error>> done;
+  (*store)->write_async(
+      [](JobStore& s) {
+        NewJob j{"t", "default", "{}", 0, 0, 1, ""};
+        s.insert(j, 1);
+      },
+      [&](std::optional<Error> e) { done.set_value(std::move(e)); });
+  auto error = done.get_future().get();
+  other.exec("ROLLBACK");
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->code(), ErrorCode::kDatabase);
+  EXPECT_NE(error->message().find("locked"), std::string::npos) << error->message();
   auto n = (*store)->read([](JobStore& s) { return s.list({}).size(); });
   ASSERT_TRUE(n);
   EXPECT_EQ(*n, 0u);
