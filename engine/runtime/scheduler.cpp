@@ -186,14 +186,14 @@ void Scheduler::finish(JobId id, Ending end) {
       [written, write = std::move(write)](store::JobStore& s) { *written = write(s); },
       [this, id, written, end = std::move(end)](std::optional<Error> error) mutable {
         // On the writer thread: hand over, never run host callbacks here.
-        {
-          std::lock_guard lock(finish_mu_);
-          finish_queue_.emplace_back([this, id, written, error = std::move(error), end = std::move(end)] {
-            Result<store::LeaseWrite> w = *written;
-            if (error) w = fail(*error);
-            finished(id, end, w);
-          });
-        }
+        // Notified under the lock: once the finisher has run this, stop()
+        // may destroy the scheduler.
+        std::lock_guard lock(finish_mu_);
+        finish_queue_.emplace_back([this, id, written, error = std::move(error), end = std::move(end)] {
+          Result<store::LeaseWrite> w = *written;
+          if (error) w = fail(*error);
+          finished(id, end, w);
+        });
         finish_cv_.notify_one();
       });
 }
