@@ -129,24 +129,37 @@ TEST(OpenDatabase, ExclusivelyLocked_ClearLockedError) {
   other.exec("ROLLBACK");
 }
 
-TEST(StoreWrite, WhileAnotherProcessHoldsTheWriteLock_FailsWithLockedAndWritesNothing) {
-  testing::TempDir dir;
-  auto path = dir.file("busy.db");
-  auto store = Store::open(opts(path));
-  ASSERT_TRUE(store) << store.error().to_string();
-  SQLite::Database other(path.string(), SQLite::OPEN_READWRITE);
-  other.exec("BEGIN IMMEDIATE");
-  auto r = (*store)->write([](JobStore& s) {
+// A store whose database another connection holds the write lock of.
+class StoreWriteLocked : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto s = Store::open(opts(path_));
+    ASSERT_TRUE(s) << s.error().to_string();
+    store_ = std::move(*s);
+    other_.exec("BEGIN IMMEDIATE");
+  }
+  std::size_t jobs() {
+    auto n = store_->read([](JobStore& s) { return s.list({}).size(); });
+    EXPECT_TRUE(n);
+    return n ? *n : 0;
+  }
+
+  testing::TempDir dir_;
+  std::filesystem::path path_ = dir_.file("busy.db");
+  std::unique_ptr<Store> store_;
+  SQLite::Database other_{path_.string(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE};
+};
+
+TEST_F(StoreWriteLocked, Write_FailsWithLockedAndWritesNothing) {
+  auto r = store_->write([](JobStore& s) {
     NewJob j{"t", "default", "{}", 0, 0, 1, ""};
     return s.insert(j, 1).id;
   });
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code(), ErrorCode::kDatabase);
   EXPECT_NE(r.error().message().find("locked"), std::string::npos) << r.error().message();
-  other.exec("ROLLBACK");
-  auto n = (*store)->read([](JobStore& s) { return s.list({}).size(); });
-  ASSERT_TRUE(n);
-  EXPECT_EQ(*n, 0u);
+  other_.exec("ROLLBACK");
+  EXPECT_EQ(jobs(), 0u);
 }
 
 TEST(StoreWriteAsync, Queued_DoneRunsOnceCommittedAndReadersSeeTheChange) {
@@ -169,28 +182,20 @@ TEST(StoreWriteAsync, Queued_DoneRunsOnceCommittedAndReadersSeeTheChange) {
   EXPECT_EQ((*j)->type, "t");
 }
 
-TEST(StoreWriteAsync, WhileAnotherProcessHoldsTheWriteLock_DoneGetsTheErrorAndNothingIsWritten) {
-  testing::TempDir dir;
-  auto path = dir.file("busy.db");
-  auto store = Store::open(opts(path));
-  ASSERT_TRUE(store) << store.error().to_string();
-  SQLite::Database other(path.string(), SQLite::OPEN_READWRITE);
-  other.exec("BEGIN IMMEDIATE");
+TEST_F(StoreWriteLocked, WriteAsync_DoneGetsTheErrorAndNothingIsWritten) {
   std::promise<std::optional<Error>> done;
-  (*store)->write_async(
+  store_->write_async(
       [](JobStore& s) {
         NewJob j{"t", "default", "{}", 0, 0, 1, ""};
         s.insert(j, 1);
       },
       [&](std::optional<Error> e) { done.set_value(std::move(e)); });
   auto error = done.get_future().get();
-  other.exec("ROLLBACK");
+  other_.exec("ROLLBACK");
   ASSERT_TRUE(error);
   EXPECT_EQ(error->code(), ErrorCode::kDatabase);
   EXPECT_NE(error->message().find("locked"), std::string::npos) << error->message();
-  auto n = (*store)->read([](JobStore& s) { return s.list({}).size(); });
-  ASSERT_TRUE(n);
-  EXPECT_EQ(*n, 0u);
+  EXPECT_EQ(jobs(), 0u);
 }
 
 }  // namespace
