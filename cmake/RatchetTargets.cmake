@@ -51,7 +51,8 @@ function(ratchet_test name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;PROPERTIES" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ratchet_build_flags GTest::gtest GTest::gtest_main ${ARG_DEPS})
-  # ratchet_test_paths.hpp: RATCHET_PLUGIN_DIR, RATCHET_SOURCE_DIR, RATCHET_BINARY_DIR.
-  target_include_directories(${name} PRIVATE "${PROJECT_BINARY_DIR}/test_include")
+  # ratchet_test_paths.hpp: RATCHET_PLUGIN_DIR, RATCHET_SOURCE_DIR, RATCHET_BINARY_DIR;
+  # tests/support: helpers every test folder may use.
+  target_include_directories(${name} PRIVATE "${PROJECT_BINARY_DIR}/test_include" "${PROJECT_SOURCE_DIR}/tests/support")
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES ${ARG_PROPERTIES})
 endfunction()

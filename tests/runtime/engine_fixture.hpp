@@ -11,7 +11,7 @@
 #include "fake_caller.hpp"
 #include "ratchet/engine.hpp"
 #include "runtime/engine_impl.hpp"
-#include "test_db.hpp"
+#include "temp_dir.hpp"
 
 namespace ratchet::testing {
 

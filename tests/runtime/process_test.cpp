@@ -16,7 +16,7 @@
 #include <sstream>
 #include <thread>
 
-#include "test_db.hpp"
+#include "temp_dir.hpp"
 
 namespace ratchet::testing {
 namespace {

@@ -9,7 +9,7 @@
 #include <iterator>
 
 #include "store/store.hpp"
-#include "test_db.hpp"
+#include "temp_dir.hpp"
 
 namespace ratchet::store {
 namespace {

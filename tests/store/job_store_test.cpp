@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "store/store.hpp"
-#include "test_db.hpp"
+#include "temp_dir.hpp"
 
 namespace ratchet::store {
 namespace {

@@ -1,21 +1,21 @@
-// A fresh database file in a private temporary folder, removed afterwards.
+// A private temporary folder for one test's files, removed afterwards.
 #pragma once
 
-#include <unistd.h>
+#include <stdlib.h>
 
 #include <filesystem>
-#include <random>
+#include <stdexcept>
 #include <string>
 
 namespace ratchet::testing {
 
 class TempDir {
  public:
+  // mkdtemp: a fresh folder (mode 0700), never a leftover of a killed run.
   TempDir() {
-    std::random_device rd;
-    path_ = std::filesystem::temp_directory_path() /
-            ("ratchet-test-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
-    std::filesystem::create_directories(path_);
+    std::string pattern = (std::filesystem::temp_directory_path() / "ratchet-test-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed for " + pattern);
+    path_ = pattern;
   }
   ~TempDir() {
     std::error_code ec;
