@@ -221,19 +221,7 @@ TEST(HttpJsonPlugin, ConfiguredInToml_ReadsThePortalThroughTheEngine) {
 // by a 429 with Retry-After (the token bucket), or already by the first
 // film's answer saying nothing remains until the reset (the dialects that
 // send their quota on every answer), so the second call is never refused.
-std::vector<DialectCase> minute_cases() {
-  std::vector<DialectCase> cases;
-  cases.push_back({"XRateLimitUnixReset", limited(Dialect::kFixedWindow, 1, 60s)});
-  auto delta = limited(Dialect::kFixedWindow, 1, 60s);
-  delta.reset_style = mock_portal::ResetStyle::kDeltaSeconds;
-  cases.push_back({"XRateLimitDeltaReset", delta});
-  cases.push_back({"RetryAfterSeconds", limited(Dialect::kTokenBucket, 1, 60s)});
-  auto date = limited(Dialect::kTokenBucket, 1, 60s);
-  date.retry_after_style = mock_portal::RetryAfterStyle::kHttpDate;
-  cases.push_back({"RetryAfterHttpDate", date});
-  cases.push_back({"IetfRateLimit", limited(Dialect::kIetf, 1, 60s)});
-  return cases;
-}
+std::vector<DialectCase> minute_cases() { return testing::header_dialect_cases(1, 60s, 1, 60s); }
 
 class HttpJsonMinuteWaitTest : public ::testing::TestWithParam<DialectCase> {};
 

@@ -77,16 +77,7 @@ TEST_P(PortalDialectTest, RateMovie_LimitLearnedFromServer_EveryRatingRight) {
 }
 
 std::vector<DialectCase> dialect_cases() {
-  std::vector<DialectCase> cases;
-  cases.push_back({"XRateLimitUnixReset", limited(Dialect::kFixedWindow, 8, 500ms)});
-  auto delta = limited(Dialect::kFixedWindow, 8, 500ms);
-  delta.reset_style = mock_portal::ResetStyle::kDeltaSeconds;
-  cases.push_back({"XRateLimitDeltaReset", delta});
-  cases.push_back({"RetryAfterSeconds", limited(Dialect::kTokenBucket, 16, 1000ms)});
-  auto date = limited(Dialect::kTokenBucket, 16, 1000ms);
-  date.retry_after_style = mock_portal::RetryAfterStyle::kHttpDate;
-  cases.push_back({"RetryAfterHttpDate", date});
-  cases.push_back({"IetfRateLimit", limited(Dialect::kIetf, 8, 500ms)});
+  std::vector<DialectCase> cases = testing::header_dialect_cases(8, 500ms, 16, 1000ms);
   cases.push_back({"Bare429", limited(Dialect::kBare429, 8, 500ms)});
   auto errors = limited(Dialect::kNone, 100, 1000ms);
   errors.error_rate = 0.2;

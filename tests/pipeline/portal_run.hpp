@@ -51,6 +51,26 @@ inline mock_portal::PortalOptions limited(mock_portal::Dialect dialect, std::int
   return o;
 }
 
+// The header dialects: X-RateLimit with a Unix and a delta reset and IETF
+// RateLimit on fixed windows of `limit` per `window`; Retry-After in seconds
+// and as an HTTP date on a token bucket of `bucket_limit` per `bucket_window`.
+inline std::vector<DialectCase> header_dialect_cases(std::int64_t limit, std::chrono::milliseconds window,
+                                                     std::int64_t bucket_limit,
+                                                     std::chrono::milliseconds bucket_window) {
+  using mock_portal::Dialect;
+  std::vector<DialectCase> cases;
+  cases.push_back({"XRateLimitUnixReset", limited(Dialect::kFixedWindow, limit, window)});
+  auto delta = limited(Dialect::kFixedWindow, limit, window);
+  delta.reset_style = mock_portal::ResetStyle::kDeltaSeconds;
+  cases.push_back({"XRateLimitDeltaReset", delta});
+  cases.push_back({"RetryAfterSeconds", limited(Dialect::kTokenBucket, bucket_limit, bucket_window)});
+  auto date = limited(Dialect::kTokenBucket, bucket_limit, bucket_window);
+  date.retry_after_style = mock_portal::RetryAfterStyle::kHttpDate;
+  cases.push_back({"RetryAfterHttpDate", date});
+  cases.push_back({"IetfRateLimit", limited(Dialect::kIetf, limit, window)});
+  return cases;
+}
+
 // A fresh folder under the temp dir, removed with the object.
 class ScratchDir {
  public:
