@@ -47,6 +47,19 @@ Result<std::unique_ptr<http::Client>> make_client(const BenchSetup& setup) {
   return http::Client::create(std::move(options));
 }
 
+StrategyStart start_strategy(const BenchSetup& setup) {
+  StrategyStart start;
+  auto client = make_client(setup);
+  if (!client) {
+    start.result.available = false;
+    start.result.note = client.error().message();
+    return start;
+  }
+  start.client = std::move(*client);
+  start.result.jobs.resize(setup.movies.size());
+  return start;
+}
+
 bool sleep_until(std::chrono::system_clock::time_point until, std::stop_token stop) {
   return SystemClock().wait_until(until, std::move(stop));
 }

@@ -43,6 +43,14 @@ std::optional<double> read_rating(std::string_view portal, const nlohmann::json&
 // A client for one strategy: connections for every worker kept warm.
 Result<std::unique_ptr<http::Client>> make_client(const BenchSetup& setup);
 
+// How a hand-made strategy begins: its client, and its result with a slot
+// per job; without a client the result says why the row is unavailable.
+struct StrategyStart {
+  RunResult result;
+  std::unique_ptr<http::Client> client;  // null: return result as it is
+};
+StrategyStart start_strategy(const BenchSetup& setup);
+
 // Sleeps until `until` or until `stop` is requested; false if stopped.
 bool sleep_until(std::chrono::system_clock::time_point until, std::stop_token stop);
 

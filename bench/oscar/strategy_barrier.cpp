@@ -110,14 +110,8 @@ class Barrier {
 }  // namespace
 
 RunResult run_barrier(const BenchSetup& setup) {
-  RunResult result;
-  auto client = make_client(setup);
-  if (!client) {
-    result.available = false;
-    result.note = client.error().message();
-    return result;
-  }
-  result.jobs.resize(setup.movies.size());
+  auto [result, client] = start_strategy(setup);
+  if (!client) return result;
   std::array<Barrier, kPortals> barriers;
   std::atomic<std::size_t> next_job{0};
 
@@ -129,7 +123,7 @@ RunResult run_barrier(const BenchSetup& setup) {
       for (std::size_t p = 0; p < kPortals && !fatal; ++p) {
         while (!record.ratings[p]) {
           if (!barriers[p].enter(stop)) return;
-          const auto call = call_portal(**client, setup.portals[p], setup.movies[job], stop);
+          const auto call = call_portal(*client, setup.portals[p], setup.movies[job], stop);
           barriers[p].leave(reopen_time(call, std::chrono::system_clock::now()));
           if (call.ok()) {
             record.ratings[p] = call.rating;

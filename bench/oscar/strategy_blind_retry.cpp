@@ -14,14 +14,8 @@
 namespace ratchet::bench {
 
 RunResult run_blind_retry(const BenchSetup& setup) {
-  RunResult result;
-  auto client = make_client(setup);
-  if (!client) {
-    result.available = false;
-    result.note = client.error().message();
-    return result;
-  }
-  result.jobs.resize(setup.movies.size());
+  auto [result, client] = start_strategy(setup);
+  if (!client) return result;
   std::atomic<std::size_t> next_job{0};
 
   const auto run = run_workers(setup.workers, setup.deadline, [&](int worker, std::stop_token stop) {
@@ -32,7 +26,7 @@ RunResult run_blind_retry(const BenchSetup& setup) {
       bool fatal = false;
       for (std::size_t p = 0; p < kPortals && !fatal; ++p) {
         while (!record.ratings[p]) {
-          const auto call = call_portal(**client, setup.portals[p], setup.movies[job], stop);
+          const auto call = call_portal(*client, setup.portals[p], setup.movies[job], stop);
           if (call.ok()) {
             record.ratings[p] = call.rating;
           } else if (!call.transient()) {

@@ -105,14 +105,8 @@ Clock::duration backoff(int failures, WorkerRandom& random) {
 }  // namespace
 
 RunResult run_job_retry(const BenchSetup& setup) {
-  RunResult result;
-  auto client = make_client(setup);
-  if (!client) {
-    result.available = false;
-    result.note = client.error().message();
-    return result;
-  }
-  result.jobs.resize(setup.movies.size());
+  auto [result, client] = start_strategy(setup);
+  if (!client) return result;
   std::vector<int> failures(setup.movies.size(), 0);
   DelayQueue queue(static_cast<int>(setup.movies.size()));
 
@@ -127,7 +121,7 @@ RunResult run_job_retry(const BenchSetup& setup) {
       for (std::size_t p = 0; p < kPortals && !failed; ++p) {
         if (record.ratings[p]) continue;  // cached by an earlier attempt
         const auto call =
-            call_portal(**client, setup.portals[p], setup.movies[static_cast<std::size_t>(*job)], stop);
+            call_portal(*client, setup.portals[p], setup.movies[static_cast<std::size_t>(*job)], stop);
         if (call.ok()) {
           record.ratings[p] = call.rating;
         } else {
