@@ -123,8 +123,11 @@ class RATCHET_API Engine {
   // finished before now - older_than. Returns how many.
   Result<std::int64_t> purge(Duration older_than);
 
-  // Calls `callback` after each event is committed, from the worker thread
-  // that caused it: keep it short, and do not call stop() from it.
+  // Calls `callback` after each event is committed, in commit order, from
+  // the engine thread that records how jobs end (the dispatcher, for jobs
+  // whose lease expired). It may call the engine (enqueue, get, cancel...)
+  // but not stop(), and should be short: while it runs, the ends of other
+  // jobs wait to be reported.
   using Subscription = std::uint64_t;
   Subscription subscribe(std::function<void(const JobEvent&)> callback);
   void unsubscribe(Subscription id);
