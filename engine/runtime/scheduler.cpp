@@ -132,7 +132,12 @@ void Scheduler::dispatch_loop(std::stop_token stop) {
                             : ready_.end();
         ready_.insert(at, std::move(j));
       }
+    }
+    // Wake as many workers as there are new jobs, not every idle one.
+    if (got >= static_cast<std::size_t>(options_.workers)) {
       work_cv_.notify_all();
+    } else {
+      for (std::size_t i = 0; i < got; ++i) work_cv_.notify_one();
     }
     if (!claimed->expired.empty()) continue;  // taken-over jobs may be claimable now
     if (got < static_cast<std::size_t>(want)) {
@@ -145,9 +150,16 @@ void Scheduler::dispatch_loop(std::stop_token stop) {
   }
 }
 
+bool Scheduler::claim_wanted() const {
+  const auto batch = static_cast<std::size_t>(options_.workers);
+  const auto held = static_cast<std::size_t>(running_) + ready_.size();
+  return ready_.size() <= batch / 2 && held < 2 * batch;
+}
+
 void Scheduler::worker_loop() {
   while (true) {
     store::ClaimedJob job;
+    bool wanted = false;
     {
       std::unique_lock lock(mu_);
       work_cv_.wait(lock, [&] { return !ready_.empty() || stopping_; });
@@ -155,8 +167,9 @@ void Scheduler::worker_loop() {
       job = std::move(ready_.front());
       ready_.pop_front();
       ++running_;
+      wanted = claim_wanted();
     }
-    room_cv_.notify_one();
+    if (wanted) room_cv_.notify_one();
     auto type = types_.find(job.type);
     JobRun run(env_.run, std::move(job));
     {
@@ -216,13 +229,15 @@ void Scheduler::finished(JobId id, const Ending& end, const Result<store::LeaseW
   if (end.after) end.after(written);
   if (end.parked_until && written && written->held) wake_at(*end.parked_until);
   bool idle = false;
+  bool wanted = false;
   {
     std::lock_guard lock(mu_);
     finishing_.erase(id);
     --running_;
     idle = running_ == 0 && ready_.empty();
+    wanted = claim_wanted();
   }
-  room_cv_.notify_one();
+  if (wanted) room_cv_.notify_one();
   idle_cv_.notify_all();
   // Whoever drains looks again once this engine has nothing left in hand
   // (while it has, some job of its types is still pending).

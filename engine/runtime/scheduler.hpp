@@ -70,6 +70,9 @@ class Scheduler {
   // finisher.
   void finish(JobId id, Ending end);
   void finisher_loop();
+  // Whether the dispatcher would claim now (under mu_): the queue ahead of
+  // the workers is low and the engine holds less than two batches.
+  bool claim_wanted() const;
   void finished(JobId id, const Ending& end, const Result<store::LeaseWrite>& written);
 
   SchedulerOptions options_;
