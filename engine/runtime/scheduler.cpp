@@ -130,6 +130,7 @@ void Scheduler::dispatch_loop(std::stop_token stop) {
         auto at = j.resumed ? std::find_if(ready_.begin(), ready_.end(),
                                            [](const store::ClaimedJob& r) { return !r.resumed; })
                             : ready_.end();
+        j.claim_seq = ++claim_seq_;
         ready_.insert(at, std::move(j));
       }
     }
@@ -248,8 +249,10 @@ void Scheduler::heartbeat_loop(std::stop_token stop) {
   const Clock& clock = *env_.run.clock;
   while (clock.wait_until(clock.now() + options_.heartbeat, stop)) {
     std::vector<JobId> ids;
+    std::uint64_t asked_through = 0;
     {
       std::lock_guard lock(mu_);
+      asked_through = claim_seq_;
       for (const auto& [id, run] : active_) ids.push_back(id);
       for (JobId id : finishing_) ids.push_back(id);
       for (const auto& j : ready_) ids.push_back(j.id);
@@ -266,7 +269,10 @@ void Scheduler::heartbeat_loop(std::stop_token stop) {
     std::map<JobId, bool> still;
     for (const auto& [id, cancel] : *held) still[id] = cancel;
     std::lock_guard lock(mu_);
+    // A job claimed while the renewal ran (perhaps one whose earlier run was
+    // ending then) was not asked about: its absence says nothing.
     for (const auto& [id, run] : active_) {
+      if (run->job().claim_seq > asked_through) continue;
       auto it = still.find(id);
       if (it == still.end()) {
         run->mark_lost();
@@ -274,7 +280,9 @@ void Scheduler::heartbeat_loop(std::stop_token stop) {
         run->request_cancel();
       }
     }
-    std::erase_if(ready_, [&](const store::ClaimedJob& j) { return !still.contains(j.id); });
+    std::erase_if(ready_, [&](const store::ClaimedJob& j) {
+      return j.claim_seq <= asked_through && !still.contains(j.id);
+    });
   }
 }
 

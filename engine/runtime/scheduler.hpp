@@ -86,8 +86,9 @@ class Scheduler {
   std::condition_variable idle_cv_;      // a run ended
   std::deque<store::ClaimedJob> ready_;
   std::map<JobId, JobRun*> active_;
-  std::set<JobId> finishing_;  // ended, write not yet committed
-  int running_ = 0;            // taken by a worker and not yet finished
+  std::set<JobId> finishing_;    // ended, write not yet committed
+  int running_ = 0;              // taken by a worker and not yet finished
+  std::uint64_t claim_seq_ = 0;  // claims taken so far (ClaimedJob::claim_seq)
   bool stopping_ = false;
   bool started_ = false;
 

@@ -69,6 +69,9 @@ struct ClaimedJob {
   bool cancel_requested = false;
   bool resumed = false;                               // parked or released mid-run, not a fresh attempt
   std::map<std::string, nlohmann::json> checkpoints;  // committed steps
+  // Set by the scheduler that took the claim: its order among that
+  // engine's claims (a lease renewal speaks only for claims made before it).
+  std::uint64_t claim_seq = 0;
 };
 
 // What happened to jobs whose lease expired while claiming.

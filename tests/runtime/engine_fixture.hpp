@@ -53,8 +53,11 @@ class EngineFixture : public ::testing::Test {
       }
       std::this_thread::sleep_for(1ms);
     }
+    std::string timeline;
+    for (const auto& t : last.timeline) timeline += "\n  " + t.kind + ": " + t.detail;
     ADD_FAILURE() << "job " << id << " never reached " << to_string(state) << "; it is "
-                  << to_string(last.state) << " (" << last.last_error << ")";
+                  << to_string(last.state) << " (" << last.last_error << "), attempt " << last.attempt
+                  << "; timeline:" << timeline;
     return last;
   }
 
