@@ -22,32 +22,15 @@ double AdaptivePacer::observed_interval_locked(std::int64_t now_us) const {
   return static_cast<double>(now_us - *first) / static_cast<double>(n - 1);
 }
 
-std::optional<std::int64_t> AdaptivePacer::learn_from_refusals_locked(const PaceHint& hint,
-                                                                      std::int64_t now_us,
-                                                                      std::optional<TimePoint> call_started) {
-  // A server that only refuses (a token bucket that answers 429 with at most
-  // a Retry-After) still shows its rate: from the end of one refusal's pause
-  // to the next refusal it admits its bucket plus its rate times the time,
-  // k = B + r T. Two such stretches of different lengths give r.
+std::optional<RefusalReading> AdaptivePacer::learn_from_refusals_locked(
+    const PaceHint& hint, std::int64_t now_us, std::optional<TimePoint> call_started) {
   const std::int64_t started = call_started ? to_micros(*call_started) : now_us;
-  if (episode_start_us_ == 0) episode_start_us_ = started;
-  if (started < episode_start_us_) return std::nullopt;  // from before the last pause
   if (!hint.throttled) {
-    ++episode_ok_;
+    refusals_.admitted(started);
     return std::nullopt;
   }
-  Refusal now_sample{started - episode_start_us_, episode_ok_};
-  episode_start_us_ = hint.resume_at ? std::max(now_us, to_micros(*hint.resume_at)) : now_us;
-  episode_ok_ = 0;
-  const Refusal before = last_refusal_;
-  last_refusal_ = now_sample;
-  if (before.stretch_us == 0 && before.admitted == 0) return std::nullopt;
-  const Refusal& a = before.stretch_us < now_sample.stretch_us ? before : now_sample;
-  const Refusal& b = before.stretch_us < now_sample.stretch_us ? now_sample : before;
-  if (b.stretch_us - a.stretch_us < kMinStretchGapUs || b.admitted - a.admitted < 2) return std::nullopt;
-  const double rate =
-      static_cast<double>(b.admitted - a.admitted) / static_cast<double>(b.stretch_us - a.stretch_us);
-  return static_cast<std::int64_t>(1.0 / rate);
+  const std::int64_t resume = hint.resume_at ? std::max(now_us, to_micros(*hint.resume_at)) : now_us;
+  return refusals_.refused(started, resume);
 }
 
 void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<TimePoint> call_started) {
@@ -80,6 +63,7 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
     resume_us_ = std::max(resume_us_, resume);
   }
   std::optional<std::int64_t> learned;
+  std::optional<RefusalReading> refusal;
   if (hint.interval) {
     learned = to_micros(*hint.interval);
   } else if (hint.limit && *hint.limit > 0 && hint.reset_in) {
@@ -87,9 +71,12 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
     window_us_ = std::max(window_us_, to_micros(*hint.reset_in));
     learned = window_us_ / *hint.limit;
   } else if (!hint.limit) {
-    learned = learn_from_refusals_locked(hint, now_us, call_started);
+    refusal = learn_from_refusals_locked(hint, now_us, call_started);
+    if (refusal && refusal->rate) learned = static_cast<std::int64_t>(1.0 / *refusal->rate);
   }
   if (learned) {
+    // Replies of calls in flight now report the overload this reading is of.
+    if (hint.throttled) decreased_at_us_ = now_us;
     // A little under the quota: arrival jitter at the server would otherwise
     // now and then put one call too many into its window.
     const auto paced = static_cast<std::int64_t>(static_cast<double>(*learned) * options_.margin);

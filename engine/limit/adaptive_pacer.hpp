@@ -17,8 +17,10 @@
 // learned can exceed a declared limit. Until the server says something the
 // pacer imposes nothing (declared bursts stay usable), and once recovered
 // from a bare 429 to the declared pace it stops pacing again. A 429 for a call that started before
-// the latest decrease does not decrease again (replies of calls already in
-// flight report the same overload).
+// the latest decrease, or before a refusal that gave the rate, does not
+// decrease again (replies of calls already in flight report the same
+// overload). A server that only refuses has its rate read from its
+// refusals (refusal_estimator.hpp).
 //
 // Thread-safety: all members are safe to call concurrently (one mutex).
 #pragma once
@@ -30,6 +32,7 @@
 
 #include "limit/limiter.hpp"
 #include "limit/rate_headers.hpp"
+#include "limit/refusal_estimator.hpp"
 
 namespace ratchet::limit {
 
@@ -67,8 +70,11 @@ class AdaptivePacer final : public Limiter {
 
  private:
   std::int64_t earliest_locked(std::int64_t t) const;
-  std::optional<std::int64_t> learn_from_refusals_locked(const PaceHint& hint, std::int64_t now_us,
-                                                         std::optional<TimePoint> call_started);
+  // What a reply with no quota says about a server that only refuses: the
+  // reading of a refusal (nothing for an admitted call, or a refusal of a
+  // call in flight at the last one).
+  std::optional<RefusalReading> learn_from_refusals_locked(const PaceHint& hint, std::int64_t now_us,
+                                                           std::optional<TimePoint> call_started);
   void respace_locked(std::int64_t now_us);
 
   const PacerOptions options_;
@@ -94,15 +100,8 @@ class AdaptivePacer final : public Limiter {
   std::int64_t decreased_at_us_ = 0;
   std::int64_t pause_us_ = 0;  // the current pause after a bare 429
 
-  // Stretches between refusals (learn_from_refusals_locked).
-  struct Refusal {
-    std::int64_t stretch_us = 0;  // from the end of the last pause to the refused call's start
-    std::int64_t admitted = 0;    // calls admitted in that stretch
-  };
-  static constexpr std::int64_t kMinStretchGapUs = 200'000;
-  std::int64_t episode_start_us_ = 0;
-  std::int64_t episode_ok_ = 0;
-  Refusal last_refusal_;
+  // Servers that only refuse (refusal_estimator.hpp).
+  RefusalEstimator refusals_;
   double rate_at_decrease_ = 0;  // calls per microsecond
   double ceiling_ = 0;           // calls per microsecond; zero: none
 };

@@ -285,3 +285,60 @@ TEST(AdaptivePacer_Start, ASlotGrantedBeforeAPauseIsMovedPastIt) {
 
 }  // namespace
 }  // namespace ratchet::limit
+
+namespace ratchet::limit {
+namespace {
+
+PaceHint retry_after(TimePoint now, Duration wait) {
+  PaceHint h;
+  h.throttled = true;
+  h.source = HintSource::kRetryAfter;
+  h.resume_at = now + wait;
+  return h;
+}
+
+// A bucket of 10 at 50/s, sent to at 100/s from the start: refused after
+// 0.2 s with 20 admitted, then a pause of a second.
+TimePoint first_refusal_of_a_bucket(AdaptivePacer& p, FakeClock& clock) {
+  const TimePoint t0 = clock.now();
+  for (int i = 0; i < 20; ++i) p.observe(PaceHint{}, t0 + i * 10ms, t0 + i * 10ms);
+  clock.advance(200ms);
+  p.observe(retry_after(clock.now(), 1s), clock.now(), clock.now());
+  clock.advance(1s);
+  return clock.now();
+}
+
+TEST(AdaptivePacer_Observe, AStretchThatLetTheBucketFillStillGivesTheBucketsRate) {
+  FakeClock clock;
+  AdaptivePacer p(exact());
+  const TimePoint t1 = first_refusal_of_a_bucket(p, clock);
+  // A second at 25/s (the bucket stays full, the rest overflows), then 75/s:
+  // the bucket drains at 25/s and refuses after 0.4 s, 30 calls later.
+  for (int i = 0; i < 25; ++i) p.observe(PaceHint{}, t1 + i * 40ms, t1 + i * 40ms);
+  const TimePoint fast = t1 + 1s;
+  for (int i = 0; i < 30; ++i) {
+    const TimePoint at = fast + std::chrono::duration_cast<Duration>(i * 1s / 75.0);
+    p.observe(PaceHint{}, at, at);
+  }
+  clock.advance(1400ms);
+  p.observe(retry_after(clock.now(), 1s), clock.now(), clock.now());
+  // The whole stretch (55 admitted in 1.4 s) would read as 29/s.
+  EXPECT_EQ(p.interval(), 20ms);
+}
+
+TEST(AdaptivePacer_Observe, RepliesInFlightAtTheRefusalThatGaveTheRateKeepIt) {
+  FakeClock clock;
+  AdaptivePacer p(exact());
+  const TimePoint t1 = first_refusal_of_a_bucket(p, clock);
+  for (int i = 0; i < 50; ++i) p.observe(PaceHint{}, t1 + i * 16ms, t1 + i * 16ms);
+  clock.advance(800ms);
+  const TimePoint in_flight = clock.now() - 2ms;
+  p.observe(retry_after(clock.now(), 1s), clock.now(), clock.now());
+  ASSERT_EQ(p.interval(), 20ms);
+  p.observe(retry_after(clock.now(), 1s), clock.now(), in_flight);
+  p.observe(retry_after(clock.now() + 1ms, 1s), clock.now() + 1ms, in_flight);
+  EXPECT_EQ(p.interval(), 20ms);
+}
+
+}  // namespace
+}  // namespace ratchet::limit

@@ -1,0 +1,59 @@
+// Learns the rate of a server that only refuses: a token bucket that answers
+// 429 with at most a Retry-After, and never says its rate or what remains.
+//
+// Each refusal ends a stretch that began at the end of the previous pause
+// (or at the first call), when the bucket was full. A stretch that kept the
+// bucket draining admits its size plus its rate times its length,
+// k = B + r T, so two stretches of different lengths give r. A stretch that
+// sent slower than r for a while lets the bucket fill (and overflow) again
+// and admits less; its part from the last moment the bucket was full still
+// admits B + r T. That moment is unknown, but every part that ends at the
+// refusal gives a rate the server allows at least, and the part from that
+// moment gives the rate itself: the estimate is the largest of them.
+//
+// Times are whole microseconds of the pacer's clock; the caller supplies them.
+// Thread-safety: none; its owner (AdaptivePacer) holds its own lock.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+
+namespace ratchet::limit {
+
+struct RefusalReading {
+  std::optional<double> rate;  // calls per microsecond, once two stretches tell it
+};
+
+class RefusalEstimator {
+ public:
+  // A call started at `started_us` was admitted. Calls started before the
+  // current stretch began (in flight at the last refusal) do not count.
+  void admitted(std::int64_t started_us);
+
+  // A call started at `started_us` was refused; the next stretch begins at
+  // `resume_us` (the end of the pause). Nothing when the refused call started
+  // before the current stretch: it reports the overload already counted.
+  std::optional<RefusalReading> refused(std::int64_t started_us, std::int64_t resume_us);
+
+  // Shortest gap in length between the two stretches (or parts) compared:
+  // closer ones leave the rate to the jitter of a few arrivals.
+  static constexpr std::int64_t kMinStretchGapUs = 200'000;
+  // Admitted starts remembered per stretch (a long stretch keeps its latest).
+  static constexpr std::size_t kMaxStarts = 4096;
+
+ private:
+  struct Stretch {
+    std::int64_t length_us = 0;
+    std::int64_t admitted = 0;
+  };
+  std::optional<double> estimate(std::int64_t refused_us) const;
+
+  bool begun_ = false;
+  std::int64_t stretch_start_us_ = 0;
+  std::int64_t admitted_ = 0;         // in the current stretch
+  std::deque<std::int64_t> starts_;   // of the admitted calls of the current stretch, in order seen
+  std::optional<Stretch> reference_;  // the shortest refused stretch so far: its B + r T is the best
+};
+
+}  // namespace ratchet::limit
