@@ -71,18 +71,9 @@ Result<Reservation> LimiterStack::reserve_from(std::int64_t now_us, std::int64_t
     // The first round reserves straight away (the common case: every limiter
     // has room); later rounds first agree on a time without reserving.
     if (round > 0 && limiters_.size() > 1) {
-      // Agree on a time all allow: each answer can only push it later.
-      for (bool moved = true; moved;) {
-        moved = false;
-        for (auto& l : limiters_) {
-          auto e = l->earliest(now_us, t_us);
-          if (!e) return fail(e.error());
-          if (*e > t_us) {
-            t_us = *e;
-            moved = true;
-          }
-        }
-      }
+      auto agreed_at = agree(now_us, t_us);
+      if (!agreed_at) return fail(agreed_at.error());
+      t_us = *agreed_at;
     }
     bool agreed = true;
     for (auto& l : limiters_) {
@@ -109,21 +100,27 @@ Result<Reservation> LimiterStack::reserve_from(std::int64_t now_us, std::int64_t
   return fail(Error::internal("stacked limiters did not agree on a start time after 1000 rounds"));
 }
 
-Result<TimePoint> LimiterStack::earliest(TimePoint now) {
-  std::int64_t t = to_micros(now);
-  const std::int64_t now_us = t;
+Result<std::int64_t> LimiterStack::agree(std::int64_t now_us, std::int64_t t_us) {
+  // Each answer can only push the time later, so this ends.
   for (bool moved = true; moved;) {
     moved = false;
     for (auto& l : limiters_) {
-      auto e = l->earliest(now_us, t);
+      auto e = l->earliest(now_us, t_us);
       if (!e) return fail(e.error());
-      if (*e > t) {
-        t = *e;
+      if (*e > t_us) {
+        t_us = *e;
         moved = true;
       }
     }
   }
-  return from_micros(t);
+  return t_us;
+}
+
+Result<TimePoint> LimiterStack::earliest(TimePoint now) {
+  const std::int64_t now_us = to_micros(now);
+  auto t = agree(now_us, now_us);
+  if (!t) return fail(t.error());
+  return from_micros(*t);
 }
 
 Result<Reservation> LimiterStack::reserve(TimePoint now) {

@@ -75,6 +75,8 @@ class LimiterStack {
 
  private:
   Result<Reservation> reserve_from(std::int64_t now_us, std::int64_t t_us);
+  // The earliest time >= t_us that every limiter allows, reserving nothing.
+  Result<std::int64_t> agree(std::int64_t now_us, std::int64_t t_us);
 
   std::vector<std::shared_ptr<Limiter>> limiters_;
 };
