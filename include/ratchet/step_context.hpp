@@ -50,9 +50,14 @@ class RATCHET_API StepContext {
   // deduplicate requests.
   virtual std::string idempotency_key(std::string_view step) const = 0;
 
-  // Runs fn once for this job and step name and commits its output before
-  // returning it; on replay returns the committed output without calling fn.
-  // An exception from fn fails the job attempt (the job retries with backoff).
+  // Runs fn once for this job and step name and returns its output; on
+  // replay returns the committed output without calling fn. The output is
+  // committed before the next step starts, or with the write that ends the
+  // run (completed, failed, parked...), whichever comes first: one commit
+  // fewer per step, and no step starts before the ones before it are
+  // durable. A crash before that commit runs the step again, like a step in
+  // flight. An exception from fn fails the job attempt (the job retries
+  // with backoff).
   virtual nlohmann::json step(std::string_view name, const std::function<nlohmann::json()>& fn) = 0;
 
   // A step that calls a plugin operation ("plugin.operation") through the
