@@ -30,10 +30,7 @@ std::function<store::LeaseWrite(store::JobStore&)> with_checkpoints(
     std::function<store::LeaseWrite(store::JobStore&)> ending) {
   if (steps.empty()) return ending;
   return [steps = std::move(steps), lease_until, ending = std::move(ending)](store::JobStore& s) mutable {
-    for (auto& step : steps) {
-      step.lease_until = lease_until;
-      if (!s.checkpoint(step).held) return store::LeaseWrite{};
-    }
+    if (!write_steps(s, steps, lease_until).held) return store::LeaseWrite{};
     return ending(s);
   };
 }

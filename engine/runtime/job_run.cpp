@@ -99,6 +99,17 @@ void JobRun::commit(const std::string& name, const nlohmann::json& output, TimeP
   job_.checkpoints[name] = output;
 }
 
+store::LeaseWrite write_steps(store::JobStore& s, std::vector<store::StepDone>& steps,
+                              store::Micros lease_until) {
+  store::LeaseWrite w;
+  for (auto& step : steps) {
+    step.lease_until = lease_until;
+    w = s.checkpoint(step);
+    if (!w.held) break;
+  }
+  return w;
+}
+
 std::vector<store::StepDone> JobRun::take_unwritten() {
   std::lock_guard lock(mu_);
   return std::exchange(unwritten_, {});
@@ -109,15 +120,7 @@ void JobRun::write_checkpoints() {
   std::vector<store::StepDone> steps = take_unwritten();
   if (steps.empty()) return;
   const store::Micros lease_until = store::to_micros(env_.clock->now() + env_.lease);
-  auto written = env_.store->write([&](store::JobStore& s) {
-    store::LeaseWrite w;
-    for (auto& step : steps) {
-      step.lease_until = lease_until;
-      w = s.checkpoint(step);
-      if (!w.held) break;
-    }
-    return w;
-  });
+  auto written = env_.store->write([&](store::JobStore& s) { return write_steps(s, steps, lease_until); });
   if (!written) {
     // Whether it committed is unknown: give the job up. Its lease expires and
     // the next owner replays whatever did commit.

@@ -75,6 +75,11 @@ class AttemptTimedOut : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Writes finished steps' checkpoints under the job's lease, renewing it to
+// `lease_until`; stops at the first refused (the lease is gone).
+store::LeaseWrite write_steps(store::JobStore& s, std::vector<store::StepDone>& steps,
+                              store::Micros lease_until);
+
 class JobRun final : public StepContext {
  public:
   JobRun(const RunEnv& env, store::ClaimedJob job);

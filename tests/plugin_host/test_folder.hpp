@@ -1,37 +1,24 @@
-// A fresh plugin folder per test, filled with copies of the test plugins
+// A fresh plugin folder per test (a TempDir), filled with copies of the test plugins
 // built under RATCHET_FIXTURE_DIR; removed when the test ends.
 #pragma once
 
-#include <unistd.h>
-
-#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <system_error>
 
 #include <gtest/gtest.h>
+
+#include "temp_dir.hpp"
 
 namespace ratchet::testing {
 
 class TestFolder {
  public:
-  TestFolder() {
-    static std::atomic<int> n{0};
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = std::filesystem::temp_directory_path() /
-            ("ratchet-plugin-test-" + std::to_string(::getpid()) + "-" + std::to_string(n++) + "-" +
-             (info != nullptr ? info->name() : "x"));
-    std::filesystem::create_directories(path_);
-  }
-  ~TestFolder() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
+  TestFolder() = default;
   TestFolder(const TestFolder&) = delete;
   TestFolder& operator=(const TestFolder&) = delete;
 
-  const std::filesystem::path& path() const { return path_; }
+  const std::filesystem::path& path() const { return dir_.path(); }
 
   static std::filesystem::path fixture(const std::string& name) {
     return std::filesystem::path(RATCHET_FIXTURE_DIR) / (name + ".so");
@@ -40,12 +27,12 @@ class TestFolder {
   // Copies fixture `name`.so into the folder as `as` (default: same name),
   // overwriting in place like `cp` does.
   std::filesystem::path add(const std::string& name, std::string as = {}) {
-    auto to = path_ / (as.empty() ? name + ".so" : as);
+    auto to = dir_.path() / (as.empty() ? name + ".so" : as);
     std::filesystem::copy_file(fixture(name), to, std::filesystem::copy_options::overwrite_existing);
     return to;
   }
   std::filesystem::path write(const std::string& file, const std::string& content) {
-    auto to = path_ / file;
+    auto to = dir_.path() / file;
     std::ofstream(to, std::ios::binary | std::ios::trunc) << content;
     return to;
   }
@@ -57,7 +44,7 @@ class TestFolder {
   }
 
  private:
-  std::filesystem::path path_;
+  TempDir dir_;
 };
 
 }  // namespace ratchet::testing
