@@ -416,8 +416,11 @@ TEST_F(RatchetCommandTest, RunMetrics_JobParkedBehindALimit_ShowsParkedWaitsAndD
                      "127.0.0.1:" + std::to_string(port), "--progress", "never", "--status-every", "100ms"});
   ASSERT_NE(run, nullptr);
 
+  // Scheduled: the parked film's run has ended (its rotten_tomatoes step,
+  // which runs beside the imdb one, has finished too).
   const std::string parked_body = scrape_until(port, [](const std::string& b) {
     return b.find("ratchet_jobs{state=\"completed\"} 1\n") != std::string::npos &&
+           b.find("ratchet_jobs{state=\"scheduled\"} 1\n") != std::string::npos &&
            b.find("ratchet_plugin_parked_steps{plugin=\"imdb\"} 1\n") != std::string::npos;
   });
   const auto parked = parse_samples(parked_body);
