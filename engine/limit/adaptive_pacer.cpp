@@ -1,6 +1,7 @@
 #include "limit/adaptive_pacer.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "common/duration.hpp"
@@ -8,7 +9,52 @@
 
 namespace ratchet::limit {
 
-AdaptivePacer::AdaptivePacer(PacerOptions options) : options_(options) {}
+PacerOptions plugin_pacing(Duration floor) {
+  PacerOptions o;
+  o.floor = floor;
+  o.opening_interval = std::chrono::milliseconds(8);
+  return o;
+}
+
+AdaptivePacer::AdaptivePacer(PacerOptions options) : options_(options) {
+  if (options_.opening_interval > Duration::zero() && options_.floor == Duration::zero()) {
+    start_ramp_locked(0, to_micros(options_.opening_interval));
+  }
+}
+
+void AdaptivePacer::start_ramp_locked(std::int64_t from_us, std::int64_t interval_us) {
+  ramping_ = true;
+  ramp_from_us_ = from_us;
+  ramp_interval_us_ = std::max<std::int64_t>(1, interval_us);
+  interval_us_ = ramp_interval_us_;
+  rate_at_decrease_ = 0;
+  ceiling_ = 0;
+}
+
+std::int64_t AdaptivePacer::ramp_interval_at_locked(std::int64_t t_us) const {
+  const std::int64_t from = ramp_from_us_ == 0 ? t_us : ramp_from_us_;
+  const double doublings = static_cast<double>(std::max<std::int64_t>(0, t_us - from)) /
+                           static_cast<double>(std::max<std::int64_t>(1, to_micros(options_.ramp_doubling)));
+  const double interval = static_cast<double>(ramp_interval_us_) * std::exp2(-doublings);
+  // As fast as the declared pace (or unpaced): nothing more to find out
+  // until the server says no.
+  if (interval <= static_cast<double>(std::max<std::int64_t>(1, to_micros(options_.floor))))
+    return learned_us_;
+  return static_cast<std::int64_t>(interval);
+}
+
+std::int64_t AdaptivePacer::interval_at_locked(std::int64_t t_us) const {
+  return ramping_ ? ramp_interval_at_locked(t_us) : interval_us_;
+}
+
+void AdaptivePacer::ramp_locked(std::int64_t now_us) {
+  if (!ramping_) return;
+  if (ramp_from_us_ == 0) ramp_from_us_ = now_us;
+  // Slots were granted along the ramp's schedule (reserve), so nothing
+  // granted needs respacing as it speeds up.
+  interval_us_ = ramp_interval_at_locked(now_us);
+  if (now_us >= ramp_from_us_ && interval_us_ == learned_us_) ramping_ = false;
+}
 
 double AdaptivePacer::observed_interval_locked(std::int64_t now_us) const {
   // The mean spacing of the starts in the last second: what the server saw
@@ -42,11 +88,19 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
   struct Respace {
     AdaptivePacer& p;
     std::int64_t before;
+    std::int64_t resume_before;
     std::int64_t now;
     ~Respace() {
-      if (p.interval_us_ != before) p.respace_locked(now);
+      const bool paused = p.resume_us_ != resume_before && p.resume_us_ > now;
+      if (paused || p.interval_us_ > before) {
+        // The slots granted so far were spaced for a pace that no longer
+        // holds: they take new turns when they come back (start).
+        ++p.generation_;
+        p.moved_tat_ = std::max(now, p.resume_us_);
+      }
+      if (paused || p.interval_us_ != before) p.respace_locked(now);
     }
-  } respace{*this, interval_before, now_us};
+  } respace{*this, interval_before, resume_us_, now_us};
   if (hint.window) window_us_ = std::max(window_us_, to_micros(*hint.window));
   if (hint.limit && hint.remaining && call_started && *hint.remaining == *hint.limit - 1) {
     window_start_us_ = to_micros(*call_started);  // the first call of a server window
@@ -70,27 +124,60 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
     // The quota's window is at least the longest time to a reset seen.
     window_us_ = std::max(window_us_, to_micros(*hint.reset_in));
     learned = window_us_ / *hint.limit;
-  } else if (!hint.limit) {
+  } else if (!hint.limit && (!hint.throttled || hint.resume_at)) {
     refusal = learn_from_refusals_locked(hint, now_us, call_started);
     if (refusal && refusal->rate) learned = static_cast<std::int64_t>(1.0 / *refusal->rate);
+  }
+  // Whatever the server said about its limits ends a slow start (a refusal
+  // with only Retry-After, below, ends it or starts the next).
+  const bool retry_after_only = hint.throttled && hint.resume_at && !hint.limit && !hint.interval;
+  if (ramping_ && (hint.limit || hint.interval || (hint.throttled && !retry_after_only) || learned)) {
+    ramping_ = false;
+    // Not refused: the pace is what the server said (or none); refused: the
+    // slow start's pace is the one that drew it.
+    if (!hint.throttled) interval_us_ = learned ? *learned : learned_us_;
   }
   if (learned) {
     // Replies of calls in flight now report the overload this reading is of.
     if (hint.throttled) decreased_at_us_ = now_us;
     // A little under the quota: arrival jitter at the server would otherwise
     // now and then put one call too many into its window.
-    const auto paced = static_cast<std::int64_t>(static_cast<double>(*learned) * options_.margin);
+    // A rate read from refusals rests on a few arrival times: a wider margin.
+    const double margin = refusal ? options_.refusal_margin : options_.margin;
+    const auto paced = static_cast<std::int64_t>(static_cast<double>(*learned) * margin);
     learned_us_ = std::clamp(paced, floor_us, max_us);
     interval_us_ = learned_us_;
     rate_at_decrease_ = 0;
     ceiling_ = 0;
+    pause_us_ = interval_us_;
+  }
+  if (retry_after_only && !learned) {
+    // Refused with only a Retry-After, and nothing read from it yet.
+    // A refusal of a call in flight at the last one reports that overload.
+    if (!refusal) return;
+    decreased_at_us_ = now_us;
+    if (learned_us_ > 0) {
+      // The rate read before was a little high (or the server's clock
+      // jittered): a little slower, not a new search.
+      learned_us_ = std::min(max_us, learned_us_ + learned_us_ / 10 + 1);
+      interval_us_ = learned_us_;
+      return;
+    }
+    const std::int64_t spread = refusal->length_us + to_micros(options_.restart_spread);
+    const std::int64_t first = spread / std::max<std::int64_t>(1, refusal->admitted);
+    start_ramp_locked(std::max(now_us, resume_us_),
+                      std::clamp(first, std::max<std::int64_t>(floor_us, 1), max_us));
+    return;
   }
   // A 429 that names the quota, while its pace is kept, is arrival jitter
   // at the server: the pause it asks for is enough.
   const bool quota_kept = hint.limit && learned_us_ > 0;
   if (hint.throttled && !learned && !quota_kept) {
     const bool in_flight_at_decrease = call_started && to_micros(*call_started) < decreased_at_us_;
-    const bool same_episode = decreased_at_us_ > 0 && now_us - decreased_at_us_ < kEpisodeUs;
+    // The same overload while nothing was admitted since the last refusal;
+    // one admitted since means the server's window renewed.
+    const bool same_episode =
+        decreased_at_us_ > 0 && !admitted_since_decrease_ && now_us - decreased_at_us_ < kEpisodeUs;
     if (!in_flight_at_decrease && same_episode) {
       // Refused again soon after slowing down: the server's window is spent
       // (by us before the decrease, or by another client). Halving again for
@@ -99,13 +186,22 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
       pause_us_ = std::clamp<std::int64_t>(2 * pause_us_, std::max<std::int64_t>(interval_us_, 1), max_us);
       if (!hint.resume_at) resume_us_ = std::max(resume_us_, now_us + pause_us_);
       decreased_at_us_ = now_us;
+      admitted_since_decrease_ = false;
     } else if (!in_flight_at_decrease) {
       // Multiplicative decrease from the pace actually used.
       // Never from faster than the declared pace: with declared limits kept,
       // a 429 means the server allows less than declared, not less than a
       // quiet spell happened to use.
+      // Nor from faster than the server let through in the last second: a
+      // start rate far above it (a first burst) would take many halvings,
+      // each with its own 429s, to come down to it.
+      while (!admits_.empty() && admits_.front() <= now_us - kObservedSpan) admits_.pop_front();
+      const std::int64_t span = std::min(kObservedSpan, now_us - first_start_us_);
+      const double admitted_interval = admits_.size() < 2 || first_start_us_ == 0 || span <= 0
+                                           ? 0.0
+                                           : static_cast<double>(span) / static_cast<double>(admits_.size());
       double current = std::max({static_cast<double>(interval_us_), observed_interval_locked(now_us),
-                                 static_cast<double>(floor_us)});
+                                 admitted_interval, static_cast<double>(floor_us)});
       if (current <= 0) current = static_cast<double>(to_micros(options_.first_interval)) * options_.decrease;
       const auto next = static_cast<std::int64_t>(current / options_.decrease);
       interval_us_ = std::clamp<std::int64_t>(next, std::max<std::int64_t>(floor_us, 1), max_us);
@@ -114,13 +210,18 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
       // creeps above it, so one overload does not come back every few calls.
       ceiling_ = options_.ceiling / current;
       decreased_at_us_ = now_us;
-      pause_us_ = interval_us_;
-      // Retry-After already says when to resume; a bare 429 pauses one interval.
-      if (!hint.resume_at) resume_us_ = std::max(resume_us_, now_us + interval_us_);
+      pause_us_ = std::max(interval_us_, to_micros(options_.min_pause));
+      admitted_since_decrease_ = false;
+      // Retry-After already says when to resume; a bare 429 pauses (one
+      // interval, at least min_pause).
+      if (!hint.resume_at) resume_us_ = std::max(resume_us_, now_us + pause_us_);
     }
     return;
   }
   if (hint.throttled) return;
+  if (call_started && to_micros(*call_started) >= decreased_at_us_) admitted_since_decrease_ = true;
+  admits_.push_back(now_us);
+  while (!admits_.empty() && admits_.front() <= now_us - kObservedSpan) admits_.pop_front();
   if (rate_at_decrease_ > 0) {
     // Additive increase back towards the learned (or declared) pace.
     double rate = 1.0 / static_cast<double>(std::max<std::int64_t>(interval_us_, 1));
@@ -162,33 +263,57 @@ void AdaptivePacer::respace_locked(std::int64_t now_us) {
   // granted from now on queue behind as many calls at the pace of now, so a
   // pace that recovers is used at once (a holder that comes back before its
   // slot trades it for a sooner one, see CallGate::admit).
-  tat_ = std::max(started_tat_, now_us) + outstanding_ * interval_us_;
+  tat_ = std::max({started_tat_, now_us, resume_us_});
+  if (!ramping_) {
+    tat_ += outstanding_ * interval_us_;
+  } else {
+    // Along the slow start's schedule; past a few thousand slots its
+    // spacing no longer matters.
+    std::int64_t i = 0;
+    for (; i < std::min<std::int64_t>(outstanding_, 4096); ++i) tat_ += interval_at_locked(tat_);
+    tat_ += (outstanding_ - i) * interval_at_locked(tat_);
+  }
 }
 
 bool AdaptivePacer::recovering() const {
   std::lock_guard lock(mu_);
-  return rate_at_decrease_ > 0;
+  return rate_at_decrease_ > 0 || ramping_;
 }
 
 Result<std::int64_t> AdaptivePacer::earliest(std::int64_t now_us, std::int64_t t_us) {
   std::lock_guard lock(mu_);
+  ramp_locked(now_us);
   return earliest_locked(std::max(now_us, t_us));
 }
 
 Result<Slot> AdaptivePacer::reserve(std::int64_t now_us, std::int64_t t_us) {
   std::lock_guard lock(mu_);
+  ramp_locked(now_us);
   Slot s;
   s.at_us = earliest_locked(std::max(now_us, t_us));
+  s.generation = generation_;
   s.tat_before_us = tat_;
-  tat_ = std::max(tat_, s.at_us + interval_us_);
+  tat_ = std::max(tat_, s.at_us + interval_at_locked(s.at_us));
   s.tat_after_us = tat_;
   ++outstanding_;
   return s;
 }
 
-Result<std::int64_t> AdaptivePacer::ready_at(const Slot& slot, std::int64_t now_us) {
+Result<std::int64_t> AdaptivePacer::ready_at(Slot& slot, std::int64_t now_us) {
   std::lock_guard lock(mu_);
-  return std::max({now_us, slot.at_us, resume_us_, interval_us_ > 0 ? started_tat_ : now_us});
+  ramp_locked(now_us);
+  if (slot.generation != generation_ || now_us < resume_us_) {
+    // Granted before a pause or a slowdown, its time was spaced for the old
+    // pace. Such slots take turns at the new pace from the end of the pause,
+    // in the order they come back: each its own turn, or all would wait,
+    // wake and be moved together, one start at a time.
+    const std::int64_t turn = std::max({now_us, resume_us_, moved_tat_});
+    moved_tat_ = turn + interval_at_locked(turn);
+    slot.generation = generation_;
+    slot.at_us = turn;
+    return turn;
+  }
+  return std::max(now_us, slot.at_us);
 }
 
 Result<UseResult> AdaptivePacer::start(Slot& slot, std::int64_t now_us) {
@@ -196,11 +321,25 @@ Result<UseResult> AdaptivePacer::start(Slot& slot, std::int64_t now_us) {
     return fail(Error::invalid_argument("a limiter slot was used before its time (a bug in the caller)"));
   }
   std::lock_guard lock(mu_);
-  // Like the in-process limiters, the pace holds between the calls really
-  // started; a slot's time only says when to come.
-  const std::int64_t allowed = std::max(resume_us_, interval_us_ > 0 ? started_tat_ : now_us);
-  if (now_us < allowed) {
-    slot.at_us = allowed;
+  ramp_locked(now_us);
+  if (slot.generation != generation_ || now_us < resume_us_) {
+    // As in ready_at.
+    const std::int64_t turn = std::max({now_us, resume_us_, moved_tat_});
+    moved_tat_ = turn + interval_at_locked(turn);
+    slot.generation = generation_;
+    if (turn > now_us) {
+      slot.at_us = turn;
+      return UseResult::kMoved;
+    }
+  }
+  // A slot of the current pace used late may start up to one interval
+  // closer to the last start than the pace (a burst of two at most): a late
+  // start then does not push every slot behind it, each of which would
+  // wait again.
+  if (interval_us_ > 0 && now_us < started_tat_ - interval_us_) {
+    const std::int64_t turn = std::max(started_tat_ - interval_us_, moved_tat_);
+    moved_tat_ = turn + interval_us_;
+    slot.at_us = turn;
     return UseResult::kMoved;
   }
   if (first_start_us_ == 0) first_start_us_ = now_us;
@@ -229,7 +368,13 @@ Status AdaptivePacer::cancel(const Slot& slot) {
 
 std::string AdaptivePacer::describe() const {
   std::lock_guard lock(mu_);
-  return "learned pace " + common::format_duration(std::chrono::microseconds(interval_us_)) + " per call";
+  const std::string pace = common::format_duration(std::chrono::microseconds(interval_us_));
+  if (ramping_) {
+    return "starting slowly: " + pace + " per call, the rate doubling every " +
+           common::format_duration(
+               std::chrono::duration_cast<std::chrono::microseconds>(options_.ramp_doubling));
+  }
+  return "learned pace " + pace + " per call";
 }
 
 }  // namespace ratchet::limit

@@ -5,13 +5,25 @@
 //   - A pace from the headers: starts are spaced by the quota's window over
 //     its quota (the window from RateLimit-Policy, or the longest time to a
 //     reset seen), stretched by a small margin.
-//   - A 429 that gives no pace (bare, or with only Retry-After): multiplicative
-//     decrease (the rate is multiplied by `decrease`, from the rate of the
-//     starts in the last second when nothing was learned) and, when bare, a
-//     pause of one interval; then each good reply adds `recovery` times the
-//     rate at the decrease (additive increase) up to `ceiling` times the rate
-//     that drew the 429, and a tenth as fast beyond it, until the learned or
-//     declared pace is reached again.
+//   - A bare 429: multiplicative decrease (the rate is multiplied by
+//     `decrease`, from the rate of the starts in the last second when nothing
+//     was learned, or the rate admitted in it when lower) and a pause of one
+//     interval (at least `min_pause`, doubling while refusals go on); then each good reply adds
+//     `recovery` times the rate at the decrease (additive increase) up to
+//     `ceiling` times the rate that drew the 429, and a tenth as fast beyond
+//     it, until the learned or declared pace is reached again.
+//   - A 429 with only Retry-After, while its rate is not known: after the
+//     pause, a slow start that spreads the calls the last stretch admitted
+//     over that stretch plus `restart_spread`, doubling its rate every
+//     `ramp_doubling`, so that the next refusal ends a stretch long enough
+//     to read the rate from (refusal_estimator.hpp). Each refusal costs a
+//     whole pause (Retry-After comes in whole seconds), so the rate is read
+//     from as few refusals as possible.
+//   - Until the server has said anything, with no limit declared, starts are
+//     spaced by `opening_interval`, doubling their rate every `ramp_doubling`:
+//     a first burst then draws one refusal, not one per worker, and reads
+//     the server's bucket cleanly; a server that never limits is paced for
+//     the first seconds only.
 // Learned pace never goes faster than `floor` (the tightest declared limit's
 // per/rate); the declared limiters stay in the stack anyway, so nothing
 // learned can exceed a declared limit. Until the server says something the
@@ -43,9 +55,18 @@ struct PacerOptions {
   double ceiling = 0.9;               // recovery aims at this fraction of the rate that drew a 429
   double probe = 0.1;                 // past that, the recovery step is scaled by this
   double margin = 1.02;               // a learned quota's pace is stretched by this
+  double refusal_margin = 1.05;       // and a rate read from refusals by this
   Duration first_interval = std::chrono::milliseconds(100);  // pace after a 429 when nothing is known
   Duration max_interval = std::chrono::minutes(1);           // slowest pace a 429 storm can push to
+  Duration opening_interval = Duration::zero();              // pace of the first calls; zero: unpaced
+  Duration min_pause = std::chrono::milliseconds(50);        // shortest pause after a bare 429
+  Duration ramp_doubling = std::chrono::milliseconds(250);   // a slow start doubles its rate this often
+  Duration restart_spread = std::chrono::milliseconds(500);  // see the slow start after Retry-After
 };
+
+// A plugin's pacing in the engine: the declared pace as its floor, and the
+// opening slow start when nothing is declared.
+PacerOptions plugin_pacing(Duration floor);
 
 class AdaptivePacer final : public Limiter {
  public:
@@ -57,13 +78,13 @@ class AdaptivePacer final : public Limiter {
 
   Duration interval() const;    // the current spacing between starts (zero: none)
   TimePoint resume_at() const;  // no start before this (the epoch: no pause)
-  // Speeding back up after a 429 (slots granted now may come sooner than
-  // the ones granted before).
+  // Speeding back up after a 429, or in a slow start (slots granted now may
+  // come sooner than the ones granted before).
   bool recovering() const;
 
   Result<std::int64_t> earliest(std::int64_t now_us, std::int64_t t_us) override;
   Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) override;
-  Result<std::int64_t> ready_at(const Slot& slot, std::int64_t now_us) override;
+  Result<std::int64_t> ready_at(Slot& slot, std::int64_t now_us) override;
   Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
   Status cancel(const Slot& slot) override;
   std::string describe() const override;
@@ -76,6 +97,12 @@ class AdaptivePacer final : public Limiter {
   std::optional<RefusalReading> learn_from_refusals_locked(const PaceHint& hint, std::int64_t now_us,
                                                            std::optional<TimePoint> call_started);
   void respace_locked(std::int64_t now_us);
+  // Moves a slow start's pace on to `now_us`.
+  void ramp_locked(std::int64_t now_us);
+  std::int64_t ramp_interval_at_locked(std::int64_t t_us) const;
+  // The spacing after a start at `t_us`, along a slow start's schedule.
+  std::int64_t interval_at_locked(std::int64_t t_us) const;
+  void start_ramp_locked(std::int64_t from_us, std::int64_t interval_us);
 
   const PacerOptions options_;
   mutable std::mutex mu_;
@@ -85,12 +112,15 @@ class AdaptivePacer final : public Limiter {
   std::int64_t tat_ = 0;          // after every slot granted: when to come
   std::int64_t started_tat_ = 0;  // after the calls started: who may go
   std::int64_t outstanding_ = 0;  // slots granted, not yet started or given back
+  std::int64_t moved_tat_ = 0;    // after every slot moved (see start)
+  std::uint64_t generation_ = 0;  // of the pace slots are granted by
   static constexpr std::int64_t kObservedSpan = 1'000'000;
   // A call's start precedes its arrival at the server by the time to send it.
   static constexpr std::int64_t kBoundaryGuard = 10'000;
   double observed_interval_locked(std::int64_t now_us) const;
 
   std::deque<std::int64_t> starts_;  // starts within the last kObservedSpan
+  std::deque<std::int64_t> admits_;  // replies that were not refusals, within the last kObservedSpan
   std::int64_t first_start_us_ = 0;
   std::int64_t window_us_ = 0;        // the quota's window, or the longest time to a reset seen
   std::int64_t window_start_us_ = 0;  // start of a call that opened a server window
@@ -99,11 +129,18 @@ class AdaptivePacer final : public Limiter {
   static constexpr std::int64_t kEpisodeUs = 1'000'000;
   std::int64_t decreased_at_us_ = 0;
   std::int64_t pause_us_ = 0;  // the current pause after a bare 429
+  bool admitted_since_decrease_ = false;
 
   // Servers that only refuse (refusal_estimator.hpp).
   RefusalEstimator refusals_;
   double rate_at_decrease_ = 0;  // calls per microsecond
   double ceiling_ = 0;           // calls per microsecond; zero: none
+
+  // A slow start: the interval at ramp_from_us_ (zero: from the first call),
+  // halved every ramp_doubling.
+  bool ramping_ = false;
+  std::int64_t ramp_from_us_ = 0;
+  std::int64_t ramp_interval_us_ = 0;
 };
 
 }  // namespace ratchet::limit

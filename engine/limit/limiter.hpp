@@ -38,6 +38,9 @@ struct Slot {
   bool started = false;
   std::int64_t started_before_us = 0;
   std::int64_t started_after_us = 0;
+  // Set by limiters whose pace can change under granted slots: the pace
+  // (its generation) the slot was spaced by.
+  std::uint64_t generation = 0;
 };
 
 enum class UseResult {
@@ -61,12 +64,13 @@ class Limiter {
   virtual Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) = 0;
 
   // The earliest time >= max(now_us, slot.at_us) at which a held slot may
-  // start; changes nothing. The in-process token bucket and sliding window
+  // start. Changes nothing, except in a limiter whose pace changed under the
+  // slot (AdaptivePacer), which gives it a new time there. The in-process token bucket and sliding window
   // admit by the calls actually started, and a slot's time is when its
   // holder should come: a holder who came late took whatever room there was
   // then, so the next one may wait a little, keeping its place, rather than
   // lose it. Other limiters answer max(now_us, slot.at_us).
-  virtual Result<std::int64_t> ready_at(const Slot& slot, std::int64_t now_us);
+  virtual Result<std::int64_t> ready_at(Slot& slot, std::int64_t now_us);
 
   // Uses a reserved slot for a call starting at now_us. now_us < slot.at_us is
   // a caller bug and fails with kInvalidArgument. Called at or after

@@ -7,7 +7,7 @@
 
 namespace ratchet::limit {
 
-Result<std::int64_t> Limiter::ready_at(const Slot& slot, std::int64_t now_us) {
+Result<std::int64_t> Limiter::ready_at(Slot& slot, std::int64_t now_us) {
   return std::max(now_us, slot.at_us);
 }
 

@@ -10,7 +10,14 @@ void RefusalEstimator::admitted(std::int64_t started_us) {
     begun_ = true;
     stretch_start_us_ = started_us;
   }
-  if (started_us < stretch_start_us_) return;
+  if (started_us < stretch_start_us_) {
+    // Its reply came after the refusal's: it still counts in the stretch it
+    // was admitted in, which matters once that stretch is the reference.
+    if (ended_ && ended_->is_reference && started_us >= ended_->start_us && started_us < ended_->refused_us) {
+      ++reference_->admitted;
+    }
+    return;
+  }
   ++admitted_;
   starts_.push_back(started_us);
   if (starts_.size() > kMaxStarts) starts_.pop_front();
@@ -25,7 +32,11 @@ std::optional<RefusalReading> RefusalEstimator::refused(std::int64_t started_us,
   RefusalReading reading;
   const std::int64_t length = started_us - stretch_start_us_;
   reading.rate = estimate(started_us);
-  if (!reference_ || length < reference_->length_us) reference_ = Stretch{length, admitted_};
+  reading.admitted = admitted_;
+  reading.length_us = length;
+  const bool shortest = !reference_ || length < reference_->length_us;
+  if (shortest) reference_ = Stretch{length, admitted_};
+  ended_ = Ended{stretch_start_us_, started_us, shortest};
   stretch_start_us_ = std::max(started_us, resume_us);
   admitted_ = 0;
   starts_.clear();

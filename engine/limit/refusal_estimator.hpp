@@ -23,12 +23,15 @@ namespace ratchet::limit {
 
 struct RefusalReading {
   std::optional<double> rate;  // calls per microsecond, once two stretches tell it
+  std::int64_t admitted = 0;   // in the stretch the refusal ended
+  std::int64_t length_us = 0;  // of that stretch
 };
 
 class RefusalEstimator {
  public:
-  // A call started at `started_us` was admitted. Calls started before the
-  // current stretch began (in flight at the last refusal) do not count.
+  // A call started at `started_us` was admitted. A call started within the
+  // last stretch that ended (its reply came after the refusal's) counts
+  // there; calls started in a pause (in flight at a refusal) do not count.
   void admitted(std::int64_t started_us);
 
   // A call started at `started_us` was refused; the next stretch begins at
@@ -47,6 +50,11 @@ class RefusalEstimator {
     std::int64_t length_us = 0;
     std::int64_t admitted = 0;
   };
+  struct Ended {
+    std::int64_t start_us = 0;
+    std::int64_t refused_us = 0;
+    bool is_reference = false;
+  };
   std::optional<double> estimate(std::int64_t refused_us) const;
 
   bool begun_ = false;
@@ -54,6 +62,7 @@ class RefusalEstimator {
   std::int64_t admitted_ = 0;         // in the current stretch
   std::deque<std::int64_t> starts_;   // of the admitted calls of the current stretch, in order seen
   std::optional<Stretch> reference_;  // the shortest refused stretch so far: its B + r T is the best
+  std::optional<Ended> ended_;        // the last stretch a refusal ended
 };
 
 }  // namespace ratchet::limit

@@ -46,7 +46,7 @@ Result<Slot> SlidingWindowLimiter::reserve(std::int64_t now_us, std::int64_t t_u
   return slot;
 }
 
-Result<std::int64_t> SlidingWindowLimiter::ready_at(const Slot& slot, std::int64_t now_us) {
+Result<std::int64_t> SlidingWindowLimiter::ready_at(Slot& slot, std::int64_t now_us) {
   std::lock_guard lock(mu_);
   return sliding_earliest(started_, rate_, per_, std::max({slot.at_us, now_us, advance(now_us)}));
 }

@@ -21,7 +21,7 @@ class SlidingWindowLimiter final : public Limiter {
 
   Result<std::int64_t> earliest(std::int64_t now_us, std::int64_t t_us) override;
   Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) override;
-  Result<std::int64_t> ready_at(const Slot& slot, std::int64_t now_us) override;
+  Result<std::int64_t> ready_at(Slot& slot, std::int64_t now_us) override;
   Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
   Status cancel(const Slot& slot) override;
   std::string describe() const override;

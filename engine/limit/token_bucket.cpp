@@ -30,7 +30,7 @@ Result<Slot> TokenBucketLimiter::reserve(std::int64_t now_us, std::int64_t t_us)
   return gcra_.grant(tat_, std::max(now_us, t_us));
 }
 
-Result<std::int64_t> TokenBucketLimiter::ready_at(const Slot& slot, std::int64_t now_us) {
+Result<std::int64_t> TokenBucketLimiter::ready_at(Slot& slot, std::int64_t now_us) {
   std::lock_guard lock(mu_);
   return std::max({now_us, slot.at_us, started_tat_ - gcra_.tolerance_us});
 }

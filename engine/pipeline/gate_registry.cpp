@@ -68,9 +68,8 @@ Result<GateRegistry::PluginParts*> GateRegistry::plugin_parts(const std::string&
   }
   if (spec.policy.breaker.enabled)
     parts.breaker = std::make_shared<retry::CircuitBreaker>(spec.policy.breaker);
-  limit::PacerOptions pacing;
-  pacing.floor = retry::declared_pace(spec.policy.limits);
-  parts.pacer = std::make_shared<limit::AdaptivePacer>(pacing);
+  parts.pacer =
+      std::make_shared<limit::AdaptivePacer>(limit::plugin_pacing(retry::declared_pace(spec.policy.limits)));
   if (spec.policy.concurrency) parts.concurrency = limit::ConcurrencyLimiter::make(*spec.policy.concurrency);
   return &plugins_.emplace(plugin, std::move(parts)).first->second;
 }

@@ -173,9 +173,7 @@ Result<std::shared_ptr<CallGate>> make_call_gate(const config::CallPolicy& polic
     if (!l) return fail(l.error());
     parts.limiters.push_back(std::move(*l));
   }
-  limit::PacerOptions pacing;
-  pacing.floor = declared_pace(policy.limits);
-  parts.pacer = std::make_shared<limit::AdaptivePacer>(pacing);
+  parts.pacer = std::make_shared<limit::AdaptivePacer>(limit::plugin_pacing(declared_pace(policy.limits)));
   if (policy.concurrency) parts.concurrency = limit::ConcurrencyLimiter::make(*policy.concurrency);
   parts.seed = seed;
   return std::make_shared<CallGate>(std::move(parts));

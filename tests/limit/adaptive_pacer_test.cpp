@@ -38,6 +38,7 @@ TEST(AdaptivePacer_Observe, RetryAfterHoldsEveryStartUntilResume) {
 PacerOptions exact() {
   PacerOptions o;
   o.margin = 1.0;
+  o.refusal_margin = 1.0;
   return o;
 }
 
@@ -152,23 +153,75 @@ TEST(AdaptivePacer_Observe, SpentQuotaResumesAtTheServersWindowNotTheRoundedRese
   EXPECT_EQ(p.resume_at(), clock.now() + 1s);
 }
 
-TEST(AdaptivePacer_Observe, A429WithOnlyRetryAfterAlsoSlowsThePace) {
+TEST(AdaptivePacer_Observe, A429WithOnlyRetryAfterRestartsSlowlyAfterThePauseThenDoublesTheRate) {
   FakeClock clock;
   AdaptivePacer p;
-  for (int i = 0; i < 10; ++i) {
-    if (i > 0) clock.advance(50ms);
-    next_slot(p, clock.now());
-  }
+  // Ten calls admitted over 0.45 s, then a refusal with only Retry-After.
+  const TimePoint t0 = clock.now();
+  for (int i = 0; i < 10; ++i) p.observe(PaceHint{}, t0 + i * 50ms, t0 + i * 50ms);
+  clock.advance(450ms);
   PaceHint h;
   h.throttled = true;
   h.resume_at = clock.now() + 2s;
   h.source = HintSource::kRetryAfter;
-  p.observe(h, clock.now());
+  p.observe(h, clock.now(), clock.now());
   EXPECT_EQ(p.resume_at(), clock.now() + 2s);
-  EXPECT_EQ(p.interval(), 100ms);
+  EXPECT_TRUE(p.recovering());
+  // After the pause, the ten calls spread over their stretch plus half a
+  // second (95 ms apart), the rate doubling every 250 ms.
   clock.advance(2s);
   const auto a = next_slot(p, clock.now());
-  EXPECT_EQ(next_slot(p, clock.now()) - a, 100'000);
+  EXPECT_EQ(a, to_micros(clock.now()));
+  EXPECT_EQ(next_slot(p, clock.now()) - a, 95'000);
+  clock.advance(500ms);
+  next_slot(p, clock.now());
+  EXPECT_EQ(p.interval(), std::chrono::microseconds(23'750));
+}
+
+TEST(AdaptivePacer_Observe, BeforeTheServerSaysAnythingTheFirstCallsStartSlowlyAndSpeedUp) {
+  FakeClock clock;
+  const PacerOptions o = plugin_pacing(Duration::zero());
+  AdaptivePacer p(o);
+  const auto a = next_slot(p, clock.now());
+  EXPECT_EQ(next_slot(p, clock.now()) - a, to_micros(TimePoint{} + o.opening_interval));
+  clock.advance(o.ramp_doubling);
+  next_slot(p, clock.now());
+  EXPECT_EQ(p.interval(), o.opening_interval / 2);
+  // A reply that tells the quota ends the slow start.
+  PaceHint quota;
+  quota.limit = 100;
+  quota.remaining = 90;
+  quota.reset_in = 1s;
+  p.observe(quota, clock.now(), clock.now());
+  EXPECT_FALSE(p.recovering());
+  EXPECT_EQ(p.interval(), std::chrono::microseconds(10'200));  // 1 s / 100, with the 2 % margin
+}
+
+TEST(AdaptivePacer_Observe, WithALimitDeclaredTheFirstCallsAreNotSlowedDown) {
+  FakeClock clock;
+  AdaptivePacer p(plugin_pacing(10ms));
+  const auto a = next_slot(p, clock.now());
+  EXPECT_EQ(next_slot(p, clock.now()), a);  // the declared limiters pace these
+}
+
+TEST(AdaptivePacer_Start, SlotsGrantedBeforeAPauseTakeTurnsAfterItInTheOrderTheyComeBack) {
+  FakeClock clock;
+  AdaptivePacer p(exact());
+  PaceHint learned;
+  learned.interval = 10ms;
+  p.observe(learned, clock.now());
+  std::vector<Slot> held;
+  for (int i = 0; i < 5; ++i) held.push_back(*p.reserve(to_micros(clock.now()), to_micros(clock.now())));
+  PaceHint wait;
+  wait.resume_at = clock.now() + 1s;
+  p.observe(wait, clock.now(), clock.now());
+  const TimePoint resume = clock.now() + 1s;
+  clock.advance(100ms);  // all five come back during the pause
+  for (std::size_t i = 0; i < held.size(); ++i) {
+    EXPECT_EQ(*p.ready_at(held[i], to_micros(clock.now())),
+              to_micros(resume) + static_cast<std::int64_t>(i) * 10'000)
+        << "each its own turn, spaced by the pace, from the end of the pause";
+  }
 }
 
 TEST(AdaptivePacer_Observe, RefusalsAgainSoonAfterADecreaseLengthenThePauseNotThePace) {
@@ -180,15 +233,15 @@ TEST(AdaptivePacer_Observe, RefusalsAgainSoonAfterADecreaseLengthenThePauseNotTh
   }
   p.observe(bare_429(), clock.now());  // 100/s drew it: 50/s
   EXPECT_EQ(p.interval(), 20ms);
-  clock.advance(20ms);
+  clock.advance(50ms);
   next_slot(p, clock.now());
   p.observe(bare_429(), clock.now(), clock.now());  // still refused: the window is spent
   EXPECT_EQ(p.interval(), 20ms);
-  EXPECT_EQ(p.resume_at(), clock.now() + 40ms);
-  clock.advance(40ms);
+  EXPECT_EQ(p.resume_at(), clock.now() + 100ms);  // the first pause was min_pause, 50 ms
+  clock.advance(100ms);
   next_slot(p, clock.now());
   p.observe(bare_429(), clock.now(), clock.now());
-  EXPECT_EQ(p.resume_at(), clock.now() + 80ms);
+  EXPECT_EQ(p.resume_at(), clock.now() + 200ms);
   clock.advance(2s);  // a new overload, later, slows the pace again
   next_slot(p, clock.now());
   p.observe(bare_429(), clock.now(), clock.now());
