@@ -395,3 +395,43 @@ TEST(AdaptivePacer_Observe, RepliesInFlightAtTheRefusalThatGaveTheRateKeepIt) {
 
 }  // namespace
 }  // namespace ratchet::limit
+
+namespace ratchet::limit {
+namespace {
+
+TEST(AdaptivePacer_Observe, Bare429AfterABurst_SlowsFromTheRateTheServerLetThroughNotTheBurstsRate) {
+  FakeClock clock;
+  AdaptivePacer p(exact());
+  const TimePoint t0 = clock.now();
+  for (int i = 0; i < 100; ++i) {  // 500/s started, of which 10 were admitted
+    if (i > 0) clock.advance(2ms);
+    next_slot(p, clock.now());
+    if (i % 10 == 0) p.observe(PaceHint{}, clock.now(), clock.now());
+  }
+  clock.advance(2ms);
+  p.observe(bare_429(), clock.now(), clock.now());
+  ASSERT_EQ(clock.now() - t0, 200ms);
+  EXPECT_EQ(p.interval(), 40ms);  // half of 10 in 0.2 s, not half of 500/s
+}
+
+TEST(AdaptivePacer_Observe, Bare429AfterACallWasAdmittedAgain_IsANewOverloadNotALongerPause) {
+  FakeClock clock;
+  AdaptivePacer p(exact());
+  PaceHint learned;
+  learned.interval = 100ms;
+  p.observe(learned, clock.now());
+  p.observe(bare_429(), clock.now(), clock.now());
+  EXPECT_EQ(p.interval(), 200ms);
+  clock.advance(200ms);
+  p.observe(PaceHint{}, clock.now(), clock.now());  // the server's window renewed
+  clock.advance(200ms);
+  p.observe(bare_429(), clock.now(), clock.now());
+  // Slowed again from just under 200 ms (the admitted reply sped it up a
+  // little), paused one interval rather than twice the last pause.
+  EXPECT_GT(p.interval(), 380ms);
+  EXPECT_LT(p.interval(), 400ms);
+  EXPECT_EQ(p.resume_at(), clock.now() + p.interval());
+}
+
+}  // namespace
+}  // namespace ratchet::limit
