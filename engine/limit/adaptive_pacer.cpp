@@ -187,6 +187,17 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
       if (!hint.resume_at) resume_us_ = std::max(resume_us_, now_us + pause_us_);
       decreased_at_us_ = now_us;
       admitted_since_decrease_ = false;
+    } else if (!in_flight_at_decrease && at_declared_pace_locked(now_us) &&
+               (jitter_at_us_ == 0 || now_us - jitter_at_us_ > kJitterSpellUs)) {
+      // The first refusal in a long while with the declared pace kept: the
+      // network's jitter put one call too many into the server's window.
+      // A pause of one interval rides it out; a second refusal soon after
+      // means the declared limit is too high, and the pace comes down.
+      jitter_at_us_ = now_us;
+      decreased_at_us_ = now_us;
+      admitted_since_decrease_ = false;
+      pause_us_ = floor_us;
+      if (!hint.resume_at) resume_us_ = std::max(resume_us_, now_us + floor_us);
     } else if (!in_flight_at_decrease) {
       // Multiplicative decrease from the pace actually used.
       // Never from faster than the declared pace: with declared limits kept,
@@ -273,6 +284,14 @@ void AdaptivePacer::respace_locked(std::int64_t now_us) {
     for (; i < std::min<std::int64_t>(outstanding_, 4096); ++i) tat_ += interval_at_locked(tat_);
     tat_ += (outstanding_ - i) * interval_at_locked(tat_);
   }
+}
+
+bool AdaptivePacer::at_declared_pace_locked(std::int64_t now_us) const {
+  const std::int64_t floor_us = to_micros(options_.floor);
+  if (floor_us <= 0 || interval_us_ > floor_us || rate_at_decrease_ > 0) return false;
+  // Starts a tenth slower than declared still count: the declared limiters
+  // keep a margin of their own.
+  return observed_interval_locked(now_us) <= 1.1 * static_cast<double>(floor_us);
 }
 
 bool AdaptivePacer::recovering() const {

@@ -24,6 +24,8 @@
 //     a first burst then draws one refusal, not one per worker, and reads
 //     the server's bucket cleanly; a server that never limits is paced for
 //     the first seconds only.
+// A bare 429 while the declared pace is kept, the first in ten seconds, is
+// taken as arrival jitter at the server: a pause of one interval, no decrease.
 // Learned pace never goes faster than `floor` (the tightest declared limit's
 // per/rate); the declared limiters stay in the stack anyway, so nothing
 // learned can exceed a declared limit. Until the server says something the
@@ -128,6 +130,11 @@ class AdaptivePacer final : public Limiter {
   // lengthen the pause instead of slowing the pace again.
   static constexpr std::int64_t kEpisodeUs = 1'000'000;
   std::int64_t decreased_at_us_ = 0;
+  // A bare 429 while the declared pace is kept is taken as arrival jitter
+  // once per this long (see observe).
+  static constexpr std::int64_t kJitterSpellUs = 10'000'000;
+  std::int64_t jitter_at_us_ = 0;
+  bool at_declared_pace_locked(std::int64_t now_us) const;
   std::int64_t pause_us_ = 0;  // the current pause after a bare 429
   bool admitted_since_decrease_ = false;
 

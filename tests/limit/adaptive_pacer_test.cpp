@@ -108,8 +108,13 @@ TEST(AdaptivePacer_Observe, A429UnderDeclaredLimitsSlowsFromTheDeclaredPace) {
   EXPECT_EQ(p.interval(), 2s);  // from the pace used...
   AdaptivePacer q(o);
   for (int i = 0; i < 200; ++i) next_slot(q, clock.now());
-  q.observe(bare_429(), clock.now());
-  EXPECT_EQ(q.interval(), 20ms);  // ...but never from faster than declared
+  q.observe(bare_429(), clock.now(), clock.now());
+  EXPECT_EQ(q.interval(), Duration::zero()) << "at the declared pace, a first 429 is jitter: a pause";
+  EXPECT_EQ(q.resume_at(), clock.now() + 10ms);
+  clock.advance(1s);
+  for (int i = 0; i < 100; ++i) next_slot(q, clock.now());
+  q.observe(bare_429(), clock.now(), clock.now());
+  EXPECT_EQ(q.interval(), 20ms);  // ...a second one slows, but never from faster than declared
 }
 
 TEST(AdaptivePacer_Observe, QuotaPaceIsTheLongestResetOverTheLimitWithAMargin) {
