@@ -8,10 +8,11 @@
 //   - A bare 429: multiplicative decrease (the rate is multiplied by
 //     `decrease`, from the rate of the starts in the last second when nothing
 //     was learned, or the rate admitted in it when lower) and a pause of one
-//     interval (at least `min_pause`, doubling while refusals go on); then each good reply adds
-//     `recovery` times the rate at the decrease (additive increase) up to
-//     `ceiling` times the rate that drew the 429, and a tenth as fast beyond
-//     it, until the learned or declared pace is reached again.
+//     interval (at least `min_pause`, doubling while refusals go on); then
+//     each good reply adds `recovery` times the rate at the decrease
+//     (additive increase) up to `ceiling` times the rate that drew the 429,
+//     and a tenth as fast beyond it, until the learned or declared pace is
+//     reached again.
 //   - A 429 with only Retry-After, while its rate is not known: after the
 //     pause, a slow start that spreads the calls the last stretch admitted
 //     over that stretch plus `restart_spread`, doubling its rate every
@@ -28,13 +29,17 @@
 // taken as arrival jitter at the server: a pause of one interval, no decrease.
 // Learned pace never goes faster than `floor` (the tightest declared limit's
 // per/rate); the declared limiters stay in the stack anyway, so nothing
-// learned can exceed a declared limit. Until the server says something the
-// pacer imposes nothing (declared bursts stay usable), and once recovered
-// from a bare 429 to the declared pace it stops pacing again. A 429 for a call that started before
-// the latest decrease, or before a refusal that gave the rate, does not
-// decrease again (replies of calls already in flight report the same
-// overload). A server that only refuses has its rate read from its
-// refusals (refusal_estimator.hpp).
+// learned can exceed a declared limit. With a limit declared, until the
+// server says something the pacer imposes nothing (declared bursts stay
+// usable), and once recovered from a bare 429 to the declared pace it stops
+// pacing again. A 429 for a call that started before the latest decrease,
+// or before a refusal that gave the rate, does not decrease again (replies
+// of calls already in flight report the same overload).
+//
+// Slots granted before a pause or a slowdown were spaced for a pace that no
+// longer holds: when they come back each gets its own turn at the new pace,
+// from the end of the pause, in the order they come (ready_at), so they do
+// not all wake at one time and wait again one start at a time.
 //
 // Thread-safety: all members are safe to call concurrently (one mutex).
 #pragma once
