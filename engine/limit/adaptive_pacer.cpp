@@ -318,19 +318,23 @@ Result<Slot> AdaptivePacer::reserve(std::int64_t now_us, std::int64_t t_us) {
   return s;
 }
 
+std::int64_t AdaptivePacer::new_turn_locked(Slot& slot, std::int64_t now_us) {
+  // Granted before a pause or a slowdown, its time was spaced for the old
+  // pace. Such slots take turns at the new pace from the end of the pause,
+  // in the order they come back: each its own turn, or all would wait, wake
+  // and be moved together, one start at a time.
+  const std::int64_t turn = std::max({now_us, resume_us_, moved_tat_});
+  moved_tat_ = turn + interval_at_locked(turn);
+  slot.generation = generation_;
+  return turn;
+}
+
 Result<std::int64_t> AdaptivePacer::ready_at(Slot& slot, std::int64_t now_us) {
   std::lock_guard lock(mu_);
   ramp_locked(now_us);
   if (slot.generation != generation_ || now_us < resume_us_) {
-    // Granted before a pause or a slowdown, its time was spaced for the old
-    // pace. Such slots take turns at the new pace from the end of the pause,
-    // in the order they come back: each its own turn, or all would wait,
-    // wake and be moved together, one start at a time.
-    const std::int64_t turn = std::max({now_us, resume_us_, moved_tat_});
-    moved_tat_ = turn + interval_at_locked(turn);
-    slot.generation = generation_;
-    slot.at_us = turn;
-    return turn;
+    slot.at_us = new_turn_locked(slot, now_us);
+    return slot.at_us;
   }
   return std::max(now_us, slot.at_us);
 }
@@ -342,10 +346,7 @@ Result<UseResult> AdaptivePacer::start(Slot& slot, std::int64_t now_us) {
   std::lock_guard lock(mu_);
   ramp_locked(now_us);
   if (slot.generation != generation_ || now_us < resume_us_) {
-    // As in ready_at.
-    const std::int64_t turn = std::max({now_us, resume_us_, moved_tat_});
-    moved_tat_ = turn + interval_at_locked(turn);
-    slot.generation = generation_;
+    const std::int64_t turn = new_turn_locked(slot, now_us);
     if (turn > now_us) {
       slot.at_us = turn;
       return UseResult::kMoved;

@@ -109,6 +109,8 @@ class AdaptivePacer final : public Limiter {
   std::int64_t ramp_interval_at_locked(std::int64_t t_us) const;
   // The spacing after a start at `t_us`, along a slow start's schedule.
   std::int64_t interval_at_locked(std::int64_t t_us) const;
+  // A new turn for a slot spaced for an old pace (see the header comment).
+  std::int64_t new_turn_locked(Slot& slot, std::int64_t now_us);
   void start_ramp_locked(std::int64_t from_us, std::int64_t interval_us);
 
   const PacerOptions options_;
