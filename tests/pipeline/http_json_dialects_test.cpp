@@ -83,10 +83,11 @@ constexpr int kBurst = 6;
 
 PortalOptions bursty(Dialect dialect) {
   // A latency long enough for six calls to leave even in a sanitizer build
-  // before the first answer, and a window long enough to count them all
-  // (the server counts a call when it answers).
+  // before the first answer (the plugin's first calls are paced a few
+  // milliseconds apart until its server says something), and a window long
+  // enough to count them all (the server counts a call when it answers).
   PortalOptions o = limited(dialect, 4, 1000ms);
-  o.latency = 200ms;
+  o.latency = 500ms;
   return o;
 }
 
