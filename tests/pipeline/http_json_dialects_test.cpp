@@ -112,10 +112,12 @@ std::vector<DialectCase> burst_cases() {
   return cases;
 }
 
-// Sleeps until just after the wall clock enters a new `window`, where the
-// server's fixed windows begin, so a burst sent now is not split across two.
-void wait_for_window_start(std::chrono::milliseconds window) {
-  const auto into = std::chrono::system_clock::now().time_since_epoch() % window;
+// Sleeps until calls sent now, counted by the server when it answers
+// `latency` later, land just after the wall clock enters a new `window`,
+// where the server's fixed windows begin: a burst is then not split across
+// two.
+void wait_for_window_start(std::chrono::milliseconds window, std::chrono::milliseconds latency) {
+  const auto into = (std::chrono::system_clock::now().time_since_epoch() + latency) % window;
   std::this_thread::sleep_for(window - into + 5ms);
 }
 
@@ -136,7 +138,8 @@ TEST_P(HttpJsonDialectTest, RateMovie_BurstOverServerLimit_429sWaitedOutAndEvery
   // the six calls leave together even in a slow (sanitizer) build, within
   // one server window.
   ASSERT_TRUE(run.engine->start().has_value());
-  if (GetParam().options.dialect != Dialect::kTokenBucket) wait_for_window_start(GetParam().options.window);
+  if (GetParam().options.dialect != Dialect::kTokenBucket)
+    wait_for_window_start(GetParam().options.window, GetParam().options.latency);
   std::vector<nlohmann::json> films;
   for (const auto& name : testing::film_names(kJobs)) films.push_back({{"name", name}});
   auto ids = run.engine->enqueue_many("rate_movie", films);
