@@ -96,8 +96,9 @@ void PluginStepCaller::reconfigure(config::ConfigPtr config) {
   gates_.reconfigure(config);
   std::lock_guard lock(mu_);
   config_ = std::move(config);
-  // Clients carry timeouts and size bounds: rebuild them for the next call.
-  clients_.clear();
+  // Clients carry timeouts and size bounds: the next call builds a new one
+  // where they changed (client_for compares), while calls in flight keep the
+  // one they hold.
 }
 
 std::map<std::string, CallCounters> PluginStepCaller::counters() const {
@@ -147,6 +148,54 @@ void PluginStepCaller::forget(JobId job, int attempt) {
   dropped = erase_steps(job, attempt, [](const StepEntry&) { return true; });
 }
 
+void PluginStepCaller::set_resume(Resume resume) {
+  std::lock_guard lock(mu_);
+  resume_ = std::move(resume);
+}
+
+void PluginStepCaller::parked(JobId job, int attempt) {
+  bool resume_now = false;
+  Resume resume;
+  {
+    std::lock_guard lock(mu_);
+    auto it = steps_.lower_bound(StepKey{job, std::string(), std::numeric_limits<int>::min()});
+    for (; it != steps_.end() && std::get<0>(it->first) == job; ++it) {
+      StepEntry& e = *it->second;
+      if (std::get<2>(it->first) != attempt || !e.awaits_release || e.park == 0) continue;
+      e.park_committed = true;
+      resume_now = resume_now || e.woken;
+    }
+    resume = resume_;
+  }
+  if (resume_now && resume) resume(job, attempt);
+}
+
+std::vector<std::pair<JobId, int>> PluginStepCaller::end_call(const std::string& plugin) {
+  std::vector<std::pair<JobId, int>> out;
+  auto found = waiters_.find(plugin);
+  if (found == waiters_.end()) return out;
+  ReleaseWaiters& w = found->second;
+  ++w.ended;
+  // Marks a waiter woken; false when it no longer waits (came back, forgotten).
+  auto wake = [&](const std::pair<StepKey, std::weak_ptr<StepEntry>>& waiter) {
+    auto entry = waiter.second.lock();
+    if (!entry || !entry->awaits_release || entry->woken) return false;
+    auto it = steps_.find(waiter.first);
+    if (it == steps_.end() || it->second != entry) return false;
+    entry->woken = true;
+    if (entry->park_committed) out.emplace_back(std::get<0>(waiter.first), std::get<2>(waiter.first));
+    return true;
+  };
+  while (!w.permit.empty()) {
+    auto waiter = std::move(w.permit.front());
+    w.permit.pop_front();
+    if (wake(waiter)) break;  // one freed permit, one step resumed
+  }
+  for (const auto& waiter : w.probe) wake(waiter);
+  w.probe.clear();
+  return out;
+}
+
 std::vector<ParkedJob> PluginStepCaller::parked_jobs() const {
   std::lock_guard lock(mu_);
   std::vector<ParkedJob> out;
@@ -174,18 +223,27 @@ void PluginStepCaller::forget_parked(JobId job, int attempt, std::uint64_t park)
   dropped = erase_steps(job, attempt, [park](const StepEntry& e) { return e.park != 0 && e.park <= park; });
 }
 
-Result<http::Client*> PluginStepCaller::client_for(const std::string& plugin,
-                                                   const config::CallPolicy& policy) {
-  std::lock_guard lock(mu_);
-  if (auto it = clients_.find(plugin); it != clients_.end()) return it->second.get();
+Result<std::shared_ptr<http::Client>> PluginStepCaller::client_for(const std::string& plugin,
+                                                                   const config::CallPolicy& policy) {
   http::ClientOptions options;
   options.connect_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(policy.connect_timeout);
   options.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(policy.timeout);
   options.max_response_bytes = policy.max_response_bytes;
   options.max_redirects = policy.max_redirects;
+  std::lock_guard lock(mu_);
+  if (auto it = clients_.find(plugin); it != clients_.end()) {
+    const http::ClientOptions& held = it->second->options();
+    if (held.connect_timeout == options.connect_timeout && held.timeout == options.timeout &&
+        held.max_response_bytes == options.max_response_bytes &&
+        held.max_redirects == options.max_redirects) {
+      return it->second;  // unchanged: keep its open connections
+    }
+  }
   auto made = http::Client::create(options);
   if (!made) return fail(made.error().with_context("HTTP client of plugin " + plugin));
-  return clients_.emplace(plugin, std::move(*made)).first->second.get();
+  std::shared_ptr<http::Client> client = std::move(*made);
+  clients_[plugin] = client;
+  return client;
 }
 
 std::vector<std::string> PluginStepCaller::secrets_of(const config::PluginSpec* spec) const {
@@ -220,6 +278,9 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
     auto& slot = steps_[key];
     if (!slot) slot = std::make_shared<StepEntry>(call.plugin, clock_->now());
     slot->park = 0;  // it came back
+    slot->awaits_release = false;
+    slot->park_committed = false;
+    slot->woken = false;
     entry = slot;
   }
   retry::StepCall& step = entry->call;
@@ -253,9 +314,11 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
     if (stop.stop_requested())
       return finish(runtime::CallOutcome::failed(Error::cancelled(where + ": stopped")));
     TimePoint now = clock_->now();
+    std::uint64_t ended_before = 0;
     {
       std::lock_guard lock(mu_);
       end_limiter_wait(*entry, now);
+      ended_before = waiters_[call.plugin].ended;
     }
     auto admission = (*gate)->admit(step, now);
     if (auto* f = std::get_if<retry::CallGate::Fail>(&admission)) {
@@ -266,9 +329,25 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
         std::lock_guard lock(mu_);
         entry->limiter_wait_since = now;
       }
-      // A wait for a permit has no known end: look again shortly, parking
-      // the job if even that is longer than the park threshold.
-      TimePoint until = w->until.value_or(now + park_threshold);
+      if (!w->until) {
+        // A wait for a permit or a probe has no known end, but a call of the
+        // plugin ending frees it: park until then, with the plugin's request
+        // timeout as a fallback (the call holding it ends by then).
+        std::lock_guard lock(mu_);
+        ReleaseWaiters& waiters = waiters_[call.plugin];
+        if (waiters.ended != ended_before) continue;  // freed while it looked: look again
+        auto& queue = w->reason == retry::CallGate::WaitReason::kConcurrency ? waiters.permit : waiters.probe;
+        queue.emplace_back(key, entry);
+        entry->awaits_release = true;
+        entry->park_committed = false;
+        entry->woken = false;
+        ++counters_[call.plugin].parks;
+        entry->park = ++parks_made_;
+        steps_.try_emplace(key, entry);
+        return runtime::CallOutcome::park_until(now + std::max<Duration>(policy.timeout, park_threshold),
+                                                wait_reason(w->reason));
+      }
+      TimePoint until = *w->until;
       if (until - now > park_threshold) {
         // Come back a park threshold early and wait out the rest here, so
         // the call starts at its slot's time whatever the wake-up delay.
@@ -294,6 +373,17 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
     limit::PaceHint hint;
     auto verdict =
         (*gate)->record(step, std::move(go.ticket), outcome, services.last_headers(), clock_->now(), &hint);
+    // The permit and any probe are released: resume who waits for them.
+    std::vector<std::pair<JobId, int>> resumed;
+    Resume resume;
+    {
+      std::lock_guard lock(mu_);
+      resumed = end_call(call.plugin);
+      resume = resume_;
+    }
+    if (resume) {
+      for (const auto& [job, attempt] : resumed) resume(job, attempt);
+    }
     if (hint.clamped) spdlog::warn("plugin {}: {}", call.plugin, *hint.clamped);
     for (const auto& ignored : hint.ignored) spdlog::debug("plugin {}: ignored {}", call.plugin, ignored);
 

@@ -11,10 +11,12 @@
 // elsewhere (forget_parked). A parked step counts as parked now until it
 // comes back or is dropped.
 //
-// Ownership: owns the plugin host, the gates and one HTTP client per plugin.
+// Ownership: owns the plugin host, the gates and one HTTP client per plugin;
+// a call holds its client until it ends, so a reload never frees one in use.
 // Thread-safety: call() runs on many worker threads at once.
 #pragma once
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -66,6 +68,8 @@ class PluginStepCaller final : public runtime::StepCaller {
 
   runtime::CallOutcome call(const runtime::StepCall& call, std::stop_token stop) override;
   void forget(JobId job, int attempt) override;
+  void set_resume(Resume resume) override;
+  void parked(JobId job, int attempt) override;
 
   // New policies and settings apply from the next call.
   void reconfigure(config::ConfigPtr config);
@@ -92,9 +96,29 @@ class PluginStepCaller final : public runtime::StepCaller {
     TimePoint started;                            // its first admission here
     std::uint64_t park = 0;                       // nonzero while parked: the number of that park
     std::optional<TimePoint> limiter_wait_since;  // waiting for a limiter slot since then
+    // Parked for a permit or a probe (a wait with no known end): resumed by
+    // the end of a call of its plugin, once its park has committed.
+    bool awaits_release = false;
+    bool park_committed = false;
+    bool woken = false;
   };
 
-  Result<http::Client*> client_for(const std::string& plugin, const config::CallPolicy& policy);
+  // Steps of one plugin parked for what a call of it frees when it ends, in
+  // the order they parked. Entries are checked when taken, not removed when
+  // a step comes back or is forgotten.
+  struct ReleaseWaiters {
+    std::deque<std::pair<StepKey, std::weak_ptr<StepEntry>>> permit;  // one resumed per ended call
+    std::deque<std::pair<StepKey, std::weak_ptr<StepEntry>>> probe;   // all resumed by an ended call
+    std::uint64_t ended = 0;                                          // calls of the plugin ended so far
+  };
+  // Counts an ended call of `plugin` and marks the waiters it frees as woken.
+  // Returns the jobs to resume now (their parks committed). Needs mu_.
+  std::vector<std::pair<JobId, int>> end_call(const std::string& plugin);
+
+  // The plugin's client for `policy`, shared: a reload that replaces it
+  // leaves calls in flight on the old one, which ends with its last call.
+  Result<std::shared_ptr<http::Client>> client_for(const std::string& plugin,
+                                                   const config::CallPolicy& policy);
   std::vector<std::string> secrets_of(const config::PluginSpec* spec) const;
   config::ConfigPtr current() const;
   // Adds the entry's limiter wait up to `now` to its plugin. Needs mu_.
@@ -110,10 +134,12 @@ class PluginStepCaller final : public runtime::StepCaller {
 
   mutable std::mutex mu_;  // guards the members below and every StepEntry field but `call`
   config::ConfigPtr config_;
-  std::map<std::string, std::unique_ptr<http::Client>> clients_;
+  std::map<std::string, std::shared_ptr<http::Client>> clients_;
   std::map<StepKey, std::shared_ptr<StepEntry>> steps_;
   std::map<std::string, CallCounters> counters_;
   std::uint64_t parks_made_ = 0;
+  std::map<std::string, ReleaseWaiters> waiters_;  // by plugin
+  Resume resume_;
 };
 
 }  // namespace ratchet::pipeline

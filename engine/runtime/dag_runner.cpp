@@ -110,6 +110,10 @@ nlohmann::json run_dag(JobRun& run, const config::JobTypeSpec& spec, const Templ
   lock.unlock();
   threads.clear();  // joins
 
+  // A step's failure outranks a sibling's park: parking would resume the
+  // job and call the failing step again, for ever if it fails every time.
+  // The parked siblings' slots are given back when the attempt fails.
+  if (failure && run.signal() == SignalKind::kParked) run.clear_park();
   if (SignalKind s = run.signal(); s != SignalKind::kNone) throw RunSignal{s};
   if (failure) std::rethrow_exception(failure);
   if (done.size() != spec.steps.size()) {

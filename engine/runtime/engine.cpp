@@ -165,6 +165,15 @@ Status Engine::start() {
   Impl* impl = impl_.get();
   impl_->scheduler = std::make_unique<runtime::Scheduler>(std::move(so), std::move(env), impl_->types,
                                                           [impl] { impl->job_done(); });
+  if (impl_->caller) {
+    // Jobs parked for a permit are resumed as soon as one frees up, not at
+    // their fallback time.
+    impl_->caller->set_resume([impl](JobId id, int attempt) {
+      const store::Micros now = store::to_micros(impl->clock->now());
+      impl->store->write_async([id, attempt, now](store::JobStore& s) { s.resume_parked(id, attempt, now); },
+                               [impl](const std::optional<Error>&) { impl->wake(); });
+    });
+  }
   impl_->scheduler->start();
   return {};
 }
@@ -177,6 +186,7 @@ void Engine::stop() {
   }
   if (s) {
     s->stop(std::chrono::duration_cast<std::chrono::steady_clock::duration>(impl_->options.shutdown_grace));
+    if (impl_->caller) impl_->caller->set_resume({});
   }
 }
 

@@ -85,6 +85,10 @@ Ending execute(JobRun& run, const JobType* type, const ExecutorEnv& env) {
                           "] timeout, or split the work into more steps)"};
     run.clear_park();
   }
+  // A failure that reached here outranks a park raised beside it (a step of
+  // a handler's own threads): the attempt failed, and parking would only
+  // call the failing step again.
+  if (failure && run.signal() == SignalKind::kParked) run.clear_park();
   SignalKind signal = run.signal();
   if (run.cancel_requested() && signal < SignalKind::kCancelled) signal = SignalKind::kCancelled;
   // A step interrupted because the engine is stopping is not the job's
@@ -128,9 +132,10 @@ Ending execute(JobRun& run, const JobType* type, const ExecutorEnv& env) {
       write([id, owner, until, reason = run.park_reason(), now_us](store::JobStore& s) {
         return s.park(id, owner, until, reason, now_us);
       });
-      end.after = [id, forget_steps](const Result<store::LeaseWrite>& w) {
+      end.after = [id, attempt, caller, forget_steps](const Result<store::LeaseWrite>& w) {
         report_write(w, id, "was parked");
         if (w && !w->held) forget_steps();
+        if (w && w->held && caller != nullptr) caller->parked(id, attempt);
       };
       end.parked_until = run.park_until();
       return end;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <stop_token>
 #include <string>
@@ -80,6 +81,18 @@ class StepCaller {
   // `attempt` of job `job` can no longer come back to this engine: the run
   // ended without parking, or the job was cancelled while it waited.
   virtual void forget(JobId /*job*/, int /*attempt*/) {}
+
+  // A caller may park a step whose wait has no known end (a concurrency
+  // permit, a half-open breaker's probe) until a late fallback time and
+  // resume it sooner, when what it waits for frees up, through `resume`:
+  // the engine then moves the job's time to now, if that attempt is still
+  // parked, and wakes its dispatcher. Empty: resume nothing (the engine
+  // stopped). Called by the engine, never from inside call().
+  using Resume = std::function<void(JobId job, int attempt)>;
+  virtual void set_resume(Resume /*resume*/) {}
+  // The park of `attempt` of `job` has committed: a resume from now on finds
+  // the job parked in the database.
+  virtual void parked(JobId /*job*/, int /*attempt*/) {}
 };
 
 }  // namespace ratchet::runtime

@@ -396,6 +396,18 @@ LeaseWrite JobStore::park(JobId id, const std::string& owner, Micros until, cons
   return {true, false};
 }
 
+bool JobStore::resume_parked(JobId id, int attempt, Micros now) {
+  Use u(stmt(
+      "UPDATE jobs SET run_at_us = ?, updated_us = ? WHERE id = ? AND attempt = ? AND state = 'scheduled' "
+      "AND resume = 1 AND run_at_us > ?"));
+  u->bind(1, now);
+  u->bind(2, now);
+  u->bind(3, id);
+  u->bind(4, attempt);
+  u->bind(5, now);
+  return u->exec() == 1;
+}
+
 LeaseWrite JobStore::release(JobId id, const std::string& owner, const std::string& reason, Micros now) {
   Use u(
       stmt("UPDATE jobs SET state = 'available', run_at_us = ?, resume = 1, lease_owner = NULL, "

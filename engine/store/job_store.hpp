@@ -131,6 +131,9 @@ class JobStore {
   LeaseWrite complete(JobId id, const std::string& owner, const std::string& result_json, Micros now);
   LeaseWrite fail_attempt(const AttemptFailure& failure);
   LeaseWrite park(JobId id, const std::string& owner, Micros until, const std::string& reason, Micros now);
+  // Moves a job parked by `attempt` to `now` when its time is later: what it
+  // waited for freed up sooner. False if it is not parked by that attempt.
+  bool resume_parked(JobId id, int attempt, Micros now);
   // Gives a running job back (engine stopping) without using up its attempt.
   LeaseWrite release(JobId id, const std::string& owner, const std::string& reason, Micros now);
   LeaseWrite finish_cancelled(JobId id, const std::string& owner, Micros now);

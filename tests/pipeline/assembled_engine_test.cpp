@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "mock_portal/bodies.hpp"
 #include "mock_portal/server.hpp"
@@ -143,6 +144,107 @@ TEST_F(AssembledEngineTest, RateMovie_NoDeclaredLimits_LearnsFromHeadersAndCompl
   }
   auto stats = (*engine)->call_stats();
   EXPECT_EQ(stats.size(), 5u);
+}
+
+// A reload that changes a plugin's HTTP client (its timeout) while calls are
+// in flight on the old one: those calls finish on the client they hold.
+TEST_F(AssembledEngineTest, ReloadConfig_ClientChangedDuringSlowCalls_CallsInFlightFinish) {
+  mock_portal::PortalOptions slow;
+  slow.latency = 300ms;
+  slow.limit = 1000;
+  start_server({{"imdb", slow}});
+  const std::string job = R"(
+[job.rate]
+attempts = 1
+steps = [{ name = "imdb", call = "imdb.get_rating", args = { name = "{{args.name}}" } }]
+)";
+  auto config_with = [&](int timeout_s) {
+    return write_config(portal("imdb", "timeout = \"" + std::to_string(timeout_s) + "s\"\n"), job);
+  };
+  fs::path file = config_with(10);
+  auto engine = Engine::open_config(file);
+  ASSERT_TRUE(engine.has_value()) << engine.error().to_string();
+  constexpr int kJobs = 24;
+  for (int i = 0; i < kJobs; ++i)
+    ASSERT_TRUE((*engine)->enqueue("rate", {{"name", "m" + std::to_string(i)}}));
+  ASSERT_TRUE((*engine)->start().has_value());
+  // Every 50 ms a new timeout, so each reload replaces the client while
+  // about eight calls are in flight on the one before.
+  for (int i = 0; i < 20; ++i) {
+    std::this_thread::sleep_for(50ms);
+    config_with(11 + i % 2);
+    auto reloaded = (*engine)->reload_config();
+    ASSERT_TRUE(reloaded.has_value()) << reloaded.error().to_string();
+  }
+  ASSERT_TRUE((*engine)->drain(60s).has_value());
+  (*engine)->stop();
+  auto counts = (*engine)->counts();
+  ASSERT_TRUE(counts.has_value());
+  for (auto [state, n] : *counts) {
+    if (state == JobState::kCompleted) {
+      EXPECT_EQ(n, kJobs);
+    } else {
+      EXPECT_EQ(n, 0) << to_string(state);
+    }
+  }
+  EXPECT_EQ(server_->stats().portals.at("imdb").requests, kJobs) << "one call per job";
+}
+
+// Jobs waiting for a plugin's only concurrency permit park and give their
+// workers back: a job on another plugin does not wait behind them, and each
+// waiting job is resumed when a call ends, not at a later poll.
+TEST_F(AssembledEngineTest, ConcurrencyCap_JobsWaitingForThePermitPark_OtherPluginsJobsRunAtOnce) {
+  mock_portal::PortalOptions slow;
+  slow.latency = 400ms;
+  slow.limit = 1000;
+  start_server({{"imdb", slow}, {"netflix", {}}});
+  const std::string jobs = R"(
+[job.on_imdb]
+steps = [{ name = "imdb", call = "imdb.get_rating", args = { name = "{{args.name}}" } }]
+[job.on_netflix]
+steps = [{ name = "netflix", call = "netflix.get_rating", args = { name = "{{args.name}}" } }]
+)";
+  fs::path file = dir_ / "ratchet.toml";
+  std::ofstream(file) << "[engine]\ndatabase = \"jobs.db\"\nplugins = \"" << RATCHET_PLUGIN_DIR
+                      << "\"\nworkers = 2\npark_threshold = \"20ms\"\npoll_interval = \"5s\"\n\n"
+                      << portal("imdb", "concurrency = 1\n") << portal("netflix", "") << jobs;
+  auto engine = Engine::open_config(file);
+  ASSERT_TRUE(engine.has_value()) << engine.error().to_string();
+  constexpr int kImdb = 6;
+  std::vector<JobId> imdb;
+  for (int i = 0; i < kImdb; ++i)
+    imdb.push_back(*(*engine)->enqueue("on_imdb", {{"name", std::to_string(i)}}));
+  const auto began = std::chrono::steady_clock::now();
+  ASSERT_TRUE((*engine)->start().has_value());
+  std::this_thread::sleep_for(100ms);
+  auto other = (*engine)->enqueue("on_netflix", {{"name", "Heat"}});
+  ASSERT_TRUE(other.has_value());
+  const auto enqueued = std::chrono::steady_clock::now();
+  std::optional<std::chrono::steady_clock::duration> other_took;
+  while (std::chrono::steady_clock::now() - began < 30s) {
+    auto j = (*engine)->get(*other);
+    ASSERT_TRUE(j.has_value());
+    if (!other_took && j->state == JobState::kCompleted)
+      other_took = std::chrono::steady_clock::now() - enqueued;
+    auto counts = (*engine)->counts();
+    ASSERT_TRUE(counts.has_value());
+    int completed = 0;
+    for (auto [state, n] : *counts) {
+      if (state == JobState::kCompleted) completed = static_cast<int>(n);
+    }
+    if (completed == kImdb + 1) break;
+    std::this_thread::sleep_for(5ms);
+  }
+  const auto makespan = std::chrono::steady_clock::now() - began;
+  (*engine)->stop();
+  ASSERT_TRUE(other_took.has_value()) << "the netflix job never completed";
+  EXPECT_LT(*other_took, 350ms) << "a job on an idle plugin waited behind jobs waiting for imdb's permit";
+  for (JobId id : imdb) EXPECT_EQ((*engine)->get(id)->state, JobState::kCompleted) << id;
+  // Six calls one after another take 2.4 s; waiting for a fallback time
+  // (the request timeout) instead of a resume would take far longer.
+  EXPECT_LT(makespan, 2400ms + 1500ms);
+  auto stats = server_->stats();
+  EXPECT_EQ(stats.portals.at("imdb").requests, kImdb);
 }
 
 TEST_F(AssembledEngineTest, OpenConfig_PluginWithoutFile_IsAnErrorNamingIt) {

@@ -1,5 +1,6 @@
 // Declarative job types: steps calling plugin operations through a fake
 // StepCaller, `after` dependencies, concurrency, templates, replay, parking.
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -179,6 +180,45 @@ TEST_F(EngineFixture, Dag_OneStepParks_SiblingWaitingBrieflyStillCallsInTheSameR
   for (const auto& st : j.steps) rt_committed = rt_committed || (st.name == "rt" && st.output["score"] == 64);
   EXPECT_TRUE(rt_committed);
   EXPECT_EQ(caller_->calls("summary"), 0);
+}
+
+// A fatal failure beside a parked sibling ends the attempt once: parking
+// instead would resume the job and call the failing step again for ever.
+TEST_F(EngineFixture, Dag_StepFailsFatallyWhileSiblingParks_AttemptFailsOnceWithItsError) {
+  auto e = open();
+  auto t = movie_type();
+  t.attempts = 1;
+  ASSERT_TRUE(runtime::define_declarative(*e, t));
+  std::mutex mu;
+  std::condition_variable cv;
+  bool imdb_parked = false;
+  caller_->on("imdb.get_rating", [&](const runtime::StepCall&) {
+    std::lock_guard lock(mu);
+    imdb_parked = true;
+    cv.notify_all();
+    return runtime::CallOutcome::park_until(clock_->now() + std::chrono::minutes(1), "rate limit");
+  });
+  caller_->on("rt.get_rating", [&](const runtime::StepCall&) {
+    std::unique_lock lock(mu);
+    cv.wait_for(lock, std::chrono::seconds(5), [&] { return imdb_parked; });
+    return runtime::CallOutcome::failed(Error::plugin("rt: the reply is not JSON"));
+  });
+  caller_->on("store.save", [](const runtime::StepCall& c) { return runtime::CallOutcome::ok(c.args); });
+  auto id = *e->enqueue("rate_movie", {{"name", "Heat"}});
+  ASSERT_TRUE(e->start());
+  auto j = wait_state(*e, id, JobState::kDead);
+  EXPECT_EQ(j.attempt, 1);
+  ASSERT_EQ(j.errors.size(), 1u);
+  EXPECT_EQ(j.errors[0].step, "rt");
+  EXPECT_NE(j.errors[0].error.find("not JSON"), std::string::npos) << j.errors[0].error;
+  EXPECT_NE(j.last_error.find("not JSON"), std::string::npos) << j.last_error;
+  clock_->advance(std::chrono::minutes(2));
+  e->impl().wake();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(caller_->calls("rt"), 1) << "a dead job calls nothing again";
+  const auto forgotten = caller_->forgotten();
+  EXPECT_NE(std::find(forgotten.begin(), forgotten.end(), std::pair<JobId, int>{id, 1}), forgotten.end())
+      << "the parked sibling's reserved slot is given back";
 }
 
 TEST_F(EngineFixture, Dag_TemplateNamesMissingArgument_StepFailsWithClearError) {

@@ -6,6 +6,8 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "runtime/step_caller.hpp"
 
@@ -38,6 +40,17 @@ class FakeCaller final : public runtime::StepCaller {
     return script(c);
   }
 
+  void forget(JobId job, int attempt) override {
+    std::lock_guard lock(mu_);
+    forgotten_.emplace_back(job, attempt);
+  }
+
+  // The (job, attempt) pairs whose kept steps the engine gave up, in order.
+  std::vector<std::pair<JobId, int>> forgotten() {
+    std::lock_guard lock(mu_);
+    return forgotten_;
+  }
+
   int calls(const std::string& step) {
     std::lock_guard lock(mu_);
     return calls_[step];
@@ -58,6 +71,7 @@ class FakeCaller final : public runtime::StepCaller {
   std::map<std::string, int> calls_by_op_;
   std::map<std::string, nlohmann::json> last_args_;
   std::map<std::string, std::string> last_keys_;
+  std::vector<std::pair<JobId, int>> forgotten_;
 };
 
 }  // namespace ratchet::testing
