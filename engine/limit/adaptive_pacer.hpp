@@ -1,4 +1,4 @@
-// The pace a plugin learns from its server's replies (design.md point 7): a
+// The pace a plugin learns from its server's replies (docs/semantics.md, rule 9): a
 // limiter in the plugin's stack whose spacing and pauses follow PaceHints.
 //
 //   - Retry-After / a reset with nothing remaining: no start before resume_at.

@@ -1,6 +1,6 @@
 // In-memory (process scope) exact sliding-window limiter: at most `rate` call
 // starts in any interval of length `per`. The default algorithm when a limit
-// declares no burst (design.md point 5).
+// declares no burst (docs/semantics.md, rule 7).
 //
 // State: a sorted log of starts and reservations newer than now - per.
 // Thread-safety: all members are safe to call concurrently (one mutex).

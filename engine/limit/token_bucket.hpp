@@ -1,6 +1,6 @@
 // In-memory (process scope) token bucket limiter using GCRA: rate `rate` per
 // `per` with bursts of up to `burst` calls. Used only when a limit declares a
-// burst (design.md point 5): after an idle spell it lets `burst` calls start
+// burst (docs/semantics.md, rule 7): after an idle spell it lets `burst` calls start
 // at once.
 //
 // Reservations are granted in request order (each one after the previous);

@@ -1,5 +1,5 @@
 // The decorators around one plugin operation's calls, in the fixed order of
-// design.md: circuit breaker, then retry, then limiters (rate, then
+// docs/semantics.md: circuit breaker, then retry, then limiters (rate, then
 // concurrency), then the call. A synchronous decision API: nothing here
 // sleeps or blocks, so the engine can drive it from a worker and park a job
 // whenever it is told to wait.

@@ -11,7 +11,7 @@
 //   (*engine)->drain();
 //   (*engine)->stop();
 //
-// Guarantees (see the design notes): a step whose output was committed never
+// Guarantees (docs/semantics.md states them all): a step whose output was committed never
 // runs again for its job; a step interrupted by a crash runs again; every job
 // ends in exactly one terminal state or is still pending; a running job is
 // held by one lease at a time, so several processes (each with its own
