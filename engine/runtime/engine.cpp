@@ -260,8 +260,19 @@ Status Engine::retry(JobId id) {
 }
 
 Result<std::int64_t> Engine::purge(Duration older_than) {
+  // In chunks, one transaction each: the write lock is never held for long,
+  // so the workers' checkpoints (and other processes) get their turns.
+  constexpr int kChunk = 500;
   store::Micros before = store::to_micros(impl_->clock->now() - older_than);
-  return impl_->store->write([&](store::JobStore& s) { return s.purge(before); });
+  std::int64_t total = 0;
+  while (true) {
+    auto n = impl_->store->write([&](store::JobStore& s) { return s.purge(before, kChunk); });
+    if (!n)
+      return total == 0 ? fail(n.error())
+                        : fail(n.error().with_context(std::to_string(total) + " jobs purged before"));
+    total += *n;
+    if (*n < kChunk) return total;
+  }
 }
 
 Engine::Subscription Engine::subscribe(std::function<void(const JobEvent&)> callback) {
@@ -283,6 +294,7 @@ Result<std::unique_ptr<Engine>> open_engine(EngineOptions options, EngineWiring 
   db.path = options.database;
   db.synchronous_full = options.synchronous_full;
   db.busy_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options.busy_timeout);
+  db.clock = options.clock;
   auto store = store::Store::open(db);
   if (!store) return fail(store.error());
   impl->clock = options.clock;

@@ -15,23 +15,33 @@ struct Failure {
   std::string error;
 };
 
-void report_write(const Result<store::LeaseWrite>& w, JobId id, const char* what) {
+// `unwritten`: the steps whose checkpoints went with the write ("" if none).
+void report_write(const Result<store::LeaseWrite>& w, JobId id, const char* what,
+                  const std::string& unwritten) {
+  const std::string again = unwritten.empty() ? "" : " (steps " + unwritten + " will run again)";
   if (!w) {
-    spdlog::error("job {}: could not record that it {}: {}", id, what, w.error().to_string());
+    spdlog::error("job {}: could not record that it {}{}: {}", id, what, again, w.error().to_string());
   } else if (!w->held) {
-    spdlog::warn("job {}: lease lost before recording that it {}; another worker has it", id, what);
+    spdlog::warn("job {}: lease lost before recording that it {}{}; another worker has it", id, what, again);
   }
 }
 
+using EndWrite = std::function<store::LeaseWrite(store::JobStore&, store::Micros now)>;
+
 // The unwritten checkpoints first, then the write that ends the run; all or
-// nothing (one savepoint), and nothing at all once the lease is gone.
-std::function<store::LeaseWrite(store::JobStore&)> with_checkpoints(
-    std::vector<store::StepDone> steps, store::Micros lease_until,
-    std::function<store::LeaseWrite(store::JobStore&)> ending) {
-  if (steps.empty()) return ending;
-  return [steps = std::move(steps), lease_until, ending = std::move(ending)](store::JobStore& s) mutable {
-    if (!write_steps(s, steps, lease_until).held) return store::LeaseWrite{};
-    return ending(s);
+// nothing (one savepoint), and nothing at all once the lease is gone. The
+// time is read when the write runs, so a write that waited for a lock is
+// fenced by the lease as it is then.
+std::function<store::LeaseWrite(store::JobStore&)> with_checkpoints(std::vector<store::StepDone> steps,
+                                                                    const Clock* clock, Duration lease,
+                                                                    EndWrite ending) {
+  return [steps = std::move(steps), clock, lease, ending = std::move(ending)](store::JobStore& s) {
+    const TimePoint now = clock->now();
+    const store::Micros now_us = store::to_micros(now);
+    if (!steps.empty() && !write_steps(s, steps, store::to_micros(now + lease), now_us).held) {
+      return store::LeaseWrite{};
+    }
+    return ending(s, now_us);
   };
 }
 
@@ -40,7 +50,7 @@ std::function<store::LeaseWrite(store::JobStore&)> with_checkpoints(
 Ending execute(JobRun& run, const JobType* type, const ExecutorEnv& env) {
   const store::ClaimedJob& job = run.job();
   const Clock& clock = *env.run.clock;
-  const std::string& owner = env.run.owner;
+  const store::Fence fence = run.fence();
 
   nlohmann::json result;
   std::optional<Failure> failure;
@@ -105,35 +115,44 @@ Ending execute(JobRun& run, const JobType* type, const ExecutorEnv& env) {
   };
   if (signal != SignalKind::kParked) forget_steps();
   TimePoint now = clock.now();
-  store::Micros now_us = store::to_micros(now);
   JobEvent event;
   event.id = job.id;
   event.type = job.type;
   event.attempt = job.attempt;
   const EventBus* events = env.events;
   Ending end;
-  auto write = [&](std::function<store::LeaseWrite(store::JobStore&)> ending) {
-    end.write =
-        with_checkpoints(run.take_unwritten(), store::to_micros(now + env.run.lease), std::move(ending));
+  std::string unwritten;
+  auto write = [&](EndWrite ending) {
+    std::vector<store::StepDone> steps = run.take_unwritten();
+    unwritten = step_names(steps);
+    end.write = with_checkpoints(std::move(steps), &clock, env.run.lease, std::move(ending));
+    end.lease_until = run.lease_until();
   };
 
   switch (signal) {
     case SignalKind::kLost:
-      spdlog::warn("job {}: lease lost; leaving it to its new owner", job.id);
+      if (std::string steps = step_names(run.take_unwritten()); !steps.empty()) {
+        spdlog::warn("job {}: lease lost; leaving it to its new owner, steps {} will run again", job.id,
+                     steps);
+      } else {
+        spdlog::warn("job {}: lease lost; leaving it to its new owner", job.id);
+      }
       return end;
     case SignalKind::kStopping:
-      write([id, owner, now_us](store::JobStore& s) {
-        return s.release(id, owner, "engine stopping", now_us);
+      write([id, fence](store::JobStore& s, store::Micros now_us) {
+        return s.release(id, fence, "engine stopping", now_us);
       });
-      end.after = [id](const Result<store::LeaseWrite>& w) { report_write(w, id, "was released"); };
+      end.after = [id, unwritten](const Result<store::LeaseWrite>& w) {
+        report_write(w, id, "was released", unwritten);
+      };
       return end;
     case SignalKind::kParked: {
       auto until = store::to_micros(run.park_until());
-      write([id, owner, until, reason = run.park_reason(), now_us](store::JobStore& s) {
-        return s.park(id, owner, until, reason, now_us);
+      write([id, fence, until, reason = run.park_reason()](store::JobStore& s, store::Micros now_us) {
+        return s.park(id, fence, until, reason, now_us);
       });
-      end.after = [id, attempt, caller, forget_steps](const Result<store::LeaseWrite>& w) {
-        report_write(w, id, "was parked");
+      end.after = [id, attempt, caller, forget_steps, unwritten](const Result<store::LeaseWrite>& w) {
+        report_write(w, id, "was parked", unwritten);
         if (w && !w->held) forget_steps();
         if (w && w->held && caller != nullptr) caller->parked(id, attempt);
       };
@@ -141,9 +160,11 @@ Ending execute(JobRun& run, const JobType* type, const ExecutorEnv& env) {
       return end;
     }
     case SignalKind::kCancelled:
-      write([id, owner, now_us](store::JobStore& s) { return s.finish_cancelled(id, owner, now_us); });
-      end.after = [id, events, event](const Result<store::LeaseWrite>& w) mutable {
-        report_write(w, id, "was cancelled");
+      write([id, fence](store::JobStore& s, store::Micros now_us) {
+        return s.finish_cancelled(id, fence, now_us);
+      });
+      end.after = [id, events, event, unwritten](const Result<store::LeaseWrite>& w) mutable {
+        report_write(w, id, "was cancelled", unwritten);
         if (w && w->held) {
           event.kind = JobEvent::Kind::kCancelled;
           events->publish(event);
@@ -154,7 +175,7 @@ Ending execute(JobRun& run, const JobType* type, const ExecutorEnv& env) {
   }
 
   if (failure) {
-    store::AttemptFailure f{job.id, owner, failure->step, failure->error, now_us, std::nullopt};
+    store::AttemptFailure f{job.id, fence, failure->step, failure->error, 0, std::nullopt};
     if (job.attempt < job.max_attempts && type != nullptr) {
       Duration delay = backoff_delay(type->spec.backoff, job.attempt, env.jitter->next());
       f.retry_at = store::to_micros(now + delay);
@@ -162,22 +183,25 @@ Ending execute(JobRun& run, const JobType* type, const ExecutorEnv& env) {
     event.kind = f.retry_at ? JobEvent::Kind::kFailed : JobEvent::Kind::kDead;
     event.error =
         failure->step.empty() ? failure->error : "step \"" + failure->step + "\": " + failure->error;
-    write([f](store::JobStore& s) { return s.fail_attempt(f); });
-    end.after = [id, events, event](const Result<store::LeaseWrite>& w) {
-      report_write(w, id, "failed");
+    write([f](store::JobStore& s, store::Micros now_us) mutable {
+      f.now = now_us;
+      return s.fail_attempt(f);
+    });
+    end.after = [id, events, event, unwritten](const Result<store::LeaseWrite>& w) {
+      report_write(w, id, "failed", unwritten);
       if (w && w->held) events->publish(event);
     };
     return end;
   }
 
   std::string result_json = result.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  write([id, owner, result_json = std::move(result_json), now_us](store::JobStore& s) {
-    return s.complete(id, owner, result_json, now_us);
+  write([id, fence, result_json = std::move(result_json)](store::JobStore& s, store::Micros now_us) {
+    return s.complete(id, fence, result_json, now_us);
   });
   event.kind = JobEvent::Kind::kCompleted;
   event.result = std::move(result);
-  end.after = [id, events, event = std::move(event)](const Result<store::LeaseWrite>& w) {
-    report_write(w, id, "completed");
+  end.after = [id, events, event = std::move(event), unwritten](const Result<store::LeaseWrite>& w) {
+    report_write(w, id, "completed", unwritten);
     if (w && w->held) events->publish(event);
   };
   return end;

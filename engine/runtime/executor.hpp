@@ -36,6 +36,8 @@ struct Ending {
   // Empty: nothing to write (the lease was lost).
   std::function<store::LeaseWrite(store::JobStore&)> write;
   std::function<void(const Result<store::LeaseWrite>&)> after;
+  // The lease `write` is made under (Store::write_async's lease_until).
+  std::optional<TimePoint> lease_until;
   // Set when the run parked: the job is due again then.
   std::optional<TimePoint> parked_until;
 };

@@ -8,6 +8,13 @@ namespace ratchet::runtime {
 
 JobRun::JobRun(const RunEnv& env, store::ClaimedJob job) : env_(env), job_(std::move(job)) {
   cancel_.store(job_.cancel_requested);
+  lease_until_.store(job_.lease_until);
+}
+
+void JobRun::lease_renewed(store::Micros until) {
+  store::Micros seen = lease_until_.load();
+  while (seen < until && !lease_until_.compare_exchange_weak(seen, until)) {
+  }
 }
 
 std::string JobRun::idempotency_key(std::string_view step) const {
@@ -69,6 +76,9 @@ void JobRun::raise(SignalKind kind, TimePoint until, std::string reason) {
 }
 
 void JobRun::check_boundary(Siblings siblings) {
+  // Past its lease no write of this run commits (the fence), so a step
+  // started now would only be called again by the next owner.
+  if (env_.clock->now() >= lease_until()) mark_lost();
   if (lost_.load()) raise(SignalKind::kLost);
   if (cancel_.load()) raise(SignalKind::kCancelled);
   if (stopping_.load()) raise(SignalKind::kStopping);
@@ -88,26 +98,30 @@ void JobRun::claim_name(const std::string& name) {
 
 void JobRun::commit(const std::string& name, const nlohmann::json& output, TimePoint started) {
   store::StepDone done{job_.id,
-                       env_.owner,
+                       fence(),
                        name,
                        output.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
                        store::to_micros(started),
-                       store::to_micros(env_.clock->now()),
-                       0};
+                       store::to_micros(env_.clock->now())};
   std::lock_guard lock(mu_);
   unwritten_.push_back(std::move(done));
   job_.checkpoints[name] = output;
 }
 
-store::LeaseWrite write_steps(store::JobStore& s, std::vector<store::StepDone>& steps,
-                              store::Micros lease_until) {
+store::LeaseWrite write_steps(store::JobStore& s, const std::vector<store::StepDone>& steps,
+                              store::Micros lease_until, store::Micros now) {
   store::LeaseWrite w;
-  for (auto& step : steps) {
-    step.lease_until = lease_until;
-    w = s.checkpoint(step);
+  for (const auto& step : steps) {
+    w = s.checkpoint(step, lease_until, now);
     if (!w.held) break;
   }
   return w;
+}
+
+std::string step_names(const std::vector<store::StepDone>& steps) {
+  std::string out;
+  for (const auto& step : steps) out += (out.empty() ? "\"" : ", \"") + step.step + "\"";
+  return out;
 }
 
 std::vector<store::StepDone> JobRun::take_unwritten() {
@@ -119,20 +133,29 @@ void JobRun::write_checkpoints() {
   std::lock_guard writing(write_mu_);
   std::vector<store::StepDone> steps = take_unwritten();
   if (steps.empty()) return;
-  const store::Micros lease_until = store::to_micros(env_.clock->now() + env_.lease);
-  auto written = env_.store->write([&](store::JobStore& s) { return write_steps(s, steps, lease_until); });
+  store::Micros renewed_to = 0;
+  // The time is read when the write runs: a write that waited for a lock is
+  // fenced by the lease as it is then.
+  auto written = env_.store->write_under_lease(lease_until(), [&](store::JobStore& s) {
+    const TimePoint now = env_.clock->now();
+    renewed_to = store::to_micros(now + env_.lease);
+    return write_steps(s, steps, renewed_to, store::to_micros(now));
+  });
   if (!written) {
-    // Whether it committed is unknown: give the job up. Its lease expires and
-    // the next owner replays whatever did commit.
-    spdlog::error("job {} step \"{}\": checkpoint not written: {}", job_.id, steps.front().step,
-                  written.error().to_string());
+    // Not committed (or not known to be): give the job up. Its lease expires
+    // and the next owner replays whatever did commit.
+    spdlog::error("job {}: checkpoints of steps {} not written, so they will run again: {}", job_.id,
+                  step_names(steps), written.error().to_string());
     mark_lost();
     raise(SignalKind::kLost);
   }
   if (!written->held) {
+    spdlog::warn("job {}: lease lost before the checkpoints of steps {} were written; they will run again",
+                 job_.id, step_names(steps));
     mark_lost();
     raise(SignalKind::kLost);
   }
+  lease_renewed(renewed_to);
   if (written->cancel_requested) cancel_.store(true);
 }
 

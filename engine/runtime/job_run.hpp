@@ -14,6 +14,15 @@
 // committed. Until then it exists only here, like a step still in flight: a
 // crash runs it again (at-least-once), never a committed one.
 //
+// Every write of the run is fenced by its claim (store::Fence: the owner and
+// the claim's token) and made under its lease: while another process holds
+// the database's write lock, a checkpoint waits as long as the lease lasts,
+// then is given up, naming the steps that will run again. The run knows
+// until when its lease lasts (the claim, then each renewal that committed);
+// once that time is past it stops at its next step boundary as lost: no
+// write of it could commit any more, so a step started then would only be
+// called again by the run that takes the job over.
+//
 // A step function's failure is thrown as StepFailed (a std::runtime_error
 // that names the step); a handler may catch it and carry on.
 //
@@ -77,8 +86,11 @@ class AttemptTimedOut : public std::runtime_error {
 
 // Writes finished steps' checkpoints under the job's lease, renewing it to
 // `lease_until`; stops at the first refused (the lease is gone).
-store::LeaseWrite write_steps(store::JobStore& s, std::vector<store::StepDone>& steps,
-                              store::Micros lease_until);
+store::LeaseWrite write_steps(store::JobStore& s, const std::vector<store::StepDone>& steps,
+                              store::Micros lease_until, store::Micros now);
+
+// The names of `steps`, for a log line: "a", "b".
+std::string step_names(const std::vector<store::StepDone>& steps);
 
 class JobRun final : public StepContext {
  public:
@@ -115,6 +127,12 @@ class JobRun final : public StepContext {
   std::vector<store::StepDone> take_unwritten();
 
   const store::ClaimedJob& job() const { return job_; }
+  // The claim this run's writes are fenced by.
+  store::Fence fence() const { return {env_.owner, job_.token}; }
+  // Until when the lease is known to hold: as claimed, then as last renewed.
+  TimePoint lease_until() const { return store::from_micros(lease_until_.load()); }
+  // A renewal to `until` committed (the heartbeat's, or a checkpoint's).
+  void lease_renewed(store::Micros until);
   SignalKind signal() const;
   // Drops a park raised by a run that is failing anyway (timed out).
   void clear_park();
@@ -150,6 +168,7 @@ class JobRun final : public StepContext {
   std::atomic<bool> stopping_{false};
   std::atomic<bool> lost_{false};
   std::atomic<bool> timed_out_{false};
+  std::atomic<store::Micros> lease_until_{0};
 
   mutable std::mutex mu_;
   std::set<std::string> used_;  // step names run or replayed in this run

@@ -106,10 +106,17 @@ void Scheduler::dispatch_loop(std::stop_token stop) {
       wait_for_work(now + options_.poll_interval, stop);
       continue;
     }
+    if (env_.run.store->stalled()) {
+      // Looks again at least every poll interval of real time: a claim is
+      // also what finds out that the lock is gone.
+      env_.run.store->wait_while_stalled(
+          stop, std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.poll_interval));
+      continue;
+    }
     auto claimed = env_.run.store->write([&](store::JobStore& s) { return s.claim(req); });
     if (!claimed) {
       spdlog::error("claiming jobs failed: {}", claimed.error().to_string());
-      wait_for_work(now + options_.poll_interval, stop);
+      if (!env_.run.store->stalled()) wait_for_work(now + options_.poll_interval, stop);
       continue;
     }
     for (const auto& e : claimed->expired) {
@@ -173,43 +180,45 @@ void Scheduler::worker_loop() {
     if (wanted) room_cv_.notify_one();
     auto type = types_.find(job.type);
     JobRun run(env_.run, std::move(job));
+    const ClaimKey key{run.job_id(), run.job().token};
     {
       std::lock_guard lock(mu_);
-      active_[run.job_id()] = &run;
+      active_[key] = &run;
       if (stopping_) run.request_stop();
     }
     Ending end = execute(run, type.get(), env_);
-    JobId id = run.job_id();
     {
       std::lock_guard lock(mu_);
-      active_.erase(id);
-      finishing_.insert(id);
+      active_.erase(key);
+      finishing_[key] = run.lease_until();
     }
-    finish(id, std::move(end));
+    finish(key, std::move(end));
   }
 }
 
-void Scheduler::finish(JobId id, Ending end) {
+void Scheduler::finish(ClaimKey key, Ending end) {
   if (!end.write) {
-    finished(id, end, store::LeaseWrite{});
+    finished(key, end, store::LeaseWrite{});
     return;
   }
   auto written = std::make_shared<store::LeaseWrite>();
   auto write = std::move(end.write);
+  const std::optional<TimePoint> lease_until = end.lease_until;
   env_.run.store->write_async(
       [written, write = std::move(write)](store::JobStore& s) { *written = write(s); },
-      [this, id, written, end = std::move(end)](std::optional<Error> error) mutable {
+      [this, key, written, end = std::move(end)](std::optional<Error> error) mutable {
         // On the writer thread: hand over, never run host callbacks here.
         // Notified under the lock: once the finisher has run this, stop()
         // may destroy the scheduler.
         std::lock_guard lock(finish_mu_);
-        finish_queue_.emplace_back([this, id, written, error = std::move(error), end = std::move(end)] {
+        finish_queue_.emplace_back([this, key, written, error = std::move(error), end = std::move(end)] {
           Result<store::LeaseWrite> w = *written;
           if (error) w = fail(*error);
-          finished(id, end, w);
+          finished(key, end, w);
         });
         finish_cv_.notify_one();
-      });
+      },
+      lease_until);
 }
 
 void Scheduler::finisher_loop() {
@@ -226,14 +235,14 @@ void Scheduler::finisher_loop() {
   }
 }
 
-void Scheduler::finished(JobId id, const Ending& end, const Result<store::LeaseWrite>& written) {
+void Scheduler::finished(ClaimKey key, const Ending& end, const Result<store::LeaseWrite>& written) {
   if (end.after) end.after(written);
   if (end.parked_until && written && written->held) wake_at(*end.parked_until);
   bool idle = false;
   bool wanted = false;
   {
     std::lock_guard lock(mu_);
-    finishing_.erase(id);
+    finishing_.erase(key);
     --running_;
     idle = running_ == 0 && ready_.empty();
     wanted = claim_wanted();
@@ -248,40 +257,62 @@ void Scheduler::finished(JobId id, const Ending& end, const Result<store::LeaseW
 void Scheduler::heartbeat_loop(std::stop_token stop) {
   const Clock& clock = *env_.run.clock;
   while (clock.wait_until(clock.now() + options_.heartbeat, stop)) {
-    std::vector<JobId> ids;
+    std::vector<ClaimKey> claims;
     std::uint64_t asked_through = 0;
+    // The renewal protects every lease it renews: it may wait for a locked
+    // database as long as the longest of them lasts.
+    TimePoint longest{};
     {
       std::lock_guard lock(mu_);
       asked_through = claim_seq_;
-      for (const auto& [id, run] : active_) ids.push_back(id);
-      for (JobId id : finishing_) ids.push_back(id);
-      for (const auto& j : ready_) ids.push_back(j.id);
+      for (const auto& [key, run] : active_) {
+        claims.push_back(key);
+        longest = std::max(longest, run->lease_until());
+      }
+      for (const auto& [key, until] : finishing_) {
+        claims.push_back(key);
+        longest = std::max(longest, until);
+      }
+      for (const auto& j : ready_) {
+        claims.emplace_back(j.id, j.token);
+        longest = std::max(longest, store::from_micros(j.lease_until));
+      }
     }
-    if (ids.empty()) continue;
-    TimePoint now = clock.now();
-    auto held = env_.run.store->write([&](store::JobStore& s) {
-      return s.renew(env_.run.owner, ids, store::to_micros(now + env_.run.lease), store::to_micros(now));
+    if (claims.empty()) continue;
+    store::Micros renewed_to = 0;
+    auto held = env_.run.store->write_under_lease(longest, [&](store::JobStore& s) {
+      // Read when the write runs: a renewal that waited for a lock does not
+      // revive a lease that expired meanwhile.
+      const TimePoint now = clock.now();
+      renewed_to = store::to_micros(now + env_.run.lease);
+      return s.renew(env_.run.owner, claims, renewed_to, store::to_micros(now));
     });
     if (!held) {
       spdlog::error("renewing leases failed: {}", held.error().to_string());
       continue;
     }
-    std::map<JobId, bool> still;
-    for (const auto& [id, cancel] : *held) still[id] = cancel;
+    // Claims the fence refused (lost, or older than another claim of the
+    // same job) are absent.
+    std::map<ClaimKey, bool> still;
+    for (const auto& r : *held) still[{r.id, r.token}] = r.cancel_requested;
     std::lock_guard lock(mu_);
     // A job claimed while the renewal ran (perhaps one whose earlier run was
     // ending then) was not asked about: its absence says nothing.
-    for (const auto& [id, run] : active_) {
+    for (const auto& [key, run] : active_) {
       if (run->job().claim_seq > asked_through) continue;
-      auto it = still.find(id);
+      auto it = still.find(key);
       if (it == still.end()) {
         run->mark_lost();
-      } else if (it->second) {
-        run->request_cancel();
+        continue;
       }
+      run->lease_renewed(renewed_to);
+      if (it->second) run->request_cancel();
+    }
+    for (auto& j : ready_) {
+      if (j.claim_seq <= asked_through && still.contains({j.id, j.token})) j.lease_until = renewed_to;
     }
     std::erase_if(ready_, [&](const store::ClaimedJob& j) {
-      return j.claim_seq <= asked_through && !still.contains(j.id);
+      return j.claim_seq <= asked_through && !still.contains({j.id, j.token});
     });
   }
 }
@@ -305,7 +336,7 @@ void Scheduler::stop(std::chrono::steady_clock::duration grace) {
     store::Micros now = store::to_micros(env_.run.clock->now());
     auto w = env_.run.store->write([&](store::JobStore& s) {
       for (const auto& j : unstarted)
-        s.release(j.id, env_.run.owner, "engine stopping before the job started", now);
+        s.release(j.id, store::Fence{env_.run.owner, j.token}, "engine stopping before the job started", now);
     });
     if (!w) spdlog::error("releasing unstarted jobs failed: {}", w.error().to_string());
   }

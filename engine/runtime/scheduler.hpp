@@ -8,6 +8,15 @@
 // follows each commit (events, wake-ups) in commit order. The job counts as
 // running (and its lease is renewed) until then.
 //
+// While the store is stalled (another process holds the database's write
+// lock past the busy timeout, and the writes of runs wait on their leases)
+// the dispatcher claims nothing: a claim could not commit, and jobs claimed
+// then would only spend their leases waiting.
+//
+// A job may be held twice by one engine: its run stalled past the lease and
+// the dispatcher claimed it again. Runs are told apart by their claim token;
+// only the newer claim is renewed, the older run is told it lost the job.
+//
 // The dispatcher keeps up to one batch of claimed jobs queued ahead of the
 // workers (their leases are renewed too), so a worker that finishes a job
 // starts the next without waiting for a claim to commit.
@@ -68,12 +77,13 @@ class Scheduler {
   void wait_for_work(TimePoint deadline, std::stop_token stop);
   // Records how a run ended and, once committed, hands what follows to the
   // finisher.
-  void finish(JobId id, Ending end);
+  using ClaimKey = std::pair<JobId, std::int64_t>;  // job id and claim token
+  void finish(ClaimKey key, Ending end);
   void finisher_loop();
   // Whether the dispatcher would claim now (under mu_): the queue ahead of
   // the workers is low and the engine holds less than two batches.
   bool claim_wanted() const;
-  void finished(JobId id, const Ending& end, const Result<store::LeaseWrite>& written);
+  void finished(ClaimKey key, const Ending& end, const Result<store::LeaseWrite>& written);
 
   SchedulerOptions options_;
   ExecutorEnv env_;
@@ -85,10 +95,10 @@ class Scheduler {
   std::condition_variable_any room_cv_;  // ready_ has room for another claim
   std::condition_variable idle_cv_;      // a run ended
   std::deque<store::ClaimedJob> ready_;
-  std::map<JobId, JobRun*> active_;
-  std::set<JobId> finishing_;    // ended, write not yet committed
-  int running_ = 0;              // taken by a worker and not yet finished
-  std::uint64_t claim_seq_ = 0;  // claims taken so far (ClaimedJob::claim_seq)
+  std::map<ClaimKey, JobRun*> active_;
+  std::map<ClaimKey, TimePoint> finishing_;  // ended, write not yet committed; its lease
+  int running_ = 0;                          // taken by a worker and not yet finished
+  std::uint64_t claim_seq_ = 0;              // claims taken so far (ClaimedJob::claim_seq)
   bool stopping_ = false;
   bool started_ = false;
 

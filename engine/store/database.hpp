@@ -18,6 +18,7 @@
 
 #include <SQLiteCpp/Database.h>
 
+#include "ratchet/clock.hpp"
 #include "ratchet/status.hpp"
 
 namespace ratchet::store {
@@ -32,6 +33,9 @@ struct DatabaseOptions {
   // Create the file and apply migrations (the writer connection does; read
   // connections only check the version).
   bool migrate = true;
+  // The clock that lease deadlines of writes are read on (Store::write with
+  // a lease); null: the system clock.
+  std::shared_ptr<const Clock> clock;
 };
 
 Result<std::unique_ptr<SQLite::Database>> open_database(const DatabaseOptions& options);

@@ -251,8 +251,8 @@ ClaimResult JobStore::claim(const ClaimRequest& req) {
   for (const auto& [id, resumed] : due) {
     Use u(stmt(
         "UPDATE jobs SET state = 'running', attempt = attempt + 1 - resume, resume = 0, lease_owner = ?, "
-        "lease_expires_us = ?, updated_us = ? WHERE id = ? "
-        "RETURNING type, queue, args, attempt, max_attempts, cancel_requested"));
+        "lease_token = lease_token + 1, lease_expires_us = ?, updated_us = ? WHERE id = ? "
+        "RETURNING type, queue, args, attempt, max_attempts, cancel_requested, lease_token"));
     u->bind(1, req.owner);
     u->bind(2, req.lease_until);
     u->bind(3, req.now);
@@ -267,6 +267,8 @@ ClaimResult JobStore::claim(const ClaimRequest& req) {
     j.attempt = u->getColumn(3).getInt();
     j.max_attempts = u->getColumn(4).getInt();
     j.cancel_requested = u->getColumn(5).getInt() != 0;
+    j.token = u->getColumn(6).getInt64();
+    j.lease_until = req.lease_until;
     while (u->executeStep()) {
     }
     result.jobs.push_back(std::move(j));
@@ -275,19 +277,34 @@ ClaimResult JobStore::claim(const ClaimRequest& req) {
   return result;
 }
 
-std::vector<std::pair<JobId, bool>> JobStore::renew(const std::string& owner, const std::vector<JobId>& ids,
-                                                    Micros lease_until, Micros now) {
-  std::vector<std::pair<JobId, bool>> held;
-  for (JobId id : ids) {
-    Use u(
-        stmt("UPDATE jobs SET lease_expires_us = ?, updated_us = ? WHERE id = ? AND lease_owner = ? AND "
-             "state = 'running' RETURNING cancel_requested"));
-    u->bind(1, lease_until);
-    u->bind(2, now);
-    u->bind(3, id);
-    u->bind(4, owner);
+// The fence of every write a run makes (see job_store.hpp): the job is
+// running under exactly this claim, and its lease has not expired. Binds
+// ?1 id, ?2 owner, ?3 token, ?4 now.
+#define RATCHET_FENCED \
+  " WHERE id = ?1 AND lease_owner = ?2 AND lease_token = ?3 AND state = 'running' AND lease_expires_us > ?4"
+
+namespace {
+
+void bind_fence(SQLite::Statement& s, JobId id, const Fence& fence, Micros now) {
+  s.bind(1, id);
+  s.bind(2, fence.owner);
+  s.bind(3, fence.token);
+  s.bind(4, now);
+}
+
+}  // namespace
+
+std::vector<Renewed> JobStore::renew(const std::string& owner,
+                                     const std::vector<std::pair<JobId, std::int64_t>>& claims,
+                                     Micros lease_until, Micros now) {
+  std::vector<Renewed> held;
+  for (const auto& [id, token] : claims) {
+    Use u(stmt("UPDATE jobs SET lease_expires_us = ?5, updated_us = ?4" RATCHET_FENCED
+               " RETURNING cancel_requested"));
+    bind_fence(*u, id, Fence{owner, token}, now);
+    u->bind(5, lease_until);
     if (u->executeStep()) {
-      held.emplace_back(id, u->getColumn(0).getInt() != 0);
+      held.push_back({id, token, u->getColumn(0).getInt() != 0});
       while (u->executeStep()) {
       }
     }
@@ -295,8 +312,8 @@ std::vector<std::pair<JobId, bool>> JobStore::renew(const std::string& owner, co
   return held;
 }
 
-LeaseWrite JobStore::checkpoint(const StepDone& step) {
-  auto held = renew(step.owner, {step.id}, step.lease_until, step.finished);
+LeaseWrite JobStore::checkpoint(const StepDone& step, Micros lease_until, Micros now) {
+  auto held = renew(step.fence.owner, {{step.id, step.fence.token}}, lease_until, now);
   if (held.empty()) return {};
   // A completed step is never overwritten: its first committed output stands.
   Use s(
@@ -311,42 +328,36 @@ LeaseWrite JobStore::checkpoint(const StepDone& step) {
   s->bind(4, step.started);
   s->bind(5, step.finished);
   s->exec();
-  return {true, held.front().second};
+  return {true, held.front().cancel_requested};
 }
 
-LeaseWrite JobStore::complete(JobId id, const std::string& owner, const std::string& result_json,
-                              Micros now) {
+LeaseWrite JobStore::complete(JobId id, const Fence& fence, const std::string& result_json, Micros now) {
   Use u(
-      stmt("UPDATE jobs SET state = 'completed', result = ?, lease_owner = NULL, lease_expires_us = NULL, "
-           "updated_us = ?, finished_us = ? WHERE id = ? AND lease_owner = ? AND state = 'running'"));
-  u->bind(1, result_json);
-  u->bind(2, now);
-  u->bind(3, now);
-  u->bind(4, id);
-  u->bind(5, owner);
+      stmt("UPDATE jobs SET state = 'completed', result = ?5, lease_owner = NULL, lease_expires_us = NULL, "
+           "updated_us = ?4, finished_us = ?4" RATCHET_FENCED));
+  bind_fence(*u, id, fence, now);
+  u->bind(5, result_json);
   return {u->exec() == 1, false};
 }
 
 LeaseWrite JobStore::fail_attempt(const AttemptFailure& f) {
   Use u(
-      stmt("UPDATE jobs SET state = ?, run_at_us = COALESCE(?, run_at_us), lease_owner = NULL, "
-           "lease_expires_us = NULL, last_error = ?, updated_us = ?, finished_us = ? "
-           "WHERE id = ? AND lease_owner = ? AND state = 'running' RETURNING attempt"));
-  u->bind(1, f.retry_at ? "retryable" : "dead");
+      stmt("UPDATE jobs SET state = ?5, run_at_us = COALESCE(?6, run_at_us), lease_owner = NULL, "
+           "lease_expires_us = NULL, last_error = ?7, updated_us = ?4, finished_us = ?8" RATCHET_FENCED
+           " RETURNING attempt"));
+  bind_fence(*u, f.id, f.fence, f.now);
+  u->bind(5, f.retry_at ? "retryable" : "dead");
   if (f.retry_at) {
-    u->bind(2, *f.retry_at);
+    u->bind(6, *f.retry_at);
   } else {
-    u->bind(2);
+    u->bind(6);
   }
-  u->bind(3, f.error);
-  u->bind(4, f.now);
+  u->bind(7, f.error);
   if (f.retry_at) {
-    u->bind(5);
+    u->bind(8);
   } else {
-    u->bind(5, f.now);
+    u->bind(8, f.now);
   }
-  u->bind(6, f.id);
-  u->bind(7, f.owner);
   if (!u->executeStep()) return {};
   int attempt = u->getColumn(0).getInt();
   while (u->executeStep()) {
@@ -382,15 +393,12 @@ LeaseWrite JobStore::fail_attempt(const AttemptFailure& f) {
   return {true, false};
 }
 
-LeaseWrite JobStore::park(JobId id, const std::string& owner, Micros until, const std::string& reason,
-                          Micros now) {
+LeaseWrite JobStore::park(JobId id, const Fence& fence, Micros until, const std::string& reason, Micros now) {
   Use u(
-      stmt("UPDATE jobs SET state = 'scheduled', run_at_us = ?, resume = 1, lease_owner = NULL, "
-           "lease_expires_us = NULL, updated_us = ? WHERE id = ? AND lease_owner = ? AND state = 'running'"));
-  u->bind(1, until);
-  u->bind(2, now);
-  u->bind(3, id);
-  u->bind(4, owner);
+      stmt("UPDATE jobs SET state = 'scheduled', run_at_us = ?5, resume = 1, lease_owner = NULL, "
+           "lease_expires_us = NULL, updated_us = ?4" RATCHET_FENCED));
+  bind_fence(*u, id, fence, now);
+  u->bind(5, until);
   if (u->exec() != 1) return {};
   add_timeline(id, now, "parked", reason);
   return {true, false};
@@ -408,29 +416,25 @@ bool JobStore::resume_parked(JobId id, int attempt, Micros now) {
   return u->exec() == 1;
 }
 
-LeaseWrite JobStore::release(JobId id, const std::string& owner, const std::string& reason, Micros now) {
+LeaseWrite JobStore::release(JobId id, const Fence& fence, const std::string& reason, Micros now) {
   Use u(
-      stmt("UPDATE jobs SET state = 'available', run_at_us = ?, resume = 1, lease_owner = NULL, "
-           "lease_expires_us = NULL, updated_us = ? WHERE id = ? AND lease_owner = ? AND state = 'running'"));
-  u->bind(1, now);
-  u->bind(2, now);
-  u->bind(3, id);
-  u->bind(4, owner);
+      stmt("UPDATE jobs SET state = 'available', run_at_us = ?4, resume = 1, lease_owner = NULL, "
+           "lease_expires_us = NULL, updated_us = ?4" RATCHET_FENCED));
+  bind_fence(*u, id, fence, now);
   if (u->exec() != 1) return {};
   add_timeline(id, now, "released", reason);
   return {true, false};
 }
 
-LeaseWrite JobStore::finish_cancelled(JobId id, const std::string& owner, Micros now) {
-  Use u(stmt(
-      "UPDATE jobs SET state = 'cancelled', lease_owner = NULL, lease_expires_us = NULL, updated_us = ?, "
-      "finished_us = ? WHERE id = ? AND lease_owner = ? AND state = 'running'"));
-  u->bind(1, now);
-  u->bind(2, now);
-  u->bind(3, id);
-  u->bind(4, owner);
+LeaseWrite JobStore::finish_cancelled(JobId id, const Fence& fence, Micros now) {
+  Use u(
+      stmt("UPDATE jobs SET state = 'cancelled', lease_owner = NULL, lease_expires_us = NULL, "
+           "updated_us = ?4, finished_us = ?4" RATCHET_FENCED));
+  bind_fence(*u, id, fence, now);
   return {u->exec() == 1, true};
 }
+
+#undef RATCHET_FENCED
 
 std::optional<JobState> JobStore::cancel(JobId id, Micros now) {
   std::optional<JobState> state;
@@ -482,20 +486,29 @@ std::optional<JobState> JobStore::retry(JobId id, Micros now, int max_attempts_f
   return JobState::kAvailable;
 }
 
-std::int64_t JobStore::purge(Micros finished_before) {
-  const char* where =
-      "IN (SELECT id FROM jobs WHERE finished_us < ?1 AND state IN ('completed', 'dead', 'cancelled'))";
-  static const std::string steps = std::string("DELETE FROM steps WHERE job_id ") + where;
-  static const std::string errors = std::string("DELETE FROM job_errors WHERE job_id ") + where;
-  static const std::string timeline = std::string("DELETE FROM job_timeline WHERE job_id ") + where;
-  for (const std::string* sql : {&steps, &errors, &timeline}) {
-    Use d(stmt(sql->c_str()));
-    d->bind(1, finished_before);
+std::int64_t JobStore::purge(Micros finished_before, int limit) {
+  // The chunk's ids first, as one JSON array: each delete below is then a
+  // seek per id, and all four agree on the same jobs.
+  nlohmann::json ids = nlohmann::json::array();
+  {
+    Use q(
+        stmt("SELECT id FROM jobs INDEXED BY jobs_finished WHERE finished_us < ? AND finished_us IS NOT NULL "
+             "AND state IN ('completed', 'dead', 'cancelled') ORDER BY finished_us LIMIT ?"));
+    q->bind(1, finished_before);
+    q->bind(2, limit);
+    while (q->executeStep()) ids.push_back(q->getColumn(0).getInt64());
+  }
+  if (ids.empty()) return 0;
+  const std::string list = ids.dump();
+  for (const char* sql : {"DELETE FROM steps WHERE job_id IN (SELECT value FROM json_each(?))",
+                          "DELETE FROM job_errors WHERE job_id IN (SELECT value FROM json_each(?))",
+                          "DELETE FROM job_timeline WHERE job_id IN (SELECT value FROM json_each(?))",
+                          "DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?))"}) {
+    Use d(stmt(sql));
+    d->bind(1, list);
     d->exec();
   }
-  Use d(stmt("DELETE FROM jobs WHERE finished_us < ?1 AND state IN ('completed', 'dead', 'cancelled')"));
-  d->bind(1, finished_before);
-  return d->exec();
+  return static_cast<std::int64_t>(ids.size());
 }
 
 std::optional<JobRecord> JobStore::get(JobId id) {

@@ -1,8 +1,18 @@
 // Every SQL statement on jobs, steps, attempt errors and the timeline, as
 // methods over one connection. Methods do not open transactions: the caller
-// (the Writer's group commit, or a read snapshot) provides one. Each write
-// that a worker makes while running a job first checks that its lease is
-// still held, so a worker that lost its job cannot change it.
+// (the Writer's group commit, or a read snapshot) provides one.
+//
+// The fence. Every claim of a job takes a claim token: the job's previous
+// token plus one, so tokens only grow, and two claims of one job never share
+// one, even when the same owner name makes both (an engine whose own lease
+// expired while it was paused, stalled or its clock jumped, and that claims
+// the job again). A claim is the pair (owner, token) in Fence. Every write
+// of a run (checkpoint, renew, complete, fail_attempt, park, release,
+// finish_cancelled) names its claim and changes the job only while the job
+// is running under exactly that claim and its lease has not expired at the
+// write's `now`; otherwise it writes nothing and returns held = false. So a
+// run whose lease expired can no longer commit anything for that job, and
+// the run that took the job over is the only one that can.
 //
 // Times are Unix microseconds passed in by the caller (from its Clock).
 // SQLite exceptions propagate; the Writer turns them into Error values.
@@ -48,6 +58,12 @@ struct Inserted {
   bool existing = false;  // the unique key was held by this live job
 };
 
+// The claim a run holds, which fences its writes (see the top of this file).
+struct Fence {
+  std::string owner;
+  std::int64_t token = 0;  // the job's claim count when this claim took it
+};
+
 struct ClaimRequest {
   std::string owner;
   Micros now = 0;
@@ -68,6 +84,8 @@ struct ClaimedJob {
   int max_attempts = 0;
   bool cancel_requested = false;
   bool resumed = false;                               // parked or released mid-run, not a fresh attempt
+  std::int64_t token = 0;                             // this claim's token (Fence::token)
+  Micros lease_until = 0;                             // the lease as claimed
   std::map<std::string, nlohmann::json> checkpoints;  // committed steps
   // Set by the scheduler that took the claim: its order among that
   // engine's claims (a lease renewal speaks only for claims made before it).
@@ -97,19 +115,24 @@ struct LeaseWrite {
   bool cancel_requested = false;
 };
 
+struct Renewed {
+  JobId id = 0;
+  std::int64_t token = 0;
+  bool cancel_requested = false;
+};
+
 struct StepDone {
   JobId id = 0;
-  std::string owner;
+  Fence fence;
   std::string step;
   std::string output_json;
   Micros started = 0;
   Micros finished = 0;
-  Micros lease_until = 0;
 };
 
 struct AttemptFailure {
   JobId id = 0;
-  std::string owner;
+  Fence fence;
   std::string step;  // empty when not inside a step
   std::string error;
   Micros now = 0;
@@ -123,26 +146,33 @@ class JobStore {
 
   Inserted insert(const NewJob& job, Micros now);
   ClaimResult claim(const ClaimRequest& req);
-  // Renews the leases of `ids`; returns those still held, with their
-  // cancel flag, in the same order (absent ones were lost).
-  std::vector<std::pair<JobId, bool>> renew(const std::string& owner, const std::vector<JobId>& ids,
-                                            Micros lease_until, Micros now);
-  LeaseWrite checkpoint(const StepDone& step);
-  LeaseWrite complete(JobId id, const std::string& owner, const std::string& result_json, Micros now);
+  // Renews the leases of `claims` (job id and claim token, all of `owner`)
+  // to lease_until; returns those still held, with their cancel flag, in the
+  // same order (absent ones were lost).
+  std::vector<Renewed> renew(const std::string& owner,
+                             const std::vector<std::pair<JobId, std::int64_t>>& claims, Micros lease_until,
+                             Micros now);
+  // Commits a finished step's output and renews the lease to lease_until.
+  LeaseWrite checkpoint(const StepDone& step, Micros lease_until, Micros now);
+  LeaseWrite complete(JobId id, const Fence& fence, const std::string& result_json, Micros now);
   LeaseWrite fail_attempt(const AttemptFailure& failure);
-  LeaseWrite park(JobId id, const std::string& owner, Micros until, const std::string& reason, Micros now);
+  LeaseWrite park(JobId id, const Fence& fence, Micros until, const std::string& reason, Micros now);
   // Moves a job parked by `attempt` to `now` when its time is later: what it
   // waited for freed up sooner. False if it is not parked by that attempt.
   bool resume_parked(JobId id, int attempt, Micros now);
   // Gives a running job back (engine stopping) without using up its attempt.
-  LeaseWrite release(JobId id, const std::string& owner, const std::string& reason, Micros now);
-  LeaseWrite finish_cancelled(JobId id, const std::string& owner, Micros now);
+  LeaseWrite release(JobId id, const Fence& fence, const std::string& reason, Micros now);
+  LeaseWrite finish_cancelled(JobId id, const Fence& fence, Micros now);
 
   // Host actions. Each returns the state the job is in afterwards, or
   // nullopt when there is no such job.
   std::optional<JobState> cancel(JobId id, Micros now);
   std::optional<JobState> retry(JobId id, Micros now, int max_attempts_floor);
-  std::int64_t purge(Micros finished_before);
+  // Deletes up to `limit` terminal jobs that finished before
+  // finished_before (oldest first), with their rows; returns how many. The
+  // caller purges in chunks, one transaction each, so that no transaction
+  // holds the write lock for long.
+  std::int64_t purge(Micros finished_before, int limit);
 
   std::optional<JobRecord> get(JobId id);
   std::vector<JobRecord> list(const JobFilter& filter);

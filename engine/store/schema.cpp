@@ -77,6 +77,12 @@ CREATE INDEX limiter_calls_key_at ON limiter_calls(key, at_us);
 DROP INDEX jobs_ready;
 CREATE INDEX jobs_due ON jobs(priority, resume, run_at_us, id) WHERE state IN ('scheduled', 'available', 'retryable');
 )sql"},
+      // Every claim of a job takes the next token; each write of the run
+      // that holds the claim names its token, so a run whose lease expired
+      // cannot write once the job was claimed again, even by the same owner.
+      {3, R"sql(
+ALTER TABLE jobs ADD COLUMN lease_token INTEGER NOT NULL DEFAULT 0;
+)sql"},
   };
   return kMigrations;
 }

@@ -1,6 +1,9 @@
 #include "store/store.hpp"
 
+#include <sqlite3.h>
+
 #include <SQLiteCpp/Exception.h>
+#include <algorithm>
 
 namespace ratchet::store {
 namespace {
@@ -8,6 +11,18 @@ namespace {
 // Enough to amortise a commit over every worker, small enough that one
 // transaction never holds the write lock for long.
 constexpr std::size_t kMaxBatch = 512;
+
+// Pauses between attempts to take a write lock that another connection
+// holds (each attempt itself waits up to the busy timeout).
+constexpr std::chrono::milliseconds kFirstRetry{10};
+constexpr std::chrono::milliseconds kMaxRetry{250};
+
+bool is_busy(const std::exception& e) {
+  const auto* se = dynamic_cast<const SQLite::Exception*>(&e);
+  if (se == nullptr) return false;
+  const int code = se->getErrorCode() & 0xff;
+  return code == SQLITE_BUSY || code == SQLITE_LOCKED;
+}
 
 void run_prepared(SQLite::Statement& s) {
   s.reset();
@@ -29,6 +44,7 @@ Result<std::unique_ptr<Store>> Store::open(const DatabaseOptions& options) {
 Store::Store(DatabaseOptions options, std::unique_ptr<SQLite::Database> writer,
              std::unique_ptr<SQLite::Database> reader)
     : options_(std::move(options)),
+      clock_(options_.clock ? options_.clock : SystemClock::instance()),
       wdb_(std::move(writer)),
       wstore_(std::make_unique<JobStore>(*wdb_)),
       rdb_(std::move(reader)),
@@ -56,6 +72,37 @@ std::uint64_t Store::commits() const {
   return commits_;
 }
 
+bool Store::stalled() const {
+  std::lock_guard lock(mu_);
+  return stalled_;
+}
+
+void Store::wait_while_stalled(std::stop_token stop, std::chrono::steady_clock::duration at_most) const {
+  std::unique_lock lock(mu_);
+  stall_cv_.wait_for(lock, stop, at_most, [&] { return !stalled_; });
+}
+
+void Store::set_stalled(bool stalled) {
+  {
+    std::lock_guard lock(mu_);
+    if (stalled_ == stalled) return;
+    stalled_ = stalled;
+  }
+  stall_cv_.notify_all();
+}
+
+void Store::finish_op(Op* op) {
+  if (op->on_done) {
+    std::unique_ptr<Op> owned(op);
+    owned->on_done(std::move(owned->error));
+    return;
+  }
+  std::lock_guard lock(op->mu);
+  op->done = true;
+  // Notified under the lock: the waiter may destroy op as soon as it sees done.
+  op->cv.notify_one();
+}
+
 void Store::submit(Op& op) {
   {
     std::lock_guard lock(mu_);
@@ -66,10 +113,12 @@ void Store::submit(Op& op) {
   op.cv.wait(lock, [&] { return op.done; });
 }
 
-void Store::write_async(std::function<void(JobStore&)> body, std::function<void(std::optional<Error>)> done) {
+void Store::write_async(std::function<void(JobStore&)> body, std::function<void(std::optional<Error>)> done,
+                        std::optional<TimePoint> lease_until) {
   auto op = std::make_unique<Op>();
   op->body = std::move(body);
   op->on_done = std::move(done);
+  op->lease_until = lease_until;
   {
     std::lock_guard lock(mu_);
     queue_.push_back(op.release());
@@ -90,38 +139,71 @@ void Store::run_writer(std::stop_token stop) {
         queue_.pop_front();
       }
     }
-    commit_batch(batch);
+    commit_batch(batch, stop);
     {
       std::lock_guard lock(mu_);
       ++commits_;
     }
-    for (Op* op : batch) {
-      if (op->on_done) {
-        std::unique_ptr<Op> owned(op);
-        owned->on_done(std::move(owned->error));
-        continue;
-      }
-      std::lock_guard lock(op->mu);
-      op->done = true;
-      // Notified under the lock: the waiter may destroy op as soon as it sees done.
-      op->cv.notify_one();
-    }
+    for (Op* op : batch) finish_op(op);
     batch.clear();
   }
 }
 
-void Store::commit_batch(std::deque<Op*>& batch) {
+bool Store::begin_batch(std::deque<Op*>& batch, std::stop_token stop) {
+  auto backoff = std::chrono::duration_cast<std::chrono::steady_clock::duration>(kFirstRetry);
+  while (true) {
+    try {
+      wdb_->exec("BEGIN IMMEDIATE");
+      set_stalled(false);
+      return true;
+    } catch (const std::exception& e) {
+      const Error error = database_error(options_.path, "starting a write", e);
+      if (!is_busy(e) || stop.stop_requested()) {
+        for (Op* op : batch) op->error = error;
+        return false;
+      }
+      // Another connection holds the write lock past the busy timeout. A
+      // write without a lease has waited its timeout and fails; one under a
+      // lease waits on while the lease lasts: it keeps committed work from
+      // being done again.
+      set_stalled(true);
+      const TimePoint now = clock_->now();
+      // (Half the timeout: a write that joined the batch during the stall
+      // has waited at least one whole attempt, so at least that.)
+      const auto waited_since = std::chrono::steady_clock::now() - options_.busy_timeout / 2;
+      std::erase_if(batch, [&](Op* op) {
+        const bool give_up = op->lease_until ? *op->lease_until <= now : op->queued <= waited_since;
+        if (!give_up) return false;
+        op->error = op->lease_until
+                        ? Error::database(error.message() +
+                                          "; the lease this write was made under expired before the lock "
+                                          "was released, so it was given up")
+                        : error;
+        finish_op(op);
+        return true;
+      });
+      std::unique_lock lock(mu_);
+      // Writes queued meanwhile join the batch, so each caller waits for
+      // one commit, not for its turn after this one.
+      while (!queue_.empty() && batch.size() < kMaxBatch) {
+        batch.push_back(queue_.front());
+        queue_.pop_front();
+      }
+      if (batch.empty()) return false;
+      cv_.wait_for(lock, stop, backoff, [] { return false; });
+      backoff =
+          std::min(backoff * 2, std::chrono::duration_cast<std::chrono::steady_clock::duration>(kMaxRetry));
+    }
+  }
+}
+
+void Store::commit_batch(std::deque<Op*>& batch, std::stop_token stop) {
   auto fail_all = [&](const Error& e) {
     for (Op* op : batch) {
       if (!op->error) op->error = e;
     }
   };
-  try {
-    wdb_->exec("BEGIN IMMEDIATE");
-  } catch (const std::exception& e) {
-    fail_all(database_error(options_.path, "starting a write", e));
-    return;
-  }
+  if (!begin_batch(batch, stop)) return;
   for (Op* op : batch) {
     try {
       run_prepared(*savepoint_);

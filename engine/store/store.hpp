@@ -9,6 +9,18 @@
 // Many workers checkpointing at once thus share one commit, without any of
 // them continuing before its own write is durable.
 //
+// A database locked by another connection. BEGIN IMMEDIATE waits up to the
+// busy timeout for the write lock. A write made without a lease then fails
+// with a kDatabase error saying the database is locked (an enqueue or a
+// claim is simply refused). A write made under a lease (write_under_lease,
+// or write_async with lease_until: checkpoints, renewals, the end of a run)
+// protects work already done, so the writer keeps retrying its batch, with
+// backoff, for as long as that lease lasts on the options' clock; once the
+// lease would expire the write is given up (an Error saying so, nothing of
+// it written) and its run's steps not yet committed will run again. While
+// the writer waits like this the store is stalled(): the scheduler claims no
+// new jobs, whose leases would only run out in the queue.
+//
 // write_async(fn, done) queues fn the same way without waiting: done(error)
 // runs on the writer thread once the transaction has committed (or failed),
 // so it must be quick and must not call back into the Store. A worker uses it
@@ -50,7 +62,21 @@ class Store {
 
   // Queues body(JobStore&) for the next group transaction; done receives
   // nullopt once it committed, or the Error that prevented the commit.
-  void write_async(std::function<void(JobStore&)> body, std::function<void(std::optional<Error>)> done);
+  void write_async(std::function<void(JobStore&)> body, std::function<void(std::optional<Error>)> done,
+                   std::optional<TimePoint> lease_until = std::nullopt);
+
+  // Like write(fn) for a write that protects work done under a lease lasting
+  // until lease_until: retried while the database is locked, until then.
+  template <typename F>
+  auto write_under_lease(TimePoint lease_until, F&& fn) -> Result<std::invoke_result_t<F&, JobStore&>>;
+
+  // Whether the writer is waiting for a write lock that another connection
+  // has held past the busy timeout: from the first refused BEGIN until the
+  // next one that succeeds.
+  bool stalled() const;
+  // Blocks while stalled(), at most `at_most` (real time: the lock is another
+  // process's), or until `stop`.
+  void wait_while_stalled(std::stop_token stop, std::chrono::steady_clock::duration at_most) const;
 
   // Runs fn(JobStore&) on the read connection inside one read transaction.
   template <typename F>
@@ -71,16 +97,27 @@ class Store {
     bool done = false;
     // Set for write_async: the writer calls it and deletes the Op.
     std::function<void(std::optional<Error>)> on_done;
+    // Set for a write under a lease: retried while locked, until then.
+    std::optional<TimePoint> lease_until;
+    std::chrono::steady_clock::time_point queued = std::chrono::steady_clock::now();
   };
 
   Store(DatabaseOptions options, std::unique_ptr<SQLite::Database> writer,
         std::unique_ptr<SQLite::Database> reader);
   void submit(Op& op);
+  template <typename F>
+  auto write_op(Op& op, F& fn) -> Result<std::invoke_result_t<F&, JobStore&>>;
   void run_writer(std::stop_token stop);
-  void commit_batch(std::deque<Op*>& batch);
+  void commit_batch(std::deque<Op*>& batch, std::stop_token stop);
+  // Takes a lock for the batch; false when every op of it failed meanwhile.
+  bool begin_batch(std::deque<Op*>& batch, std::stop_token stop);
+  void set_stalled(bool stalled);
+  // Tells op's caller it is done (error set or not); op may be gone after.
+  static void finish_op(Op* op);
   Status read_impl(const std::function<void(JobStore&)>& body);
 
   DatabaseOptions options_;
+  std::shared_ptr<const Clock> clock_;
   std::unique_ptr<SQLite::Database> wdb_;
   std::unique_ptr<JobStore> wstore_;
   std::unique_ptr<SQLite::Statement> savepoint_, release_, rollback_to_;
@@ -92,13 +129,27 @@ class Store {
   std::condition_variable_any cv_;
   std::deque<Op*> queue_;
   std::uint64_t commits_ = 0;
+  bool stalled_ = false;
+  mutable std::condition_variable_any stall_cv_;
   std::jthread thread_;  // last: joins before the members above go away
 };
 
 template <typename F>
 auto Store::write(F&& fn) -> Result<std::invoke_result_t<F&, JobStore&>> {
-  using T = std::invoke_result_t<F&, JobStore&>;
   Op op;
+  return write_op(op, fn);
+}
+
+template <typename F>
+auto Store::write_under_lease(TimePoint lease_until, F&& fn) -> Result<std::invoke_result_t<F&, JobStore&>> {
+  Op op;
+  op.lease_until = lease_until;
+  return write_op(op, fn);
+}
+
+template <typename F>
+auto Store::write_op(Op& op, F& fn) -> Result<std::invoke_result_t<F&, JobStore&>> {
+  using T = std::invoke_result_t<F&, JobStore&>;
   if constexpr (std::is_void_v<T>) {
     op.body = [&](JobStore& s) { fn(s); };
     submit(op);

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <fstream>
 #include <latch>
+#include <map>
 #include <mutex>
 #include <set>
 
@@ -503,7 +504,7 @@ TEST_F(EngineFixture, LeaseExpired_JobOfAVanishedWorker_IsTakenOverAndResumesAft
     ASSERT_TRUE(c);
     ASSERT_EQ(c->jobs.size(), 1u);
     ASSERT_TRUE((*ghost)->write([&](store::JobStore& s) {
-      return s.checkpoint({id, "ghost", "a", "7", now, now, now + 30'000'000});
+      return s.checkpoint({id, {"ghost", c->jobs[0].token}, "a", "7", now, now}, now + 30'000'000, now);
     }));
   }
   ASSERT_TRUE(e->start());
@@ -516,6 +517,133 @@ TEST_F(EngineFixture, LeaseExpired_JobOfAVanishedWorker_IsTakenOverAndResumesAft
   EXPECT_EQ(j.attempt, 2);
   ASSERT_FALSE(j.errors.empty());
   EXPECT_NE(j.errors[0].error.find("lease expired"), std::string::npos);
+}
+
+TEST_F(EngineFixture, LeaseExpired_RunStalledPastItsLease_CommitsNothingOnceItsOwnerNameClaimedTheJobAgain) {
+  auto o = options(1);
+  o.worker_id = "w";
+  auto e = open(o);
+  std::latch in_b(1);
+  std::atomic<bool> go{false};
+  std::atomic<int> c_runs{0};
+  ASSERT_TRUE(e->define("three", [&](StepContext& ctx) {
+    ctx.step("a", [] { return nlohmann::json(1); });
+    ctx.step("b", [&] {
+      in_b.count_down();
+      // Stalled (paused, or its clock behind) until the job was claimed again.
+      while (!go) std::this_thread::sleep_for(1ms);
+      return nlohmann::json("stale");
+    });
+    return ctx.step("c", [&] { return nlohmann::json(++c_runs); });
+  }));
+  auto id = *e->enqueue("three", nlohmann::json::object());
+  ASSERT_TRUE(e->start());
+  in_b.wait();
+  // Another engine under the same owner name, whose clock is past the lease,
+  // claims the job again.
+  store::DatabaseOptions dbo;
+  dbo.path = dir_.file("engine.db");
+  auto other = store::Store::open(dbo);
+  ASSERT_TRUE(other);
+  const store::Micros later = store::to_micros(clock_->now() + 31s);
+  auto c = (*other)->write([&](store::JobStore& s) {
+    return s.claim({"w", later, later + 30'000'000, 1, {"three"}, {}, 3});
+  });
+  ASSERT_TRUE(c);
+  ASSERT_EQ(c->jobs.size(), 1u);
+  const store::Fence current{"w", c->jobs[0].token};
+  EXPECT_EQ(c->jobs[0].checkpoints.count("a"), 1u);
+
+  go = true;
+  e->stop();  // lets the stalled run reach its next boundary
+  EXPECT_EQ(c_runs.load(), 0) << "the run that lost its claim stops at its next boundary";
+  auto j = e->get(id);
+  ASSERT_TRUE(j);
+  EXPECT_EQ(j->state, JobState::kRunning) << "neither completed nor released by the stale run";
+  EXPECT_EQ(j->steps.size(), 1u) << "step b of the stale run is not committed";
+
+  // The claim that took the job over is the one that commits.
+  auto w = (*other)->write([&](store::JobStore& s) {
+    return s.checkpoint({id, current, "b", "\"current\"", later, later}, later + 30'000'000, later).held &&
+           s.complete(id, current, "\"done\"", later).held;
+  });
+  ASSERT_TRUE(w);
+  EXPECT_TRUE(*w);
+  j = e->get(id);
+  EXPECT_EQ(j->state, JobState::kCompleted);
+  ASSERT_EQ(j->steps.size(), 2u);
+  for (const auto& step : j->steps) {
+    if (step.name == "b") {
+      EXPECT_EQ(step.output, "current");
+    }
+  }
+}
+
+TEST_F(EngineFixture, DatabaseLocked_PastTheBusyTimeoutWhileJobsRun_NoStepCalledTwiceAndNoLeaseExpiry) {
+  constexpr int kJobs = 40;
+  constexpr int kWorkers = 4;
+  auto o = options(kWorkers);
+  o.busy_timeout = 100ms;
+  auto e = open(o);
+  std::mutex mu;
+  std::map<std::pair<JobId, std::string>, int> calls;
+  std::atomic<int> started{0};
+  std::atomic<int> held_back{0};
+  std::atomic<bool> locked{false};
+  auto call = [&](StepContext& ctx, const std::string& step) {
+    {
+      std::lock_guard lock(mu);
+      ++calls[{ctx.job_id(), step}];
+    }
+    // The first steps run freely; the next few are in flight when another
+    // process takes the write lock, and succeed while it holds it.
+    const int n = ++started;
+    if (n > kWorkers && n <= 2 * kWorkers) {
+      ++held_back;
+      while (!locked) std::this_thread::sleep_for(1ms);
+    }
+    return nlohmann::json(step);
+  };
+  ASSERT_TRUE(e->define("two", [&](StepContext& ctx) {
+    ctx.step("a", [&] { return call(ctx, "a"); });
+    return ctx.step("b", [&] { return call(ctx, "b"); });
+  }));
+  std::vector<nlohmann::json> args(kJobs, nlohmann::json::object());
+  auto ids = e->enqueue_many("two", args);
+  ASSERT_TRUE(ids);
+  ASSERT_TRUE(e->start());
+  while (held_back < kWorkers) std::this_thread::sleep_for(1ms);
+  {
+    SQLite::Database other(dir_.file("engine.db").string(), SQLite::OPEN_READWRITE, 10'000);
+    other.exec("BEGIN IMMEDIATE");
+    locked = true;
+    // Five busy timeouts of real time: the checkpoints of the steps that
+    // succeeded meanwhile wait for the lock, their leases (fake time) last.
+    std::this_thread::sleep_for(500ms);
+    EXPECT_TRUE(e->impl().store->stalled());
+    other.exec("ROLLBACK");
+  }
+  auto drained = e->drain(20s);
+  if (!drained) {
+    // Show what the runs given up lead to: their leases expire and their
+    // steps are called again.
+    clock_->advance(31s);
+    e->impl().wake();
+    (void)e->drain(20s);
+  }
+  EXPECT_TRUE(drained) << "every job completes once the lock is released";
+  for (JobId id : *ids) {
+    auto j = e->get(id);
+    ASSERT_TRUE(j);
+    EXPECT_EQ(j->state, JobState::kCompleted) << "job " << id;
+    EXPECT_EQ(j->lease_expiries, 0) << "job " << id;
+    EXPECT_EQ(j->attempt, 1) << "job " << id;
+  }
+  std::lock_guard lock(mu);
+  for (const auto& [key, n] : calls) {
+    EXPECT_EQ(n, 1) << "job " << key.first << " step " << key.second << " was called " << n << " times";
+  }
+  EXPECT_EQ(calls.size(), static_cast<std::size_t>(2 * kJobs));
 }
 
 TEST_F(EngineFixture, Heartbeat_RenewsLeasesOfRunningJobs) {

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <future>
 #include <iterator>
+#include <thread>
 
 #include "store/store.hpp"
 #include "temp_dir.hpp"
@@ -133,7 +134,9 @@ TEST(OpenDatabase, ExclusivelyLocked_ClearLockedError) {
 class StoreWriteLocked : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto s = Store::open(opts(path_));
+    auto o = opts(path_);
+    o.clock = clock_;
+    auto s = Store::open(o);
     ASSERT_TRUE(s) << s.error().to_string();
     store_ = std::move(*s);
     other_.exec("BEGIN IMMEDIATE");
@@ -144,8 +147,19 @@ class StoreWriteLocked : public ::testing::Test {
     return n ? *n : 0;
   }
 
+  // A write under a lease, on its own thread: the id it inserted, or its error.
+  std::future<Result<JobId>> write_under_lease(TimePoint lease_until) {
+    return std::async(std::launch::async, [this, lease_until] {
+      return store_->write_under_lease(lease_until, [](JobStore& s) {
+        NewJob j{"t", "default", "{}", 0, 0, 1, ""};
+        return s.insert(j, 1).id;
+      });
+    });
+  }
+
   testing::TempDir dir_;
   std::filesystem::path path_ = dir_.file("busy.db");
+  std::shared_ptr<FakeClock> clock_ = std::make_shared<FakeClock>();
   std::unique_ptr<Store> store_;
   SQLite::Database other_{path_.string(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE};
 };
@@ -160,6 +174,49 @@ TEST_F(StoreWriteLocked, Write_FailsWithLockedAndWritesNothing) {
   EXPECT_NE(r.error().message().find("locked"), std::string::npos) << r.error().message();
   other_.exec("ROLLBACK");
   EXPECT_EQ(jobs(), 0u);
+}
+
+// The lock is another connection's, held in real time: these tests wait a few
+// busy timeouts (100 ms each) of it. Leases are on the fake clock.
+TEST_F(StoreWriteLocked, WriteUnderLease_LockedPastTheBusyTimeout_RetriedAndCommittedOnceReleased) {
+  auto w = write_under_lease(clock_->now() + std::chrono::seconds(30));
+  EXPECT_EQ(w.wait_for(std::chrono::milliseconds(500)), std::future_status::timeout)
+      << "the write waits while its lease lasts, five busy timeouts here";
+  EXPECT_TRUE(store_->stalled());
+  other_.exec("ROLLBACK");
+  auto id = w.get();
+  ASSERT_TRUE(id) << id.error().to_string();
+  EXPECT_EQ(jobs(), 1u);
+  EXPECT_FALSE(store_->stalled());
+}
+
+TEST_F(StoreWriteLocked, WriteUnderLease_LeaseExpiresWhileLocked_GivenUpSayingSoAndNothingWritten) {
+  auto w = write_under_lease(clock_->now() + std::chrono::seconds(30));
+  EXPECT_EQ(w.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
+  clock_->advance(std::chrono::seconds(30));
+  ASSERT_EQ(w.wait_for(std::chrono::seconds(10)), std::future_status::ready)
+      << "given up at the next attempt once the lease is over";
+  auto id = w.get();
+  ASSERT_FALSE(id);
+  EXPECT_EQ(id.error().code(), ErrorCode::kDatabase);
+  EXPECT_NE(id.error().message().find("locked"), std::string::npos) << id.error().message();
+  EXPECT_NE(id.error().message().find("lease"), std::string::npos) << id.error().message();
+  other_.exec("ROLLBACK");
+  EXPECT_EQ(jobs(), 0u);
+}
+
+TEST_F(StoreWriteLocked, Write_WithoutLeaseQueuedDuringAStall_FailsAfterTheBusyTimeout) {
+  auto leased = write_under_lease(clock_->now() + std::chrono::seconds(30));
+  while (!store_->stalled()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto plain = store_->write([](JobStore& s) {
+    NewJob j{"t", "default", "{}", 0, 0, 1, ""};
+    return s.insert(j, 1).id;
+  });
+  ASSERT_FALSE(plain) << "an enqueue is refused, not kept waiting for the lock";
+  EXPECT_NE(plain.error().message().find("locked"), std::string::npos) << plain.error().message();
+  other_.exec("ROLLBACK");
+  ASSERT_TRUE(leased.get());
+  EXPECT_EQ(jobs(), 1u);
 }
 
 TEST(StoreWriteAsync, Queued_DoneRunsOnceCommittedAndReadersSeeTheChange) {

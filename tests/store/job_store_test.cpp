@@ -73,7 +73,7 @@ TEST_F(JobStoreTest, Insert_UniqueKeyOfFinishedJob_CreatesNewJob) {
   JobId a = add("t", kT0, 0, 3, "k");
   auto c = claim("w", kT0);
   ASSERT_EQ(c.jobs.size(), 1u);
-  ASSERT_TRUE(store_->write([&](JobStore& s) { return s.complete(a, "w", "null", kT0).held; }).value());
+  ASSERT_TRUE(store_->write([&](JobStore& s) { return s.complete(a, {"w", 1}, "null", kT0).held; }).value());
   JobId b = add("t", kT0, 0, 3, "k");
   EXPECT_NE(a, b);
 }
@@ -97,9 +97,12 @@ TEST_F(JobStoreTest, Claim_OrdersByPriorityThenRunAt) {
 TEST_F(JobStoreTest, Claim_DueResumedJobGoesBeforeFreshOnesQueuedEarlier) {
   JobId parked = add("t", kT0 - 10 * kSec);
   claim("w", kT0 - 10 * kSec, 1);
-  ASSERT_TRUE(store_->write([&](JobStore& s) { return s.park(parked, "w", kT0, "limiter imdb", kT0 - kSec); })
-                  .value()
-                  .held);
+  ASSERT_TRUE(
+      store_->write([&](JobStore& s) {
+              return s.park(parked, {"w", 1}, kT0, "limiter imdb", kT0 - kSec);
+            })
+          .value()
+          .held);
   JobId fresh = add("t", kT0 - 5 * kSec);  // due before the parked one
   auto c = claim("w", kT0, 2);
   ASSERT_EQ(c.jobs.size(), 2u);
@@ -146,15 +149,17 @@ TEST_F(JobStoreTest, Checkpoint_CommittedStepIsReturnedOnNextClaimAndNeverOverwr
   JobId id = add();
   claim("w", kT0);
   auto w = store_->write([&](JobStore& s) {
-    return s.checkpoint({id, "w", "fetch", R"({"v":1})", kT0, kT0 + 1, kT0 + 30 * kSec});
+    return s.checkpoint({id, {"w", 1}, "fetch", R"({"v":1})", kT0, kT0 + 1}, kT0 + 30 * kSec, kT0 + 1);
   });
   ASSERT_TRUE(w && w->held);
   // Same step again (a bug or a race): the first output stands.
   ASSERT_TRUE(store_->write([&](JobStore& s) {
-    return s.checkpoint({id, "w", "fetch", R"({"v":2})", kT0, kT0 + 1, kT0 + 30 * kSec});
+    return s.checkpoint({id, {"w", 1}, "fetch", R"({"v":2})", kT0, kT0 + 1}, kT0 + 30 * kSec, kT0 + 1);
   }));
-  ASSERT_TRUE(
-      store_->write([&](JobStore& s) { return s.release(id, "w", "stopping", kT0 + 2).held; }).value());
+  ASSERT_TRUE(store_->write([&](JobStore& s) {
+                      return s.release(id, {"w", 1}, "stopping", kT0 + 2).held;
+                    })
+                  .value());
   auto c = claim("w2", kT0 + 3);
   ASSERT_EQ(c.jobs.size(), 1u);
   EXPECT_EQ(c.jobs[0].checkpoints.at("fetch")["v"], 1);
@@ -165,22 +170,95 @@ TEST_F(JobStoreTest, Writes_WithoutTheLease_AreRefusedAndChangeNothing) {
   JobId id = add();
   claim("owner", kT0);
   auto w = store_->write([&](JobStore& s) {
-    return s.checkpoint({id, "intruder", "fetch", "1", kT0, kT0, kT0 + kSec});
+    return s.checkpoint({id, {"intruder", 1}, "fetch", "1", kT0, kT0}, kT0 + kSec, kT0);
   });
   ASSERT_TRUE(w);
   EXPECT_FALSE(w->held);
-  EXPECT_FALSE(store_->write([&](JobStore& s) { return s.complete(id, "intruder", "1", kT0).held; }).value());
+  EXPECT_FALSE(store_->write([&](JobStore& s) {
+                       return s.complete(id, {"intruder", 1}, "1", kT0).held;
+                     })
+                   .value());
   auto j = job(id);
   EXPECT_EQ(j.state, JobState::kRunning);
   EXPECT_TRUE(j.steps.empty());
 }
 
+TEST_F(JobStoreTest, Writes_OfAClaimWhoseLeaseExpired_RefusedOnceTheSameOwnerClaimedTheJobAgain) {
+  JobId id = add();
+  auto first = claim("w", kT0);
+  ASSERT_EQ(first.jobs.size(), 1u);
+  const Fence old{"w", first.jobs[0].token};
+  // The same owner name claims the job again after the first lease expired
+  // (its engine was paused past the lease, or its clock jumped).
+  auto second = claim("w", kT0 + 31 * kSec);
+  ASSERT_EQ(second.expired.size(), 1u);
+  ASSERT_EQ(second.jobs.size(), 1u);
+  const Fence current{"w", second.jobs[0].token};
+  EXPECT_GT(current.token, old.token) << "a claim token only grows";
+
+  // The first run wakes up: each of its writes is refused, whatever time its
+  // clock says (here one still inside its own lease).
+  for (Micros now : {kT0 + 10 * kSec, kT0 + 32 * kSec}) {
+    auto w = store_->write([&](JobStore& s) {
+      std::vector<bool> held;
+      held.push_back(s.checkpoint({id, old, "fetch", "1", kT0, now}, now + 30 * kSec, now).held);
+      held.push_back(!s.renew("w", {{id, old.token}}, now + 30 * kSec, now).empty());
+      held.push_back(s.park(id, old, now + kSec, "limiter imdb", now).held);
+      held.push_back(s.fail_attempt({id, old, "fetch", "boom", now, now + kSec}).held);
+      held.push_back(s.release(id, old, "stopping", now).held);
+      held.push_back(s.finish_cancelled(id, old, now).held);
+      held.push_back(s.complete(id, old, "1", now).held);
+      return held;
+    });
+    ASSERT_TRUE(w);
+    EXPECT_EQ(*w, std::vector<bool>(7, false)) << "checkpoint, renew, park, fail, release, cancel, complete";
+  }
+  auto j = job(id);
+  EXPECT_EQ(j.state, JobState::kRunning);
+  EXPECT_EQ(j.lease_owner, "w");
+  EXPECT_EQ(to_micros(*j.lease_expires_at), kT0 + 61 * kSec) << "the renewal was refused too";
+  EXPECT_TRUE(j.steps.empty());
+
+  // The run that took the job over is the one that commits.
+  auto w = store_->write([&](JobStore& s) {
+    const Micros now = kT0 + 33 * kSec;
+    return s.checkpoint({id, current, "fetch", "2", now, now}, now + 30 * kSec, now).held &&
+           s.complete(id, current, "2", now).held;
+  });
+  ASSERT_TRUE(w);
+  EXPECT_TRUE(*w);
+  j = job(id);
+  EXPECT_EQ(j.state, JobState::kCompleted);
+  ASSERT_EQ(j.steps.size(), 1u);
+  EXPECT_EQ(j.steps[0].output, 2);
+}
+
+TEST_F(JobStoreTest, Writes_AfterTheLeaseExpired_RefusedEvenBeforeAnotherClaim) {
+  JobId id = add();
+  auto c = claim("w", kT0);
+  ASSERT_EQ(c.jobs.size(), 1u);
+  const Fence fence{"w", c.jobs[0].token};
+  const Micros late = kT0 + 30 * kSec;  // the lease ends here
+  auto w = store_->write([&](JobStore& s) {
+    return s.checkpoint({id, fence, "fetch", "1", kT0, late}, late + 30 * kSec, late).held ||
+           !s.renew("w", {{id, fence.token}}, late + 30 * kSec, late).empty() ||
+           s.complete(id, fence, "1", late).held;
+  });
+  ASSERT_TRUE(w);
+  EXPECT_FALSE(*w);
+  EXPECT_TRUE(job(id).steps.empty());
+  EXPECT_EQ(job(id).state, JobState::kRunning);
+}
+
 TEST_F(JobStoreTest, Park_SchedulesAtUntilKeepsAttemptAndRecordsTimeline) {
   JobId id = add();
   claim("w", kT0);
-  ASSERT_TRUE(store_->write([&](JobStore& s) { return s.park(id, "w", kT0 + 5 * kSec, "limiter imdb", kT0); })
-                  .value()
-                  .held);
+  ASSERT_TRUE(
+      store_->write([&](JobStore& s) {
+              return s.park(id, {"w", 1}, kT0 + 5 * kSec, "limiter imdb", kT0);
+            })
+          .value()
+          .held);
   auto j = job(id);
   EXPECT_EQ(j.state, JobState::kScheduled);
   EXPECT_EQ(to_micros(j.run_at), kT0 + 5 * kSec);
@@ -197,7 +275,7 @@ TEST_F(JobStoreTest, FailAttempt_WithRetry_IsRetryableThenNextAttempt) {
   claim("w", kT0);
   ASSERT_TRUE(store_
                   ->write([&](JobStore& s) {
-                    return s.fail_attempt({id, "w", "fetch", "boom", kT0, kT0 + 10 * kSec}).held;
+                    return s.fail_attempt({id, {"w", 1}, "fetch", "boom", kT0, kT0 + 10 * kSec}).held;
                   })
                   .value());
   auto j = job(id);
@@ -216,10 +294,11 @@ TEST_F(JobStoreTest, FailAttempt_WithRetry_IsRetryableThenNextAttempt) {
 TEST_F(JobStoreTest, FailAttempt_WithoutRetry_IsDeadAndRetryByHandRevivesIt) {
   JobId id = add();
   claim("w", kT0);
-  ASSERT_TRUE(store_->write([&](JobStore& s) {
-                      return s.fail_attempt({id, "w", "", "fatal", kT0, {}}).held;
-                    })
-                  .value());
+  ASSERT_TRUE(
+      store_->write([&](JobStore& s) {
+              return s.fail_attempt({id, {"w", 1}, "", "fatal", kT0, {}}).held;
+            })
+          .value());
   EXPECT_EQ(job(id).state, JobState::kDead);
   EXPECT_TRUE(job(id).finished_at.has_value());
   auto st = store_->write([&](JobStore& s) { return s.retry(id, kT0 + 1, 1); });
@@ -244,18 +323,18 @@ TEST_F(JobStoreTest, Cancel_RunningJob_SetsFlagSeenByNextCheckpoint) {
   claim("w", kT0);
   ASSERT_EQ(*store_->write([&](JobStore& s) { return s.cancel(id, kT0); }), JobState::kRunning);
   auto w = store_->write([&](JobStore& s) {
-    return s.checkpoint({id, "w", "a", "1", kT0, kT0, kT0 + kSec});
+    return s.checkpoint({id, {"w", 1}, "a", "1", kT0, kT0}, kT0 + kSec, kT0);
   });
   ASSERT_TRUE(w && w->held);
   EXPECT_TRUE(w->cancel_requested);
-  ASSERT_TRUE(store_->write([&](JobStore& s) { return s.finish_cancelled(id, "w", kT0).held; }).value());
+  ASSERT_TRUE(store_->write([&](JobStore& s) { return s.finish_cancelled(id, {"w", 1}, kT0).held; }).value());
   EXPECT_EQ(job(id).state, JobState::kCancelled);
 }
 
 TEST_F(JobStoreTest, Cancel_FinishedJob_LeavesItAlone) {
   JobId id = add();
   claim("w", kT0);
-  ASSERT_TRUE(store_->write([&](JobStore& s) { return s.complete(id, "w", "1", kT0).held; }).value());
+  ASSERT_TRUE(store_->write([&](JobStore& s) { return s.complete(id, {"w", 1}, "1", kT0).held; }).value());
   EXPECT_EQ(*store_->write([&](JobStore& s) { return s.cancel(id, kT0); }), JobState::kCompleted);
   EXPECT_EQ(job(id).state, JobState::kCompleted);
 }
@@ -264,7 +343,7 @@ TEST_F(JobStoreTest, Claim_ExpiredLease_TakenOverWithCheckpointsAndCountsAsFailu
   JobId id = add();
   claim("dead-worker", kT0);
   ASSERT_TRUE(store_->write([&](JobStore& s) {
-    return s.checkpoint({id, "dead-worker", "a", "7", kT0, kT0, kT0 + 30 * kSec});
+    return s.checkpoint({id, {"dead-worker", 1}, "a", "7", kT0, kT0}, kT0 + 30 * kSec, kT0);
   }));
   EXPECT_TRUE(claim("b", kT0 + 29 * kSec).jobs.empty()) << "the lease still holds";
   auto c = claim("b", kT0 + 31 * kSec);
@@ -297,7 +376,9 @@ TEST_F(JobStoreTest, Renew_ExtendsHeldLeasesAndReportsLostOnes) {
   JobId a = add();
   JobId b = add();
   claim("w", kT0);
-  auto held = store_->write([&](JobStore& s) { return s.renew("w", {a, b, 999}, kT0 + 60 * kSec, kT0); });
+  auto held = store_->write([&](JobStore& s) {
+    return s.renew("w", {{a, 1}, {b, 1}, {999, 1}}, kT0 + 60 * kSec, kT0);
+  });
   ASSERT_TRUE(held);
   EXPECT_EQ(held->size(), 2u);
   EXPECT_EQ(to_micros(*job(a).lease_expires_at), kT0 + 60 * kSec);
@@ -308,16 +389,36 @@ TEST_F(JobStoreTest, Purge_RemovesOnlyOldTerminalJobsWithTheirRows) {
   JobId pending = add("t", kT0 + 100 * kSec);
   claim("w", kT0);
   ASSERT_TRUE(store_->write([&](JobStore& s) {
-    return s.checkpoint({old_done, "w", "a", "1", kT0, kT0, kT0 + kSec});
+    return s.checkpoint({old_done, {"w", 1}, "a", "1", kT0, kT0}, kT0 + kSec, kT0);
   }));
-  ASSERT_TRUE(store_->write([&](JobStore& s) { return s.complete(old_done, "w", "1", kT0); }));
-  auto n = store_->write([&](JobStore& s) { return s.purge(kT0 + 1); });
+  ASSERT_TRUE(store_->write([&](JobStore& s) { return s.complete(old_done, {"w", 1}, "1", kT0); }));
+  auto n = store_->write([&](JobStore& s) { return s.purge(kT0 + 1, 100); });
   ASSERT_TRUE(n);
   EXPECT_EQ(*n, 1);
   auto gone = store_->read([&](JobStore& s) { return s.get(old_done); });
   ASSERT_TRUE(gone);
   EXPECT_FALSE(gone->has_value());
   EXPECT_EQ(job(pending).state, JobState::kScheduled);
+}
+
+TEST_F(JobStoreTest, Purge_InChunks_DeletesAtMostTheLimitOldestFirst) {
+  std::vector<JobId> ids;
+  for (int i = 0; i < 5; ++i) ids.push_back(add());
+  auto c = claim("w", kT0);
+  ASSERT_EQ(c.jobs.size(), 5u);
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(store_->write([&](JobStore& s) {
+                        return s.complete(ids[i], {"w", 1}, "1", kT0 + i).held;
+                      })
+                    .value());
+  }
+  auto chunk = [&] { return store_->write([&](JobStore& s) { return s.purge(kT0 + kSec, 2); }).value(); };
+  EXPECT_EQ(chunk(), 2);
+  EXPECT_FALSE(store_->read([&](JobStore& s) { return s.get(ids[1]); }).value().has_value());
+  EXPECT_EQ(job(ids[2]).state, JobState::kCompleted) << "the oldest go first";
+  EXPECT_EQ(chunk(), 2);
+  EXPECT_EQ(chunk(), 1);
+  EXPECT_EQ(chunk(), 0);
 }
 
 TEST_F(JobStoreTest, Write_ManyThreadsAtOnce_ShareCommitsAndLoseNothing) {
