@@ -4,7 +4,6 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 
 namespace ratchet::common {
 namespace {
@@ -35,7 +34,7 @@ Error bad(std::string_view text, std::string_view why) {
 
 }  // namespace
 
-Result<std::chrono::microseconds> parse_duration(std::string_view text) {
+Result<long double> duration_micros(std::string_view text) {
   if (text.empty()) return fail(bad(text, "it is empty"));
   long double total = 0;
   std::size_t i = 0;
@@ -57,10 +56,18 @@ Result<std::chrono::microseconds> parse_duration(std::string_view text) {
     if (found == nullptr) return fail(bad(text, "unknown unit \"" + std::string(unit) + "\""));
     total += static_cast<long double>(value) * static_cast<long double>(found->micros);
   }
-  if (total > static_cast<long double>(std::numeric_limits<std::int64_t>::max() / 2)) {
-    return fail(bad(text, "it is too long"));
+  return total;
+}
+
+Result<std::chrono::microseconds> parse_duration(std::string_view text) {
+  auto total = duration_micros(text);
+  if (!total) return fail(total.error());
+  // A clock Duration is nanoseconds in an int64 (about 292 years): anything
+  // longer than a century overflows once it is converted or added to a time.
+  if (*total > static_cast<long double>(kLongestDuration.count())) {
+    return fail(bad(text, "it is too long (at most 36500d)"));
   }
-  return std::chrono::microseconds(static_cast<std::int64_t>(std::llround(total)));
+  return std::chrono::microseconds(static_cast<std::int64_t>(std::llround(*total)));
 }
 
 std::string format_duration(std::chrono::microseconds d) {

@@ -1,5 +1,6 @@
 #include <array>
 
+#include "config/bounds.hpp"
 #include "config/sections.hpp"
 #include "config/suggest.hpp"
 
@@ -41,7 +42,7 @@ std::optional<LimitSpec> read_limit(Reader& r, const toml::node& node, const std
     const std::string k(key.str());
     const std::string at = child_path(path, k);
     if (k == "rate") {
-      if (auto v = r.integer(value, at, 1, INT64_MAX)) {
+      if (auto v = r.integer(value, at, 1, kMaxRate)) {
         l.rate = *v;
       } else {
         ok = false;
@@ -53,7 +54,7 @@ std::optional<LimitSpec> read_limit(Reader& r, const toml::node& node, const std
         ok = false;
       }
     } else if (k == "burst") {
-      if (auto v = r.integer(value, at, 1, INT64_MAX)) {
+      if (auto v = r.integer(value, at, 1, kMaxBurst)) {
         l.burst = *v;
       } else {
         ok = false;
@@ -143,9 +144,9 @@ void read_retry(Reader& r, const toml::node& node, const std::string& path, Retr
         retry.backoff.jitter = *v;
       }
     } else if (k == "per_try_timeout") {
-      if (auto v = r.duration(value, at, Bound::kPositive)) retry.per_try_timeout = *v;
+      if (auto v = r.duration(value, at, Bound::kTimeout)) retry.per_try_timeout = *v;
     } else if (k == "deadline") {
-      if (auto v = r.duration(value, at, Bound::kPositive)) retry.deadline = *v;
+      if (auto v = r.duration(value, at, Bound::kTimeout)) retry.deadline = *v;
     } else if (k == "on") {
       const auto* a = r.array(value, at);
       if (a == nullptr) continue;
@@ -226,9 +227,9 @@ void apply_policy(Reader& r, const toml::table& t, const std::string& path, Call
     } else if (k == "circuit_breaker") {
       read_breaker(r, value, at, policy.breaker);
     } else if (k == "timeout") {
-      if (auto v = r.duration(value, at, Bound::kPositive)) policy.timeout = *v;
+      if (auto v = r.duration(value, at, Bound::kTimeout)) policy.timeout = *v;
     } else if (k == "connect_timeout") {
-      if (auto v = r.duration(value, at, Bound::kPositive)) policy.connect_timeout = *v;
+      if (auto v = r.duration(value, at, Bound::kTimeout)) policy.connect_timeout = *v;
     } else if (k == "max_wait") {
       if (auto v = r.duration(value, at, Bound::kNonNegative)) policy.max_wait = *v;
     } else if (k == "max_response_bytes") {

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "common/duration.hpp"
+#include "config/bounds.hpp"
 #include "config/env.hpp"
 #include "config/suggest.hpp"
 
@@ -179,6 +180,15 @@ std::optional<microseconds> Reader::duration(const toml::node& node, std::string
   }
   auto text = string(node, path);
   if (!text) return std::nullopt;
+  // The value is quoted only when written in the file: one from the
+  // environment may be a secret.
+  const std::string got = text->from_env ? "" : ", got " + text->value;
+  if (auto length = common::duration_micros(text->value);
+      length && *length > static_cast<long double>(kMaxDuration.count())) {
+    error(node, std::string(path),
+          std::string("must be at most ") + kMaxDurationText + got + " (a longer one makes no sense here)");
+    return std::nullopt;
+  }
   auto d = common::parse_duration(text->value);
   if (!d) {
     // The parser quotes its input; a value from the environment must not be shown.
@@ -190,6 +200,13 @@ std::optional<microseconds> Reader::duration(const toml::node& node, std::string
   }
   if (bound == Bound::kPositive && d->count() <= 0) {
     error(node, std::string(path), "must be longer than 0s");
+    return std::nullopt;
+  }
+  if (bound == Bound::kTimeout && *d < kMinTimeout) {
+    error(node, std::string(path),
+          "must be at least 1ms" + got +
+              " (libcurl counts whole milliseconds; a shorter timeout would time "
+              "every call out)");
     return std::nullopt;
   }
   return *d;

@@ -40,7 +40,9 @@ struct Text {
   bool from_env = false;
 };
 
-enum class Bound { kPositive, kNonNegative };
+// Every duration is also at most kMaxDuration (config/bounds.hpp); kTimeout
+// is at least kMinTimeout.
+enum class Bound { kPositive, kNonNegative, kTimeout };
 
 class Reader {
  public:

@@ -7,6 +7,7 @@
 
 #include "common/duration.hpp"
 #include "limit/gcra_math.hpp"
+#include "limit/limit_bounds.hpp"
 #include "limit/micros.hpp"
 #include "limit/sliding_log.hpp"
 
@@ -231,9 +232,8 @@ DatabaseLimiter::~DatabaseLimiter() = default;
 
 Result<std::shared_ptr<DatabaseLimiter>> DatabaseLimiter::open(const config::LimitSpec& spec, std::string key,
                                                                const ConnectionFactory& connect) {
-  if (spec.rate < 1 || spec.per.count() < 1 || (spec.burst && *spec.burst < 1)) {
-    return fail(Error::invalid_argument("limiter " + key + ": rate, per and burst must be positive"));
-  }
+  if (auto why = limit_out_of_bounds(spec))
+    return fail(Error::invalid_argument("limiter " + key + ": " + *why));
   if (!connect) return fail(Error::invalid_argument("limiter " + key + ": no database connection factory"));
   auto db = connect();
   if (!db) return fail(db.error().with_context("limiter " + key));

@@ -18,9 +18,18 @@ struct Gcra {
   std::int64_t interval_us;   // per / rate, rounded up
   std::int64_t tolerance_us;  // (burst - 1) * interval: how far ahead of the TAT a start may be
 
+  // The longest tolerance kept: a bucket that takes a century to drain is as
+  // good as a bottomless one, and the TAT arithmetic stays far from overflow.
+  static constexpr std::int64_t kMaxTolerance = 36'500LL * 86'400'000'000;
+
+  // rate >= 1 and per_us >= 1. Any int64 rate, per and burst give a valid Gcra:
+  // the interval is rounded up without adding (per_us + rate overflows near
+  // INT64_MAX) and the tolerance saturates at kMaxTolerance.
   static Gcra make(std::int64_t rate, std::int64_t per_us, std::int64_t burst) {
-    const std::int64_t interval = (per_us + rate - 1) / rate;
-    return {interval, (std::max<std::int64_t>(burst, 1) - 1) * interval};
+    const std::int64_t interval = std::max<std::int64_t>(1, per_us / rate + (per_us % rate != 0 ? 1 : 0));
+    const std::int64_t extra = std::max<std::int64_t>(burst, 1) - 1;
+    const std::int64_t tolerance = extra > kMaxTolerance / interval ? kMaxTolerance : extra * interval;
+    return {interval, std::min(tolerance, kMaxTolerance)};
   }
 
   // A TAT that allows a full burst at any time after the epoch.

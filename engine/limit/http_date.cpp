@@ -50,14 +50,16 @@ struct Cursor {
   bool at_end() const { return i == s.size(); }
 };
 
-std::optional<TimePoint> make(int year, int month, int day, int h, int m, int sec) {
+// Whole seconds hold every 4-digit year; a TimePoint (nanoseconds) would
+// overflow past 2262, so the conversion to it is checked separately.
+std::optional<std::chrono::sys_seconds> make(int year, int month, int day, int h, int m, int sec) {
   if (h > 23 || m > 59 || sec > 60) return std::nullopt;
   const std::chrono::year_month_day ymd{std::chrono::year(year),
                                         std::chrono::month(static_cast<unsigned>(month)),
                                         std::chrono::day(static_cast<unsigned>(day))};
   if (!ymd.ok()) return std::nullopt;
-  return TimePoint(std::chrono::sys_days(ymd)) + std::chrono::hours(h) + std::chrono::minutes(m) +
-         std::chrono::seconds(std::min(sec, 59));
+  return std::chrono::sys_seconds(std::chrono::sys_days(ymd)) + std::chrono::hours(h) +
+         std::chrono::minutes(m) + std::chrono::seconds(std::min(sec, 59));
 }
 
 bool time_of_day(Cursor& c, int& h, int& m, int& s) {
@@ -75,7 +77,7 @@ bool time_of_day(Cursor& c, int& h, int& m, int& s) {
 
 }  // namespace
 
-std::optional<TimePoint> parse_http_date(std::string_view text) {
+std::optional<std::chrono::sys_seconds> parse_http_date_seconds(std::string_view text) {
   while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
   while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
   Cursor c{text};
@@ -114,6 +116,15 @@ std::optional<TimePoint> parse_http_date(std::string_view text) {
   auto year = c.digits(4, 4);
   if (!year || !c.at_end()) return std::nullopt;
   return make(*year, *mon, *day, h, m, s);
+}
+
+std::optional<TimePoint> parse_http_date(std::string_view text) {
+  auto t = parse_http_date_seconds(text);
+  if (!t) return std::nullopt;
+  const auto lo = std::chrono::ceil<std::chrono::seconds>(TimePoint::min());
+  const auto hi = std::chrono::floor<std::chrono::seconds>(TimePoint::max());
+  if (*t < lo || *t > hi) return std::nullopt;
+  return TimePoint(*t);
 }
 
 }  // namespace ratchet::limit

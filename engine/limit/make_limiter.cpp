@@ -1,6 +1,7 @@
 #include "limit/make_limiter.hpp"
 
 #include "limit/fixed_window.hpp"
+#include "limit/limit_bounds.hpp"
 #include "limit/sliding_window.hpp"
 #include "limit/token_bucket.hpp"
 
@@ -8,10 +9,8 @@ namespace ratchet::limit {
 
 Result<std::shared_ptr<Limiter>> make_limiter(const config::LimitSpec& spec, const std::string& key,
                                               const ConnectionFactory& connect) {
-  if (spec.rate < 1 || spec.per.count() < 1 || (spec.burst && *spec.burst < 1)) {
-    return fail(Error::invalid_argument(
-        "limit " + key + ": rate, per and burst must be positive (rate=" + std::to_string(spec.rate) + ")"));
-  }
+  if (auto why = limit_out_of_bounds(spec))
+    return fail(Error::invalid_argument("limit " + key + ": " + *why));
   if (spec.scope == config::LimitScope::kDatabase) {
     auto db = DatabaseLimiter::open(spec, key, connect);
     if (!db) return fail(db.error());

@@ -73,27 +73,45 @@ std::optional<std::int64_t> count(std::string_view s) {
   return static_cast<std::int64_t>(*v);
 }
 
+// Only for values already known to fit (at most kLongest); a double beyond
+// the clock's range would overflow the conversion.
 Duration seconds(double s) { return duration_cast<Duration>(std::chrono::duration<double>(s)); }
+
+double in_seconds(Duration d) { return std::chrono::duration<double>(d).count(); }
+
+// The longest window a policy may state: a quota's window is a pace, not a
+// wait, so it is not cut to max_wait, only kept within the clock's range.
+constexpr Duration kLongestWindow = std::chrono::hours(24 * 365);
 
 std::string show(Duration d) { return common::format_duration(std::chrono::ceil<microseconds>(d)); }
 
+// A span of any size: exact units up to about 290000 years, whole years beyond.
+std::string show_seconds(double s) {
+  if (s < 9e12) return common::format_duration(microseconds(static_cast<std::int64_t>(std::ceil(s * 1e6))));
+  const double years = s / (365.25 * 86400);
+  if (years >= 9e18) return "over 9e18y";
+  return std::to_string(static_cast<std::int64_t>(years)) + "y";
+}
+
 // Reads the server's "now" from Date, so absolute times are measured on its clock.
+// Times and waits from headers are doubles in seconds until they are cut to
+// max_wait: a header may name any number, a Duration holds only ~292 years.
 struct Reader {
   std::span<const HttpHeader> headers;
   TimePoint now;
-  TimePoint server_now;
+  double server_now;  // seconds since the Unix epoch on the server's clock
   const RateHeaderOptions& options;
   PaceHint& hint;
 
-  // Cuts a wait to [0, max_wait], noting a cut.
-  Duration bound(Duration wait, std::string_view what, std::string_view value) {
-    if (wait < Duration::zero()) return Duration::zero();
-    if (wait > options.max_wait) {
-      hint.clamped = std::string(what) + ": " + std::string(trim(value)) + " is " + show(wait) +
+  // Cuts a wait of `wait` seconds to [0, max_wait], noting a cut.
+  Duration bound(double wait, std::string_view what, std::string_view value) {
+    if (!(wait > 0)) return Duration::zero();  // also NaN
+    if (wait > in_seconds(options.max_wait)) {
+      hint.clamped = std::string(what) + ": " + std::string(trim(value)) + " is " + show_seconds(wait) +
                      " ahead; waiting " + show(options.max_wait) + " at most";
       return options.max_wait;
     }
-    return wait;
+    return std::min(seconds(wait), options.max_wait);
   }
 
   void ignore(std::string_view what, std::string_view value, std::string_view why) {
@@ -104,11 +122,10 @@ struct Reader {
   std::optional<Duration> retry_after() {
     auto v = header(headers, "Retry-After");
     if (!v) return std::nullopt;
-    if (auto s = number(*v)) {
-      if (*s > 1e12) return bound(options.max_wait + std::chrono::seconds(1), "Retry-After", *v);
-      return bound(seconds(*s), "Retry-After", *v);
+    if (auto s = number(*v)) return bound(*s, "Retry-After", *v);
+    if (auto date = parse_http_date_seconds(*v)) {
+      return bound(static_cast<double>(date->time_since_epoch().count()) - server_now, "Retry-After", *v);
     }
-    if (auto date = parse_http_date(*v)) return bound(*date - server_now, "Retry-After", *v);
     ignore("Retry-After", *v, "not delta seconds or an HTTP-date");
     return std::nullopt;
   }
@@ -120,17 +137,9 @@ struct Reader {
       ignore(name, v, "not a number");
       return std::nullopt;
     }
-    if (!delta_only && *s > 1e12) {
-      return bound(
-          TimePoint(duration_cast<Duration>(std::chrono::duration<double, std::milli>(*s))) - server_now,
-          name, v);
-    }
-    if (!delta_only && *s > 1e9) {
-      return bound(TimePoint(duration_cast<Duration>(std::chrono::duration<double>(*s))) - server_now, name,
-                   v);
-    }
-    if (*s > 1e12) return bound(options.max_wait + std::chrono::seconds(1), name, v);
-    return bound(seconds(*s), name, v);
+    if (!delta_only && *s > 1e12) return bound(*s / 1000 - server_now, name, v);
+    if (!delta_only && *s > 1e9) return bound(*s - server_now, name, v);
+    return bound(*s, name, v);
   }
 
   struct Quota {
@@ -244,14 +253,19 @@ struct Reader {
       if (pace > best) {
         best = pace;
         hint.limit = *quota;
-        hint.window = seconds(*window);
+        hint.window = *window > in_seconds(kLongestWindow) ? kLongestWindow : seconds(*window);
+        if (*window > in_seconds(kLongestWindow)) {
+          hint.clamped = "RateLimit-Policy: " + std::string(trim(item)) + " has a window of " +
+                         show_seconds(*window) + "; reading it as " + show(kLongestWindow);
+        }
       }
     }
     if (best < 0) {
       ignore("RateLimit-Policy", *v, "no quota with a window found");
       return;
     }
-    if (!hint.interval) hint.interval = std::min(seconds(best), options.max_wait);
+    if (!hint.interval)
+      hint.interval = best >= in_seconds(options.max_wait) ? options.max_wait : seconds(best);
   }
 
   // Resume time and pace from a remaining/reset pair; true when it applied.
@@ -276,10 +290,10 @@ struct Reader {
 PaceHint read_rate_headers(std::span<const HttpHeader> headers, int status, TimePoint now,
                            const RateHeaderOptions& options) {
   PaceHint hint;
-  TimePoint server_now = now;
+  double server_now = in_seconds(now.time_since_epoch());
   if (auto d = header(headers, "Date")) {
-    if (auto t = parse_http_date(*d)) {
-      server_now = *t;
+    if (auto t = parse_http_date_seconds(*d)) {
+      server_now = static_cast<double>(t->time_since_epoch().count());
     } else {
       hint.ignored.push_back("Date: " + *d + " (not an HTTP-date; absolute times read against our clock)");
     }

@@ -30,8 +30,11 @@
 //
 // Bad values never throw and never stop a call: a value that cannot be read
 // is ignored and named in `ignored`; a wait longer than `max_wait` (a Reset
-// years ahead) is cut to max_wait and reported in `clamped` so it can be
-// logged; a reset already past means no wait.
+// years ahead, a Retry-After of 1e10 seconds, an HTTP-date in 9999) is cut to
+// max_wait and reported in `clamped` so it can be logged; a reset already past
+// means no wait. Values are bounded before they become Durations, so no number
+// a header can hold overflows the clock. A RateLimit-Policy window over 365
+// days is read as 365 days (also reported in `clamped`).
 //
 // Thread-safety: pure functions.
 #pragma once

@@ -30,6 +30,17 @@ TEST(ParseDuration_BadInput, IsRefusedWithAHint) {
   }
 }
 
+TEST(ParseDuration_TooLong, ADurationNoClockCanAddIsRefusedNamingTheBound) {
+  // A clock Duration (nanoseconds) holds about 292 years; longer values
+  // overflowed every conversion and every addition to a time.
+  for (const char* text : {"200000d", "36501d", "9999999999999999d", "100000d1s"}) {
+    auto r = parse_duration(text);
+    ASSERT_FALSE(r.has_value()) << text;
+    EXPECT_NE(r.error().message().find("at most 36500d"), std::string::npos) << r.error().message();
+  }
+  EXPECT_EQ(parse_duration("36500d").value(), std::chrono::hours(24 * 36500));
+}
+
 TEST(FormatDuration_RoundTrip, ParsesBackToTheSameValue) {
   for (auto d : {0us, 1us, 250'000us, 1'000'000us, 5'400'000'000us, 86'401'500'000us}) {
     std::string text = format_duration(d);

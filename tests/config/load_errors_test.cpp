@@ -122,15 +122,85 @@ steps = [{ name = "s", call = "p.op" }]
   EXPECT_DIAGNOSTIC(r, "t.toml:2:11: engine.workers: ", "must be between 1 and 1024, got 1025");
   EXPECT_DIAGNOSTIC(r, "t.toml:4:15: plugin.p.concurrency: ", "must be between 1 and");
   EXPECT_DIAGNOSTIC(r, "t.toml:5:17: plugin.p.max_redirects: ", "must be between 0 and 50, got 51");
-  EXPECT_DIAGNOSTIC(r, "t.toml:7:8: plugin.p.limit[0].rate: ", "must be at least 1, got 0");
+  EXPECT_DIAGNOSTIC(r, "t.toml:7:8: plugin.p.limit[0].rate: ", "must be between 1 and 1000000000, got 0");
   EXPECT_DIAGNOSTIC(r, "t.toml:8:7: plugin.p.limit[0].per: ", "must be longer than 0s");
-  EXPECT_DIAGNOSTIC(r, "t.toml:9:9: plugin.p.limit[0].burst: ", "must be at least 1, got 0");
+  EXPECT_DIAGNOSTIC(r, "t.toml:9:9: plugin.p.limit[0].burst: ", "must be between 1 and 1000000000, got 0");
   EXPECT_DIAGNOSTIC(r, "t.toml:11:12: plugin.p.retry.attempts: ", "must be between 1 and 1000, got 0");
   EXPECT_DIAGNOSTIC(r, "t.toml:12:14: plugin.p.retry.multiplier: ", "must be between 1 and 100");
   EXPECT_DIAGNOSTIC(r, "t.toml:13:13: plugin.p.retry.statuses[0]: ", "must be between 100 and 599, got 99");
   EXPECT_DIAGNOSTIC(r, "t.toml:15:17: plugin.p.circuit_breaker.failure_ratio: ", "(0, 1]");
   EXPECT_DIAGNOSTIC(r, "t.toml:17:12: job.j.attempts: ", "must be between 1 and");
   EXPECT_EQ(errors(r).size(), 11u) << testing::joined(errors(r));
+}
+
+TEST(LoadErrors_DurationAboveItsMaximum, IsRefusedNamingTheBound) {
+  auto r = load(R"([engine]
+lease = "400d"
+[plugin.p]
+timeout = "100000d"
+[plugin.p.retry]
+deadline = "100000d"
+[[plugin.p.limit]]
+rate = 1
+per = "366d"
+[job.j]
+timeout = "1000d"
+steps = [{ name = "s", call = "p.op", max_wait = "365d1s" }]
+)");
+  EXPECT_DIAGNOSTIC(r, "t.toml:2:9: engine.lease: ", "must be at most 365d, got 400d");
+  EXPECT_DIAGNOSTIC(r, "t.toml:4:11: plugin.p.timeout: ", "must be at most 365d, got 100000d");
+  EXPECT_DIAGNOSTIC(r, "t.toml:6:12: plugin.p.retry.deadline: ", "must be at most 365d, got 100000d");
+  EXPECT_DIAGNOSTIC(r, "t.toml:9:7: plugin.p.limit[0].per: ", "must be at most 365d, got 366d");
+  EXPECT_DIAGNOSTIC(r, "t.toml:11:11: job.j.timeout: ", "must be at most 365d, got 1000d");
+  EXPECT_DIAGNOSTIC(r, "t.toml:12:50: job.j.steps[0].max_wait: ", "must be at most 365d, got 365d1s");
+  EXPECT_EQ(errors(r).size(), 6u) << testing::joined(errors(r));
+  EXPECT_TRUE(load("[engine]\nlease = \"365d\"\n[plugin.p.retry]\ndeadline = \"365d\"\n").has_value());
+}
+
+TEST(LoadErrors_DurationAboveItsMaximumFromTheEnvironment, IsRefusedWithoutShowingTheValue) {
+  auto r = load("[plugin.p]\ntimeout = \"${T}\"\n", {{"T", "100000d"}});
+  EXPECT_DIAGNOSTIC(r, "t.toml:2:11: plugin.p.timeout: ", "must be at most 365d");
+  EXPECT_EQ(testing::joined(errors(r)).find("100000d"), std::string::npos) << testing::joined(errors(r));
+}
+
+TEST(LoadErrors_TimeoutUnderAMillisecond, IsRefusedBecauseLibcurlWouldReadItAsNone) {
+  auto r = load(R"([plugin.p]
+timeout = "500us"
+connect_timeout = "0.5ms"
+[plugin.p.retry]
+per_try_timeout = "999us"
+deadline = "100us"
+[plugin.p.operation.op]
+timeout = "1us"
+)");
+  EXPECT_DIAGNOSTIC(r, "t.toml:2:11: plugin.p.timeout: ", "must be at least 1ms, got 500us");
+  EXPECT_DIAGNOSTIC(r, "t.toml:3:19: plugin.p.connect_timeout: ", "must be at least 1ms, got 0.5ms");
+  EXPECT_DIAGNOSTIC(r, "t.toml:5:19: plugin.p.retry.per_try_timeout: ", "must be at least 1ms, got 999us");
+  EXPECT_DIAGNOSTIC(r, "t.toml:6:12: plugin.p.retry.deadline: ", "must be at least 1ms, got 100us");
+  EXPECT_DIAGNOSTIC(r, "t.toml:8:11: plugin.p.operation.op.timeout: ", "must be at least 1ms, got 1us");
+  EXPECT_EQ(errors(r).size(), 5u) << testing::joined(errors(r));
+  EXPECT_TRUE(
+      load("[plugin.p]\ntimeout = \"1ms\"\n[plugin.p.retry]\nper_try_timeout = \"1ms\"\n").has_value());
+}
+
+TEST(LoadErrors_RateAndBurstAboveTheirMaximum, AreRefusedNamingTheBound) {
+  auto r = load(R"([[plugin.p.limit]]
+rate = 9223372036854775807
+per = "1s"
+[[plugin.p.limit]]
+rate = 10
+per = "1s"
+burst = 9223372036854775807
+[[plugin.p.limit]]
+rate = 1000000001
+per = "1d"
+)");
+  EXPECT_DIAGNOSTIC(r, "t.toml:2:8: plugin.p.limit[0].rate: ", "must be between 1 and 1000000000");
+  EXPECT_DIAGNOSTIC(r, "t.toml:7:9: plugin.p.limit[1].burst: ", "must be between 1 and 1000000000");
+  EXPECT_DIAGNOSTIC(r, "t.toml:9:8: plugin.p.limit[2].rate: ", "must be between 1 and 1000000000");
+  EXPECT_EQ(errors(r).size(), 3u) << testing::joined(errors(r));
+  EXPECT_TRUE(
+      load("[[plugin.p.limit]]\nrate = 1000000000\nper = \"365d\"\nburst = 1000000000\n").has_value());
 }
 
 TEST(LoadErrors_BadChoice, SuggestsTheNearestWord) {

@@ -252,5 +252,23 @@ TEST(MakeLimiter, NonPositiveRateIsRefused) {
   EXPECT_FALSE(make_limiter(s, "k"));
 }
 
+TEST(MakeLimiter, RateBurstOrPerAboveTheirMaximumIsRefused) {
+  testing::LimiterTables db;
+  for (auto scope : {config::LimitScope::kProcess, config::LimitScope::kDatabase}) {
+    auto rate = spec(config::LimitAlgorithm::kSlidingWindow, std::numeric_limits<std::int64_t>::max(), 1s);
+    rate.scope = scope;
+    auto burst = spec(config::LimitAlgorithm::kTokenBucket, 10, 1s);
+    burst.burst = std::numeric_limits<std::int64_t>::max();
+    burst.scope = scope;
+    auto per = spec(config::LimitAlgorithm::kFixedWindow, 10, std::chrono::hours(24 * 366));
+    per.scope = scope;
+    for (const auto& s : {rate, burst, per}) {
+      auto l = make_limiter(s, "k", db.connect());
+      ASSERT_FALSE(l);
+      EXPECT_NE(l.error().message().find("at most"), std::string::npos) << l.error().message();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ratchet::limit

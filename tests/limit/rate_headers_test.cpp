@@ -36,6 +36,16 @@ TEST(HttpDate_Parse, RefusesGarbageAndImpossibleDates) {
   EXPECT_FALSE(parse_http_date("Sun, 06 Foo 1994 08:49:37 GMT"));
 }
 
+TEST(HttpDate_Parse, DatesOutsideTheClocksRangeAreReadAsSecondsNotTimePoints) {
+  // A TimePoint (nanoseconds) holds 1677..2262; the seconds form holds every 4-digit year.
+  EXPECT_FALSE(parse_http_date("Fri, 31 Dec 9999 23:59:59 GMT"));
+  EXPECT_FALSE(parse_http_date("Mon, 01 Jan 1000 00:00:00 GMT"));
+  auto far = parse_http_date_seconds("Fri, 31 Dec 9999 23:59:59 GMT");
+  ASSERT_TRUE(far);
+  EXPECT_EQ(far->time_since_epoch().count(), 253402300799);
+  EXPECT_TRUE(parse_http_date("Fri, 11 Apr 2262 00:00:00 GMT"));
+}
+
 TEST(RateHeaders_RetryAfter, DeltaSecondsSetsResumeTime) {
   auto h = read({{"Retry-After", "120"}}, 429);
   EXPECT_TRUE(h.throttled);
@@ -79,6 +89,46 @@ TEST(RateHeaders_RetryAfter, AbsurdWaitIsClampedAndReported) {
   EXPECT_EQ(h.resume_at, kNow + 1h);
   ASSERT_TRUE(h.clamped);
   EXPECT_NE(h.clamped->find("Retry-After"), std::string::npos);
+}
+
+// Waits beyond what a nanosecond clock holds (about 292 years) are cut to
+// max_wait before they become durations, and the cut is reported for the log.
+TEST(RateHeaders_RetryAfter, DeltaSecondsBeyondTheClocksRangeAreCappedAndReported) {
+  for (const char* huge : {"10000000000", "99999999999", "9999999999999", "99999999999999999999"}) {
+    auto h = read({{"Retry-After", huge}}, 429);
+    EXPECT_EQ(h.resume_at, kNow + 1h) << huge;
+    ASSERT_TRUE(h.clamped) << huge;
+    EXPECT_NE(h.clamped->find(std::string("Retry-After: ") + huge), std::string::npos) << *h.clamped;
+    EXPECT_NE(h.clamped->find("waiting 1h"), std::string::npos) << *h.clamped;
+  }
+}
+
+TEST(RateHeaders_RetryAfter, HttpDateAfterTheClocksRangeIsCappedAndReported) {
+  for (const char* date :
+       {"Sat, 12 Apr 2262 00:00:00 GMT", "Fri, 31 Dec 9999 23:59:59 GMT", "Fri Dec 31 23:59:59 9999"}) {
+    auto h = read({{"Retry-After", date}}, 429);
+    EXPECT_EQ(h.resume_at, kNow + 1h) << date;
+    ASSERT_TRUE(h.clamped) << date;
+    EXPECT_NE(h.clamped->find("Retry-After"), std::string::npos) << *h.clamped;
+  }
+}
+
+TEST(RateHeaders_RetryAfter, HttpDateBeforeTheClocksRangeMeansNoWait) {
+  auto h = read({{"Retry-After", "Mon, 01 Jan 1000 00:00:00 GMT"}}, 429);
+  EXPECT_EQ(h.resume_at, kNow);
+  EXPECT_FALSE(h.clamped);
+}
+
+TEST(RateHeaders_Date, ADateHeaderFarFromOurClockStillGivesABoundedWait) {
+  // A server whose clock says 9999 asks for a date 30 s after its own now.
+  auto h = read({{"Date", "Fri, 31 Dec 9999 23:59:00 GMT"}, {"Retry-After", "Fri, 31 Dec 9999 23:59:30 GMT"}},
+                429);
+  EXPECT_EQ(h.resume_at, kNow + 30s);
+  // One in 1000 asks for a date in 2100, far ahead of its clock.
+  auto g = read({{"Date", "Mon, 01 Jan 1000 00:00:00 GMT"}, {"Retry-After", "Fri, 01 Jan 2100 00:00:00 GMT"}},
+                429);
+  EXPECT_EQ(g.resume_at, kNow + 1h);
+  EXPECT_TRUE(g.clamped);
 }
 
 TEST(RateHeaders_RetryAfter, DateInThePastMeansNoWait) {
@@ -126,6 +176,35 @@ TEST(RateHeaders_XRateLimit, ResetYearsAheadIsCappedAtMaxWait) {
   EXPECT_EQ(h.resume_at, kNow + 15min);
   ASSERT_TRUE(h.clamped);
   EXPECT_NE(h.clamped->find("X-RateLimit-Reset"), std::string::npos);
+}
+
+TEST(RateHeaders_XRateLimit, ResetBeyondTheClocksRangeIsCappedAndReported) {
+  // 1e11 reads as Unix seconds (year 5138), 1e20 as Unix milliseconds.
+  for (const char* huge : {"100000000000", "100000000000000000000", "999999999999999999999999"}) {
+    auto h = read({{"X-RateLimit-Remaining", "0"}, {"X-RateLimit-Reset", huge}});
+    EXPECT_EQ(h.resume_at, kNow + 1h) << huge;
+    ASSERT_TRUE(h.clamped) << huge;
+    EXPECT_NE(h.clamped->find(std::string("X-RateLimit-Reset: ") + huge), std::string::npos) << *h.clamped;
+  }
+}
+
+TEST(RateHeaders_Ietf, ResetBeyondTheClocksRangeIsCappedAndReported) {
+  auto h = read({{"RateLimit", "\"default\";r=0;t=99999999999"}});
+  EXPECT_EQ(h.resume_at, kNow + 1h);
+  EXPECT_TRUE(h.clamped);
+  auto g = read({{"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "10000000000"}});
+  EXPECT_EQ(g.resume_at, kNow + 1h);
+  EXPECT_TRUE(g.clamped);
+}
+
+TEST(RateHeaders_Ietf, PolicyWindowBeyondTheClocksRangeIsCappedAndReported) {
+  auto h = read({{"RateLimit-Policy", "10;w=99999999999"}});
+  EXPECT_EQ(h.interval, 1h);  // one call per max_wait at the slowest
+  EXPECT_EQ(h.limit, 10);
+  ASSERT_TRUE(h.window);
+  EXPECT_EQ(*h.window, std::chrono::hours(24 * 365));
+  ASSERT_TRUE(h.clamped);
+  EXPECT_NE(h.clamped->find("RateLimit-Policy"), std::string::npos) << *h.clamped;
 }
 
 TEST(RateHeaders_XRateLimit, RemainingQuotaIsSpreadOverTheResetTime) {

@@ -1,8 +1,11 @@
 #include "limit/token_bucket.hpp"
 
+#include "limit/gcra_math.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 namespace ratchet::limit {
@@ -14,6 +17,25 @@ constexpr std::int64_t kT0 = 1'700'000'000 * kSec;
 Slot must(Result<Slot> r) {
   EXPECT_TRUE(r.has_value());
   return r.value_or(Slot{});
+}
+
+TEST(Gcra_Make, RatesAndBurstsNearTheirMaximumDoNotOverflow) {
+  // rate = INT64_MAX: an interval of 1 us, not a wrapped sum.
+  const Gcra fast = Gcra::make(std::numeric_limits<std::int64_t>::max(), 1'000'000, 1);
+  EXPECT_EQ(fast.interval_us, 1);
+  EXPECT_EQ(fast.tolerance_us, 0);
+  // burst = INT64_MAX: the tolerance saturates (a bucket that never runs dry in a century).
+  const Gcra wide = Gcra::make(10, 1'000'000, std::numeric_limits<std::int64_t>::max());
+  EXPECT_EQ(wide.interval_us, 100'000);
+  EXPECT_EQ(wide.tolerance_us, Gcra::kMaxTolerance);
+  std::int64_t tat = Gcra::kIdle;
+  const std::int64_t t = 1'700'000'000'000'000;
+  EXPECT_EQ(wide.grant(tat, t).at_us, t);
+  EXPECT_EQ(tat, t + 100'000);
+  // The longest per with the largest rate and burst the config allows.
+  const Gcra slow = Gcra::make(1'000'000'000, 365LL * 86'400'000'000, 1'000'000'000);
+  EXPECT_EQ(slow.interval_us, 31'536);
+  EXPECT_EQ(slow.tolerance_us, 999'999'999LL * 31'536);
 }
 
 TEST(TokenBucket_Reserve, IdleBucketAllowsTheDeclaredBurstAtOnce) {
