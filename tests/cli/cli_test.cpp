@@ -362,6 +362,26 @@ int free_port() {
   return port;
 }
 
+// Sends `request` to 127.0.0.1:port on a new connection; what comes back
+// until the server closes it (at most 3s).
+std::string raw_exchange(int port, const std::string& request) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string got;
+  timeval tv{3, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(request.size())) {
+    char buf[4096];
+    for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) got.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return got;
+}
+
 TEST_F(RatchetCommandTest, Run_MetricsHupAndTerm_ServesMetricsReloadsAndStopsCleanly) {
   enqueue("rate_movie", "Heat", {"--in", "1h"});
   int port = free_port();
@@ -379,6 +399,9 @@ TEST_F(RatchetCommandTest, Run_MetricsHupAndTerm_ServesMetricsReloadsAndStopsCle
   }
   EXPECT_THAT(body, HasSubstr("ratchet_jobs{state=\"scheduled\"} 1"));
   EXPECT_THAT(body, HasSubstr("ratchet_plugin_calls_total{plugin=\"imdb\"}"));
+  EXPECT_THAT(raw_exchange(port, "POST /metrics HTTP/1.1\r\nHost: t\r\nContent-Length: 1048576\r\n\r\n"),
+              ::testing::StartsWith("HTTP/1.1 413"))
+      << "a body over 64 KiB is refused before it is read";
 
   ::kill(run->pid(), SIGHUP);
   for (int i = 0; i < 500 && run->err_so_far().find("reload") == std::string::npos; ++i) ::usleep(20000);

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include "bounded_server.hpp"
+
 #include <algorithm>
 #include <charconv>
 #include <thread>
@@ -111,7 +113,8 @@ std::string render_metrics(Engine& engine, const std::vector<std::string>& plugi
 }
 
 struct MetricsServer::Impl {
-  httplib::Server server;
+  explicit Impl(const MetricsServerOptions& o) : server(BoundedServerOptions{.timeout = o.timeout}) {}
+  BoundedServer server;
   std::thread thread;
   int port = 0;
 };
@@ -125,7 +128,8 @@ MetricsServer::~MetricsServer() {
 
 int MetricsServer::port() const noexcept { return impl_->port; }
 
-Result<std::unique_ptr<MetricsServer>> MetricsServer::start(std::string_view address, Engine& engine) {
+Result<std::unique_ptr<MetricsServer>> MetricsServer::start(std::string_view address, Engine& engine,
+                                                            MetricsServerOptions options) {
   auto colon = address.rfind(':');
   int port = -1;
   if (colon != std::string_view::npos) {
@@ -137,7 +141,7 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(std::string_view add
         fmt::format("--metrics \"{}\" is not HOST:PORT, e.g. 127.0.0.1:9464", address)));
   }
   std::string host(address.substr(0, colon));
-  auto impl = std::make_unique<Impl>();
+  auto impl = std::make_unique<Impl>(options);
   std::vector<std::string> plugins;
   for (const auto& p : engine.plugins().loaded) {
     if (p.configured) plugins.push_back(p.name);

@@ -1,0 +1,243 @@
+// The metrics server of `ratchet run --metrics` against clients that send
+// too much or too slowly: raw TCP clients in the test process, an engine on
+// a temp database, and a short timeout so no test waits for the default 5s.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "metrics.hpp"
+#include "ratchet/engine.hpp"
+
+namespace ratchet::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// A connected loopback TCP client; closes its socket when destroyed.
+class RawClient {
+ public:
+  explicit RawClient(int port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  }
+  ~RawClient() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  RawClient(const RawClient&) = delete;
+  RawClient& operator=(const RawClient&) = delete;
+
+  bool connected() const { return connected_; }
+
+  // Whether all of `text` was sent (false once the server closed).
+  bool send(std::string_view text) {
+    while (!text.empty()) {
+      ssize_t n = ::send(fd_, text.data(), text.size(), MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      text.remove_prefix(static_cast<std::size_t>(n));
+    }
+    return true;
+  }
+
+  // Everything that arrived on the connection once the server closed it, if
+  // it does within `within`; nullopt if not.
+  std::optional<std::string> read_until_closed(std::chrono::milliseconds within) {
+    const auto deadline = Clock::now() + within;
+    while (true) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left <= 0ms) return std::nullopt;
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+      char buf[4096];
+      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) return received_;  // closed (or reset)
+      received_.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+
+  // Whether the server closed the connection within `within`, whatever it
+  // sent before.
+  bool closed_within(std::chrono::milliseconds within) { return read_until_closed(within).has_value(); }
+
+ private:
+  int fd_;
+  bool connected_ = false;
+  std::string received_;
+};
+
+class MetricsServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("ratchet-metrics-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    EngineOptions options;
+    options.database = dir_ / "jobs.db";
+    auto engine = Engine::open(options);
+    ASSERT_TRUE(engine.has_value()) << engine.error().to_string();
+    engine_ = std::move(*engine);
+  }
+  void TearDown() override {
+    server_.reset();
+    engine_.reset();
+    fs::remove_all(dir_);
+  }
+
+  // Serves on a free loopback port; `timeout` as given.
+  int serve(std::chrono::milliseconds timeout) {
+    MetricsServerOptions options;
+    options.timeout = timeout;
+    auto server = MetricsServer::start("127.0.0.1:0", *engine_, options);
+    EXPECT_TRUE(server.has_value()) << server.error().to_string();
+    if (!server) return -1;
+    server_ = std::move(*server);
+    return server_->port();
+  }
+
+  fs::path dir_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<MetricsServer> server_;
+};
+
+TEST_F(MetricsServerTest, Get_ServesTheMetricsText) {
+  RawClient client(serve(2s));
+  ASSERT_TRUE(client.connected());
+  ASSERT_TRUE(client.send("GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"));
+  auto reply = client.read_until_closed(5s);
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->rfind("HTTP/1.1 200", 0), 0u) << *reply;
+  EXPECT_NE(reply->find("# TYPE ratchet_jobs gauge"), std::string::npos) << *reply;
+}
+
+TEST_F(MetricsServerTest, PostOfAMebibyte_Gets413WithoutTheServerReadingIt) {
+  RawClient client(serve(5s));
+  ASSERT_TRUE(client.connected());
+  // The body is announced, not sent: the answer must not wait for it.
+  ASSERT_TRUE(client.send("POST /metrics HTTP/1.1\r\nHost: t\r\nContent-Length: 1048576\r\n\r\n"));
+  auto reply = client.read_until_closed(2s);
+  ASSERT_TRUE(reply.has_value()) << "no answer and no close within 2s";
+  EXPECT_EQ(reply->rfind("HTTP/1.1 413", 0), 0u) << *reply;
+}
+
+TEST_F(MetricsServerTest, PostOfAMebibyteSentAtOnce_Gets413) {
+  RawClient client(serve(5s));
+  ASSERT_TRUE(client.connected());
+  std::thread writer([&] {
+    client.send("POST /metrics HTTP/1.1\r\nHost: t\r\nContent-Length: 1048576\r\n\r\n" +
+                std::string(1 << 20, 'x'));
+  });
+  auto reply = client.read_until_closed(5s);
+  writer.join();
+  ASSERT_TRUE(reply.has_value()) << "no answer and no close within 5s";
+  EXPECT_EQ(reply->rfind("HTTP/1.1 413", 0), 0u) << *reply;
+}
+
+TEST_F(MetricsServerTest, BodyWithExpectContinue_Gets413BeforeItIsSent) {
+  RawClient client(serve(5s));
+  ASSERT_TRUE(client.connected());
+  ASSERT_TRUE(client.send(
+      "POST /metrics HTTP/1.1\r\nHost: t\r\nContent-Length: 1048576\r\nExpect: 100-continue\r\n\r\n"));
+  auto reply = client.read_until_closed(2s);
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->rfind("HTTP/1.1 413", 0), 0u) << *reply;
+}
+
+TEST_F(MetricsServerTest, ChunkedBody_Gets413) {
+  RawClient client(serve(5s));
+  ASSERT_TRUE(client.connected());
+  ASSERT_TRUE(
+      client.send("POST /metrics HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n10000\r\n"));
+  auto reply = client.read_until_closed(2s);
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->rfind("HTTP/1.1 413", 0), 0u) << *reply;
+}
+
+TEST_F(MetricsServerTest, SmallBody_IsReadAndAnsweredAsUsual) {
+  RawClient client(serve(2s));
+  ASSERT_TRUE(client.connected());
+  ASSERT_TRUE(client.send(
+      "POST /metrics HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello"));
+  auto reply = client.read_until_closed(2s);
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->rfind("HTTP/1.1 413", 0), std::string::npos) << *reply;
+  EXPECT_EQ(reply->rfind("HTTP/1.1 4", 0), 0u) << "only GET is served: " << *reply;
+}
+
+TEST_F(MetricsServerTest, ClientStallingHalfwayThroughTheRequestLine_IsDisconnected) {
+  RawClient client(serve(300ms));
+  ASSERT_TRUE(client.connected());
+  const auto start = Clock::now();
+  ASSERT_TRUE(client.send("GET /metr"));
+  EXPECT_TRUE(client.closed_within(3s));
+  EXPECT_LT(Clock::now() - start, 2s);
+}
+
+TEST_F(MetricsServerTest, ClientDrippingARequest_IsDisconnectedWhenTheTimeoutHasPassed) {
+  // Each byte arrives well within the timeout; the request as a whole
+  // never does.
+  RawClient client(serve(500ms));
+  ASSERT_TRUE(client.connected());
+  ASSERT_TRUE(client.send("GET /metrics HTTP/1.1\r\nX-Slow: "));
+  const auto start = Clock::now();
+  std::optional<std::string> received;
+  bool sent = true;
+  while (!received && Clock::now() - start < 3s) {
+    sent = sent && client.send("a");
+    received = client.read_until_closed(50ms);
+  }
+  ASSERT_TRUE(received.has_value()) << "still connected after 3s";
+  // Within one timeout (and some slack): the bytes that follow the
+  // timed-out request do not start another one with a timeout of its own.
+  EXPECT_LT(Clock::now() - start, 900ms);
+  // What came after the timed-out request is not taken for another one.
+  std::size_t answers = 0;
+  for (auto at = received->find("HTTP/1.1 "); at != std::string::npos;
+       at = received->find("HTTP/1.1 ", at + 1))
+    ++answers;
+  EXPECT_LE(answers, 1u) << *received;
+}
+
+TEST_F(MetricsServerTest, IdleConnection_IsClosed) {
+  const int port = serve(300ms);
+  RawClient client(port);
+  ASSERT_TRUE(client.connected());
+  const auto start = Clock::now();
+  EXPECT_TRUE(client.closed_within(3s)) << "a connection that never sends is closed";
+  EXPECT_LT(Clock::now() - start, 2s);
+
+  RawClient kept(port);
+  ASSERT_TRUE(kept.connected());
+  ASSERT_TRUE(kept.send("GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n"));
+  const auto answered = Clock::now();
+  auto reply = kept.read_until_closed(3s);
+  ASSERT_TRUE(reply.has_value()) << "a kept-alive connection left idle is closed";
+  EXPECT_EQ(reply->rfind("HTTP/1.1 200", 0), 0u) << *reply;
+  EXPECT_LT(Clock::now() - answered, 2s);
+}
+
+TEST_F(MetricsServerTest, Stop_WithASlowClientConnected_ReturnsWithinTheTimeout) {
+  RawClient client(serve(300ms));
+  ASSERT_TRUE(client.connected());
+  ASSERT_TRUE(client.send("GET /metr"));
+  std::this_thread::sleep_for(50ms);  // the server is reading it
+  const auto start = Clock::now();
+  server_.reset();
+  EXPECT_LT(Clock::now() - start, 2s);
+}
+
+}  // namespace
+}  // namespace ratchet::cli

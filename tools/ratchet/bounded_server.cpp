@@ -1,0 +1,215 @@
+#include "bounded_server.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+
+namespace ratchet::cli {
+
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// Waits until `fd` is ready for `events` (or failed, so the next call says
+// why), at most until `deadline`.
+bool wait_until(int fd, short events, SteadyClock::time_point deadline) {
+  while (true) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - SteadyClock::now());
+    if (left.count() <= 0) return false;
+    pollfd p{fd, events, 0};
+    const int n = ::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 1 << 30)));
+    if (n > 0) return true;
+    if (n == 0) return false;
+    if (errno != EINTR) return false;
+  }
+}
+
+void address_of(int fd, bool peer, std::string& ip, int& port) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  const int r = peer ? ::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len)
+                     : ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  if (r != 0) return;
+  char text[INET6_ADDRSTRLEN] = {};
+  if (addr.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&addr);
+    ::inet_ntop(AF_INET, &in->sin_addr, text, sizeof text);
+    port = ntohs(in->sin_port);
+  } else if (addr.ss_family == AF_INET6) {
+    const auto* in = reinterpret_cast<const sockaddr_in6*>(&addr);
+    ::inet_ntop(AF_INET6, &in->sin6_addr, text, sizeof text);
+    port = ntohs(in->sin6_port);
+  }
+  ip = text;
+}
+
+// One request's exchange on a connection: reads must be done by the read
+// deadline; writes get `write_budget` from the first of them.
+class DeadlineStream final : public httplib::Stream {
+ public:
+  DeadlineStream(int fd, SteadyClock::time_point read_deadline, std::chrono::milliseconds write_budget)
+      : fd_(fd), read_deadline_(read_deadline), write_budget_(write_budget) {}
+
+  bool is_readable() const override { return off_ < len_ || wait(POLLIN, read_deadline_); }
+  bool is_writable() const override { return wait(POLLOUT, write_deadline()); }
+
+  // Whether a read or write ran out of time: the connection is done then.
+  bool expired() const { return expired_; }
+
+  ssize_t read(char* ptr, size_t size) override {
+    if (off_ == len_) {
+      ssize_t n = -1;
+      while (true) {
+        if (!wait(POLLIN, read_deadline_)) return -1;
+        n = ::recv(fd_, buffer_, sizeof buffer_, MSG_DONTWAIT);
+        if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) break;
+      }
+      if (n <= 0) return n;
+      off_ = 0;
+      len_ = static_cast<std::size_t>(n);
+    }
+    const std::size_t n = std::min(size, len_ - off_);
+    std::memcpy(ptr, buffer_ + off_, n);
+    off_ += n;
+    return static_cast<ssize_t>(n);
+  }
+
+  ssize_t write(const char* ptr, size_t size) override {
+    while (true) {
+      if (!wait(POLLOUT, write_deadline())) return -1;
+      const ssize_t n = ::send(fd_, ptr, size, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n >= 0) return n;
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return -1;
+    }
+  }
+
+  void get_remote_ip_and_port(std::string& ip, int& port) const override { address_of(fd_, true, ip, port); }
+  void get_local_ip_and_port(std::string& ip, int& port) const override { address_of(fd_, false, ip, port); }
+  socket_t socket() const override { return fd_; }
+
+ private:
+  bool wait(short events, SteadyClock::time_point deadline) const {
+    if (wait_until(fd_, events, deadline)) return true;
+    expired_ = true;
+    return false;
+  }
+  SteadyClock::time_point write_deadline() const {
+    if (!write_deadline_) write_deadline_ = SteadyClock::now() + write_budget_;
+    return *write_deadline_;
+  }
+
+  int fd_;
+  SteadyClock::time_point read_deadline_;
+  std::chrono::milliseconds write_budget_;
+  mutable std::optional<SteadyClock::time_point> write_deadline_;
+  mutable bool expired_ = false;
+  char buffer_[4096];
+  std::size_t off_ = 0;
+  std::size_t len_ = 0;
+};
+
+// The status that refuses `req` before its body is read, or 0 to go on.
+int body_refusal(const httplib::Request& req, std::size_t max_body) {
+  // A chunked body's size is known only once it has been read.
+  if (req.has_header("Transfer-Encoding")) return 413;
+  if (req.has_header("Content-Length")) {
+    const std::string value = req.get_header_value("Content-Length");
+    std::uint64_t length = 0;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), length);
+    if (ec != std::errc{} || end != value.data() + value.size()) return 400;
+    return length > max_body ? 413 : 0;
+  }
+  // Without a length, httplib reads the body of these up to the end of the
+  // connection.
+  const std::string& m = req.method;
+  if (m == "POST" || m == "PUT" || m == "PATCH" || m == "DELETE" || m == "PRI") return 411;
+  return 0;
+}
+
+void refuse(int status, std::size_t max_body, httplib::Response& res) {
+  res.status = status;
+  res.set_content(status == 413
+                      ? "request body refused: over " + std::to_string(max_body) + " bytes, or chunked\n"
+                  : status == 411 ? std::string("request body refused: it has no Content-Length\n")
+                                  : std::string("bad Content-Length\n"),
+                  "text/plain");
+}
+
+}  // namespace
+
+BoundedServer::BoundedServer(BoundedServerOptions options) : options_(options) {
+  set_payload_max_length(options_.max_body);
+  const auto t = options_.timeout;
+  set_read_timeout(t);
+  set_write_timeout(t);
+  set_keep_alive_timeout(std::max<time_t>(1, std::chrono::ceil<std::chrono::seconds>(t).count()));
+  const std::size_t max_body = options_.max_body;
+  set_expect_100_continue_handler([max_body](const httplib::Request& req, httplib::Response& res) {
+    const int status = body_refusal(req, max_body);
+    if (status == 0) return 100;
+    refuse(status, max_body, res);
+    return status;
+  });
+  set_pre_routing_handler([max_body](const httplib::Request& req, httplib::Response& res) {
+    const int status = body_refusal(req, max_body);
+    if (status == 0) return HandlerResponse::Unhandled;
+    refuse(status, max_body, res);
+    return HandlerResponse::Handled;
+  });
+}
+
+bool BoundedServer::request_arrives(socket_t sock) const {
+  const auto deadline = SteadyClock::now() + options_.timeout;
+  // In slices, so that stop() is noticed soon.
+  constexpr auto kSlice = std::chrono::milliseconds(100);
+  while (svr_sock_ != INVALID_SOCKET) {
+    const auto now = SteadyClock::now();
+    if (now >= deadline) return false;
+    if (wait_until(sock, POLLIN, std::min(deadline, now + kSlice))) return true;
+  }
+  return false;
+}
+
+bool BoundedServer::process_and_close_socket(socket_t sock) {
+  bool ok = false;
+  bool refused = false;
+  for (std::size_t left = keep_alive_max_count_; left > 0 && request_arrives(sock); --left) {
+    DeadlineStream stream(sock, SteadyClock::now() + options_.timeout, options_.timeout);
+    bool closed = false;
+    ok = process_request(stream, left == 1, closed, [&](httplib::Request& req) {
+      if (body_refusal(req, options_.max_body) == 0) return;
+      // The body stays unread: the connection ends with the answer, which
+      // says so.
+      refused = closed = true;
+      req.headers.erase("Connection");
+      req.headers.emplace("Connection", "close");
+    });
+    // A request that ran out of time may have been answered 400, and what
+    // follows it is no request either.
+    if (!ok || closed || stream.expired()) break;
+  }
+  ::shutdown(sock, SHUT_WR);
+  if (refused) {
+    // Closing with the refused body unread would reset the connection, and
+    // the client could lose the answer: read and drop what it still sends
+    // until it closes, for at most the timeout.
+    const auto deadline = SteadyClock::now() + options_.timeout;
+    char sink[4096];
+    while (wait_until(sock, POLLIN, deadline) && ::recv(sock, sink, sizeof sink, MSG_DONTWAIT) > 0) {
+    }
+  }
+  ::close(sock);
+  return ok;
+}
+
+}  // namespace ratchet::cli
