@@ -189,7 +189,7 @@ struct EngineSpec {
   microseconds park_threshold = std::chrono::milliseconds(50);
   microseconds poll_interval = std::chrono::milliseconds(200);
   microseconds shutdown_grace = std::chrono::seconds(10);
-  int max_lease_expiries = 3;  // a job whose attempts end this often in lease expiry is dead
+  int max_lease_expiries = 3;  // a job is dead once its process crashed this often while it ran alone
   // How often the plugin folder is rescanned for new and replaced files
   // while the engine runs; zero: only at start.
   microseconds plugin_rescan = std::chrono::seconds(2);

@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "store/quarantine.hpp"
+
 namespace ratchet::store {
 namespace {
 
@@ -80,7 +82,7 @@ TimePoint from_micros(Micros us) {
   return TimePoint(std::chrono::duration_cast<Duration>(std::chrono::microseconds(us)));
 }
 
-JobStore::JobStore(SQLite::Database& db) : db_(db) {}
+JobStore::JobStore(SQLite::Database& db) : db_(db), quarantine_(std::make_unique<Quarantine>(db)) {}
 JobStore::~JobStore() = default;
 
 SQLite::Statement& JobStore::stmt(const char* sql) {
@@ -151,7 +153,8 @@ std::vector<std::int64_t> JobStore::pending_priorities() {
 std::vector<std::pair<JobId, bool>> JobStore::due_ids(const ClaimRequest& req,
                                                       const std::vector<std::int64_t>& priorities) {
   std::vector<std::pair<JobId, bool>> ids;
-  Use q(stmt("SELECT id " RATCHET_PENDING "AND priority = ?1 AND resume = ?2 AND run_at_us <= ?3 "
+  Use q(stmt("SELECT id " RATCHET_PENDING
+             "AND priority = ?1 AND resume = ?2 AND run_at_us <= ?3 AND suspect = 0 "
              "AND type IN (SELECT value FROM json_each(?4)) "
              "AND (?5 IS NULL OR queue IN (SELECT value FROM json_each(?5))) "
              "ORDER BY run_at_us, id LIMIT ?6"));
@@ -200,8 +203,9 @@ std::optional<Micros> JobStore::next_run_at(Micros now, const std::vector<std::i
 
 ClaimResult JobStore::claim(const ClaimRequest& req) {
   ClaimResult result;
-  // Jobs whose worker vanished: the attempt counts as failed (a job that
-  // keeps crashing its process ends dead instead of taking every worker down).
+  // Jobs whose worker vanished: the quarantine judges whom the crash is
+  // counted against (a job that keeps crashing its process ends dead instead
+  // of taking every worker down; the jobs beside it do not).
   {
     std::vector<std::tuple<JobId, std::string, int, int, int, std::string>> expired;
     {
@@ -217,8 +221,11 @@ ClaimResult JobStore::claim(const ClaimRequest& req) {
       }
     }
     for (const auto& [id, type, attempt, max_attempts, expiries, owner] : expired) {
-      bool dead = expiries + 1 >= req.max_lease_expiries || attempt >= max_attempts;
-      std::string error = "lease expired: worker " + owner + " stopped renewing it (crashed or hung)";
+      const ExpiryVerdict verdict =
+          quarantine_->judge(id, owner, attempt, max_attempts, req.max_lease_expiries, req.now);
+      const bool dead = verdict.dead;
+      std::string error =
+          "lease expired: worker " + owner + " stopped renewing it (crashed or hung); " + verdict.why;
       Use u(stmt(
           "UPDATE jobs SET state = ?, lease_owner = NULL, lease_expires_us = NULL, "
           "lease_expiries = lease_expiries + 1, resume = 0, run_at_us = ?, last_error = ?, updated_us = ?, "
@@ -234,6 +241,7 @@ ClaimResult JobStore::claim(const ClaimRequest& req) {
       }
       u->bind(6, id);
       u->exec();
+      quarantine_->apply(id, verdict);
       Use e(stmt("INSERT INTO job_errors (job_id, attempt, step, error, at_us) VALUES (?, ?, NULL, ?, ?)"));
       e->bind(1, id);
       e->bind(2, attempt);
@@ -246,7 +254,14 @@ ClaimResult JobStore::claim(const ClaimRequest& req) {
   }
 
   const std::vector<std::int64_t> priorities = pending_priorities();
-  const std::vector<std::pair<JobId, bool>> due = due_ids(req, priorities);
+  // At most one suspect, and only while no other runs on the database.
+  std::vector<std::pair<JobId, bool>> due;
+  ClaimRequest rest = req;
+  if (auto suspect = quarantine_->next_suspect(req)) {
+    due.push_back(*suspect);
+    --rest.limit;
+  }
+  for (const auto& d : due_ids(rest, priorities)) due.push_back(d);
   result.next_run_at = next_run_at(req.now, priorities);
   for (const auto& [id, resumed] : due) {
     Use u(stmt(
@@ -482,6 +497,7 @@ std::optional<JobState> JobStore::retry(JobId id, Micros now, int max_attempts_f
   u->bind(3, now);
   u->bind(4, id);
   u->exec();
+  quarantine_->forgive(id);
   add_timeline(id, now, "retried", "put back to available by hand");
   return JobState::kAvailable;
 }

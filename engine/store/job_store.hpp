@@ -38,6 +38,8 @@
 
 namespace ratchet::store {
 
+class Quarantine;
+
 using Micros = std::int64_t;
 
 Micros to_micros(TimePoint t);
@@ -71,6 +73,8 @@ struct ClaimRequest {
   int limit = 1;
   std::vector<std::string> types;   // only these job types
   std::vector<std::string> queues;  // empty: any queue
+  // A job is dead once its lease expired this often while it ran alone
+  // (store/quarantine.hpp); expiries beside other jobs make it a suspect.
   int max_lease_expiries = 3;
 };
 
@@ -194,6 +198,7 @@ class JobStore {
 
   SQLite::Database& db_;
   std::unordered_map<std::string, std::unique_ptr<SQLite::Statement>> cache_;
+  std::unique_ptr<Quarantine> quarantine_;
 };
 
 }  // namespace ratchet::store

@@ -83,6 +83,19 @@ CREATE INDEX jobs_due ON jobs(priority, resume, run_at_us, id) WHERE state IN ('
       {3, R"sql(
 ALTER TABLE jobs ADD COLUMN lease_token INTEGER NOT NULL DEFAULT 0;
 )sql"},
+      // Crash quarantine (store/quarantine.hpp): a job whose lease expired
+      // beside other jobs is a suspect, claimed one at a time; crashes_alone
+      // counts the expiries counted against it. lease_crashes keeps each
+      // lease owner's expired jobs, so one dead process's jobs are judged
+      // together.
+      {4, R"sql(
+ALTER TABLE jobs ADD COLUMN suspect INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN crashes_alone INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX jobs_suspects ON jobs(crashes_alone, run_at_us, id) WHERE suspect = 1 AND state IN ('scheduled', 'available', 'retryable');
+CREATE TABLE lease_crashes (owner TEXT NOT NULL, job_id INTEGER NOT NULL, suspect INTEGER NOT NULL, at_us INTEGER NOT NULL);
+CREATE INDEX lease_crashes_owner ON lease_crashes(owner);
+CREATE INDEX lease_crashes_at ON lease_crashes(at_us);
+)sql"},
   };
   return kMigrations;
 }

@@ -54,7 +54,13 @@ struct EngineOptions {
   Duration park_threshold = std::chrono::milliseconds(50);  // longer waits park the job
   Duration poll_interval = std::chrono::milliseconds(200);  // look for due jobs at least this often
   Duration shutdown_grace = std::chrono::seconds(10);       // stop() lets steps finish this long
-  int max_lease_expiries = 3;       // a job whose attempts end this often in lease expiry is dead
+  // A job is dead once its process crashed this often while it ran alone.
+  // A job whose lease expires while it ran beside other jobs (a crash, an
+  // OOM kill, a redeploy) is a *suspect*: it keeps its attempt and from then
+  // on runs only as the one suspect on the database (normal jobs run beside
+  // it). A lease expiry counts against a job only when it ran alone in its
+  // process or as that one suspect; then it also uses up the attempt.
+  int max_lease_expiries = 3;
   std::vector<std::string> queues;  // queues this engine works; empty: all
   // Time source for run-at, leases, backoff and parking. Null: the system clock.
   std::shared_ptr<const Clock> clock;

@@ -74,7 +74,6 @@ int main(int argc, char** argv) {
   o.workers = 4;
   o.busy_timeout = std::chrono::seconds(20);
   o.poll_interval = std::chrono::milliseconds(20);
-  o.max_lease_expiries = 1000;
   if (mode == "work") {
     if (argc < 5) return 2;
     o.lease = std::chrono::milliseconds(std::atoi(argv[4]));

@@ -1,0 +1,77 @@
+// Finding the job that crashes its process, so that only it ends dead.
+//
+// A lease expires when the process holding the job died (a crash, an OOM
+// kill, a forced redeploy) or stalled. Every job it held then expires, but at
+// most one of them caused it, so an expiry is counted against a job only when
+// the job ran alone:
+//
+//  - alone in its process: the process held no other job when it died; or
+//  - as the one suspect running on the database (in quarantine).
+//
+// A job whose lease expired while it ran beside other jobs becomes a
+// *suspect*, without using up its attempt. Suspects are claimed one at a time
+// across every process sharing the database (the others wait, normal jobs
+// keep running beside it). A crash while a suspect runs is counted against
+// that suspect; the jobs beside it stay clean. A counted expiry uses up the
+// attempt, and a job whose lease expired while it ran alone `max_lease_expiries`
+// times (default 3) ends dead. A suspect stays one until it ends (completed,
+// dead or cancelled) or is retried by hand, since the crash may lie in a step
+// after a park.
+//
+// The crashes of each lease owner are kept (table lease_crashes) for a day,
+// so that the jobs of one dead process, whose leases run out at different
+// moments, are judged together.
+//
+// Ownership: borrows the connection, which must outlive it. Thread-safety:
+// one thread at a time, inside the caller's transaction (as JobStore).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include <SQLiteCpp/Database.h>
+#include <SQLiteCpp/Statement.h>
+
+#include "store/job_store.hpp"
+
+namespace ratchet::store {
+
+// What an expired lease means for the job that held it.
+struct ExpiryVerdict {
+  bool counted = false;  // it ran alone: the crash is counted against it
+  bool suspect = false;  // from now on it runs only in quarantine
+  bool dead = false;     // counted max_lease_expiries times, or out of attempts
+  int crashes_alone = 0;
+  std::string why;  // for the error and timeline
+};
+
+class Quarantine {
+ public:
+  explicit Quarantine(SQLite::Database& db);
+  ~Quarantine();
+  Quarantine(const Quarantine&) = delete;
+  Quarantine& operator=(const Quarantine&) = delete;
+
+  // Judges the expired lease of job `id` held by `owner` and records the
+  // crash. Call before the job's row is changed.
+  ExpiryVerdict judge(JobId id, const std::string& owner, int attempt, int max_attempts, int max_alone,
+                      Micros now);
+  // Writes the verdict's suspicion to the job (after the expiry update).
+  void apply(JobId id, const ExpiryVerdict& verdict);
+  // The suspect `req` may claim now, with its resume flag: none while another
+  // suspect runs anywhere on the database. Least often counted first.
+  std::optional<std::pair<JobId, bool>> next_suspect(const ClaimRequest& req);
+  // The job was retried by hand: it starts clean.
+  void forgive(JobId id);
+
+ private:
+  SQLite::Statement& stmt(const char* sql);
+
+  SQLite::Database& db_;
+  std::unordered_map<std::string, std::unique_ptr<SQLite::Statement>> cache_;
+};
+
+}  // namespace ratchet::store

@@ -1,0 +1,179 @@
+// Which job a crash is counted against: a job whose lease expired while it
+// ran beside other jobs becomes a suspect; suspects run one at a time across
+// the database; a job ends dead only after its process crashed
+// max_lease_expiries times while it ran alone. Every time below is a value
+// passed in (the store's clock is its caller's).
+#include <gtest/gtest.h>
+
+#include <SQLiteCpp/Database.h>
+#include <set>
+
+#include "store/job_store.hpp"
+#include "store/store.hpp"
+#include "temp_dir.hpp"
+
+namespace ratchet::store {
+namespace {
+
+constexpr Micros kSec = 1'000'000;
+constexpr Micros kT0 = 1'700'000'000 * kSec;
+constexpr Micros kLease = 30 * kSec;
+
+class QuarantineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    DatabaseOptions o;
+    o.path = dir_.file("jobs.db");
+    auto s = Store::open(o);
+    ASSERT_TRUE(s) << s.error().to_string();
+    store_ = std::move(*s);
+  }
+
+  JobId add(int attempts = 20) {
+    auto r = store_->write([&](JobStore& s) {
+      return s.insert({"t", "default", R"({"n":1})", 0, kT0, attempts, ""}, kT0);
+    });
+    EXPECT_TRUE(r);
+    return r->id;
+  }
+
+  ClaimResult claim(const std::string& owner, Micros now, int limit = 10) {
+    ClaimRequest req{owner, now, now + kLease, limit, {"t"}, {}, 3};
+    auto r = store_->write([&](JobStore& s) { return s.claim(req); });
+    EXPECT_TRUE(r);
+    return std::move(*r);
+  }
+
+  static std::set<JobId> ids(const ClaimResult& c) {
+    std::set<JobId> out;
+    for (const auto& j : c.jobs) out.insert(j.id);
+    return out;
+  }
+
+  void complete(JobId id, const std::string& owner, Micros now) {
+    auto w = store_->write([&](JobStore& s) { return s.complete(id, owner, "1", now).held; });
+    ASSERT_TRUE(w && *w);
+  }
+
+  JobRecord job(JobId id) {
+    auto r = store_->read([&](JobStore& s) { return s.get(id); });
+    EXPECT_TRUE(r && r->has_value());
+    return **r;
+  }
+
+  int count(const std::string& where) {
+    SQLite::Database db(dir_.file("jobs.db").string(), SQLite::OPEN_READONLY);
+    return db.execAndGet("SELECT COUNT(*) FROM jobs WHERE " + where).getInt();
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<Store> store_;
+};
+
+TEST_F(QuarantineTest, LeaseExpiry_BesideOtherJobs_MakesSuspectsNotDead) {
+  // Eight one-step jobs running together; their process is killed three
+  // times (an OOM kill, a forced redeploy): none of them is known to be the
+  // cause, so none ends dead and none loses an attempt.
+  std::vector<JobId> all;
+  for (int i = 0; i < 8; ++i) all.push_back(add());
+  Micros now = kT0;
+  for (int crash = 0; crash < 3; ++crash) {
+    auto c = claim("process-" + std::to_string(crash), now, 8);
+    EXPECT_FALSE(c.jobs.empty());
+    for (const auto& e : c.expired) EXPECT_FALSE(e.dead) << "job " << e.id;
+    now += kLease + kSec;
+  }
+  auto c = claim("survivor", now, 8);
+  for (const auto& e : c.expired) EXPECT_FALSE(e.dead) << "job " << e.id;
+  EXPECT_EQ(count("state = 'dead'"), 0);
+  EXPECT_EQ(count("suspect = 1"), 8);
+  for (JobId id : all)
+    EXPECT_LE(job(id).attempt, 2) << "job " << id << ": a crash beside others costs no attempt";
+}
+
+TEST_F(QuarantineTest, Suspects_AreClaimedOneAtATimeAcrossTheDatabase) {
+  for (int i = 0; i < 3; ++i) add();
+  claim("crashed", kT0, 3);
+  Micros now = kT0 + kLease + kSec;
+  JobId normal = add();
+  auto a = claim("a", now, 10);
+  ASSERT_EQ(a.expired.size(), 3u);
+  ASSERT_EQ(a.jobs.size(), 2u) << "one suspect and the job never seen in a crash";
+  EXPECT_TRUE(ids(a).contains(normal));
+  JobId first = *ids(a).begin() == normal ? *ids(a).rbegin() : *ids(a).begin();
+  EXPECT_TRUE(claim("b", now, 10).jobs.empty()) << "another process waits while a suspect runs";
+  complete(first, "a", now);
+  auto b = claim("b", now, 10);
+  ASSERT_EQ(b.jobs.size(), 1u) << "the next suspect, once the first finished";
+  EXPECT_TRUE(claim("a", now, 10).jobs.empty());
+}
+
+TEST_F(QuarantineTest, SuspectThatCrashesAloneKTimes_EndsDeadAndOthersComplete) {
+  std::vector<JobId> all;
+  for (int i = 0; i < 8; ++i) all.push_back(add());
+  const JobId crasher = all[5];
+  // Every process that runs the crasher dies; the others finish what they
+  // hold unless the crasher took them down first.
+  Micros now = kT0;
+  int processes = 0;
+  int crashes_alone = 0;
+  for (; processes < 40 && count("state NOT IN ('completed', 'dead')") > 0; ++processes) {
+    const std::string owner = "p" + std::to_string(processes);
+    auto c = claim(owner, now, 8);
+    for (const auto& e : c.expired) {
+      if (e.dead) {
+        EXPECT_EQ(e.id, crasher) << "only the crasher ends dead";
+      }
+    }
+    std::set<JobId> held = ids(c);
+    if (held.contains(crasher)) {
+      if (held.size() == 1) ++crashes_alone;
+      now += kLease + kSec;
+      continue;
+    }
+    for (JobId id : held) complete(id, owner, now);
+    now += kSec;
+  }
+  EXPECT_EQ(job(crasher).state, JobState::kDead);
+  EXPECT_EQ(crashes_alone, 3) << "dead after exactly K crashes while it ran alone";
+  for (JobId id : all) {
+    if (id != crasher) {
+      EXPECT_EQ(job(id).state, JobState::kCompleted) << "job " << id;
+    }
+  }
+  std::printf("quarantine: crasher dead after %d processes, %d crashes alone\n", processes, crashes_alone);
+}
+
+TEST_F(QuarantineTest, CrashWhileSuspectRuns_IsCountedAgainstTheSuspectNotItsNeighbours) {
+  JobId suspect = add();
+  claim("first", kT0, 1);  // ran alone once: counted, now a suspect
+  Micros now = kT0 + kLease + kSec;
+  JobId a = add();
+  JobId b = add();
+  auto c = claim("second", now, 10);
+  ASSERT_EQ(ids(c), (std::set<JobId>{suspect, a, b}));
+  now += kLease + kSec;
+  auto d = claim("third", now, 10);
+  EXPECT_EQ(d.expired.size(), 3u);
+  EXPECT_EQ(count("suspect = 1"), 1) << "the neighbours stay clean";
+  EXPECT_EQ(job(suspect).attempt, 3) << "each crash it was alone in used up an attempt";
+  EXPECT_EQ(job(a).attempt, 1) << "its attempt is not used up";
+  EXPECT_EQ(job(suspect).state, JobState::kRunning) << "the only suspect runs again first";
+}
+
+TEST_F(QuarantineTest, RetryByHand_ClearsSuspicion) {
+  JobId id = add(20);
+  Micros now = kT0;
+  for (int i = 0; i < 3; ++i) {
+    claim("p" + std::to_string(i), now, 1);
+    now += kLease + kSec;
+  }
+  claim("last", now, 1);
+  ASSERT_EQ(job(id).state, JobState::kDead);
+  ASSERT_TRUE(store_->write([&](JobStore& s) { return s.retry(id, now, 0); }));
+  EXPECT_EQ(count("suspect = 1"), 0);
+  EXPECT_EQ(count("crashes_alone > 0"), 0);
+}
+
+}  // namespace
+}  // namespace ratchet::store
