@@ -7,13 +7,20 @@
 namespace ratchet::limit {
 
 Result<std::shared_ptr<Limiter>> make_limiter(const config::LimitSpec& spec, const std::string& key,
-                                              const ConnectionFactory& connect) {
+                                              const ConnectionFactory& connect,
+                                              std::shared_ptr<const Clock> clock) {
   if (spec.rate < 1 || spec.per.count() < 1 || (spec.burst && *spec.burst < 1)) {
     return fail(Error::invalid_argument(
         "limit " + key + ": rate, per and burst must be positive (rate=" + std::to_string(spec.rate) + ")"));
   }
+  // Database-scope limits keep the same margin (see below): the server
+  // counts the calls of every process with the same jitter.
   if (spec.scope == config::LimitScope::kDatabase) {
-    auto db = DatabaseLimiter::open(spec, key, connect);
+    DatabaseLimiterOptions options;
+    options.clock = std::move(clock);
+    options.margin_us = spec.per.count() / kJitterMarginDivisor;
+    options.burst_guard_us = kBurstGuardUs;
+    auto db = DatabaseLimiter::open(spec, key, connect, std::move(options));
     if (!db) return fail(db.error());
     return std::shared_ptr<Limiter>(std::move(*db));
   }
