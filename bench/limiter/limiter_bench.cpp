@@ -113,9 +113,11 @@ void BM_Uncontended_DatabaseSlidingWindow(benchmark::State& state) {
     db.exec(
         "CREATE TABLE IF NOT EXISTS limiter_state (key TEXT PRIMARY KEY, tat_us INTEGER, window_start_us "
         "INTEGER, "
-        "window_count INTEGER, updated_us INTEGER NOT NULL);"
+        "window_count INTEGER, updated_us INTEGER NOT NULL, started_tat_us INTEGER);"
         "CREATE TABLE IF NOT EXISTS limiter_calls (key TEXT NOT NULL, at_us INTEGER NOT NULL);"
-        "CREATE INDEX IF NOT EXISTS limiter_calls_key_at ON limiter_calls(key, at_us);");
+        "CREATE INDEX IF NOT EXISTS limiter_calls_key_at ON limiter_calls(key, at_us);"
+        "CREATE TABLE IF NOT EXISTS limiter_starts (key TEXT NOT NULL, at_us INTEGER NOT NULL);"
+        "CREATE INDEX IF NOT EXISTS limiter_starts_key_at ON limiter_starts(key, at_us);");
   }
   config::LimitSpec spec;
   spec.rate = 1000;

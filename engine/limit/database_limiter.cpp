@@ -16,8 +16,10 @@ namespace ratchet::limit {
 ConnectionFactory connect_to(std::filesystem::path path, std::chrono::milliseconds busy_timeout) {
   return [path = std::move(path), busy_timeout]() -> Result<std::unique_ptr<SQLite::Database>> {
     try {
-      return std::make_unique<SQLite::Database>(path.string(), SQLite::OPEN_READWRITE,
-                                                static_cast<int>(busy_timeout.count()));
+      auto db = std::make_unique<SQLite::Database>(path.string(), SQLite::OPEN_READWRITE,
+                                                   static_cast<int>(busy_timeout.count()));
+      db->exec("PRAGMA synchronous=NORMAL");
+      return db;
     } catch (const SQLite::Exception& e) {
       return fail(Error::database("cannot open the limiter database " + path.string() + ": " + e.what() +
                                   " (check the [engine] database path and its permissions)"));
@@ -28,12 +30,25 @@ ConnectionFactory connect_to(std::filesystem::path path, std::chrono::millisecon
 struct DatabaseLimiter::Impl {
   config::LimitAlgorithm algorithm;
   std::int64_t rate;
-  std::int64_t per;
+  std::int64_t per;           // as kept: the declared period plus the margin
+  std::int64_t declared_per;  // as declared, for describe()
   std::int64_t burst;
   Gcra gcra;
   std::string key;
+  std::shared_ptr<const Clock> clock;
   std::unique_ptr<SQLite::Database> db;
   std::mutex mu;
+
+  // The time a call starting now is counted at: the caller's reading, or the
+  // clock's if that is later (the caller may have waited for the lock).
+  std::int64_t fresh(std::int64_t now) const { return clock ? std::max(now, to_micros(clock->now())) : now; }
+
+  void prune(const char* table, std::int64_t before) {
+    SQLite::Statement del(*db, std::string("DELETE FROM ") + table + " WHERE key = ? AND at_us < ?");
+    del.bind(1, key);
+    del.bind(2, before);
+    del.exec();
+  }
 
   // Raises the shared high-water mark to now and prunes history that no
   // longer counts; returns the mark. Inside a transaction.
@@ -54,19 +69,26 @@ struct DatabaseLimiter::Impl {
       up.bind(2, key);
       up.bind(3, hw);
       if (up.exec() > 0 && algorithm != config::LimitAlgorithm::kTokenBucket) {
+        // Entries at or before hw - per are outside every interval that holds
+        // a time >= hw (the same boundary as the in-memory log).
         const std::int64_t horizon =
             algorithm == config::LimitAlgorithm::kSlidingWindow ? hw - per + 1 : floor_div(hw, per) * per;
-        SQLite::Statement prune(*db, "DELETE FROM limiter_calls WHERE key = ? AND at_us < ?");
-        prune.bind(1, key);
-        prune.bind(2, horizon);
-        prune.exec();
+        prune("limiter_calls", horizon);
+        if (algorithm == config::LimitAlgorithm::kSlidingWindow) prune("limiter_starts", horizon);
       }
     }
     return hw;
   }
 
-  std::vector<std::int64_t> load_log(std::int64_t after) {
-    SQLite::Statement q(*db, "SELECT at_us FROM limiter_calls WHERE key = ? AND at_us > ? ORDER BY at_us");
+  // The table of every slot granted, or (started_only) of the calls started.
+  static const char* log_table(bool started_only) {
+    return started_only ? "limiter_starts" : "limiter_calls";
+  }
+
+  // Entries after `after`, sorted.
+  std::vector<std::int64_t> load_log(std::int64_t after, bool started_only) {
+    SQLite::Statement q(*db, std::string("SELECT at_us FROM ") + log_table(started_only) +
+                                 " WHERE key = ? AND at_us > ? ORDER BY at_us");
     q.bind(1, key);
     q.bind(2, after);
     std::vector<std::int64_t> log;
@@ -75,11 +97,9 @@ struct DatabaseLimiter::Impl {
   }
 
   // Entries in (after, before), counted up to `cap`.
-  std::int64_t count_between(std::int64_t after, std::int64_t before, std::int64_t cap) {
-    SQLite::Statement q(
-        *db,
-        "SELECT COUNT(*) FROM (SELECT 1 FROM limiter_calls WHERE key = ? AND at_us > ? AND at_us < ? "
-        "LIMIT ?)");
+  std::int64_t count_between(std::int64_t after, std::int64_t before, std::int64_t cap, bool started_only) {
+    SQLite::Statement q(*db, std::string("SELECT COUNT(*) FROM (SELECT 1 FROM ") + log_table(started_only) +
+                                 " WHERE key = ? AND at_us > ? AND at_us < ? LIMIT ?)");
     q.bind(1, key);
     q.bind(2, after);
     q.bind(3, before);
@@ -97,20 +117,34 @@ struct DatabaseLimiter::Impl {
     return q.getColumn(0).getInt64();
   }
 
-  void add_call(std::int64_t at) {
-    SQLite::Statement ins(*db, "INSERT INTO limiter_calls(key, at_us) VALUES(?, ?)");
+  void add(const char* table, std::int64_t at) {
+    SQLite::Statement ins(*db, std::string("INSERT INTO ") + table + "(key, at_us) VALUES(?, ?)");
     ins.bind(1, key);
     ins.bind(2, at);
     ins.exec();
   }
 
-  void remove_call(std::int64_t at) {
-    SQLite::Statement del(*db,
-                          "DELETE FROM limiter_calls WHERE rowid IN "
-                          "(SELECT rowid FROM limiter_calls WHERE key = ? AND at_us = ? LIMIT 1)");
+  void remove(const char* table, std::int64_t at) {
+    SQLite::Statement del(*db, std::string("DELETE FROM ") + table + " WHERE rowid IN (SELECT rowid FROM " +
+                                   table + " WHERE key = ? AND at_us = ? LIMIT 1)");
     del.bind(1, key);
     del.bind(2, at);
     del.exec();
+  }
+
+  void add_call(std::int64_t at) { add("limiter_calls", at); }
+  void remove_call(std::int64_t at) { remove("limiter_calls", at); }
+
+  // Moves a granted slot from `from` to `to` (re-adding it when it was
+  // pruned, i.e. granted more than a window ago).
+  void move_call(std::int64_t from, std::int64_t to) {
+    SQLite::Statement up(*db,
+                         "UPDATE limiter_calls SET at_us = ? WHERE rowid IN "
+                         "(SELECT rowid FROM limiter_calls WHERE key = ? AND at_us = ? LIMIT 1)");
+    up.bind(1, to);
+    up.bind(2, key);
+    up.bind(3, from);
+    if (up.exec() == 0) add_call(to);
   }
 
   std::int64_t read_tat() {
@@ -127,13 +161,32 @@ struct DatabaseLimiter::Impl {
     up.exec();
   }
 
-  // The earliest time >= t (t >= high-water mark) a start fits.
+  std::int64_t read_started_tat() {
+    SQLite::Statement q(*db, "SELECT started_tat_us FROM limiter_state WHERE key = ?");
+    q.bind(1, key);
+    if (!q.executeStep() || q.getColumn(0).isNull()) return Gcra::kIdle;
+    return q.getColumn(0).getInt64();
+  }
+
+  void write_started_tat(std::int64_t tat) {
+    SQLite::Statement up(*db, "UPDATE limiter_state SET started_tat_us = ? WHERE key = ?");
+    up.bind(1, tat);
+    up.bind(2, key);
+    up.exec();
+  }
+
+  // The earliest time >= t (t >= high-water mark) a sliding-window start
+  // fits among every slot granted (started_only: among the calls started).
+  std::int64_t sliding_find(std::int64_t t, bool started_only) {
+    // Fewer than `rate` entries within per of t: t fits, without reading the log.
+    if (count_between(t - per, t + per, rate, started_only) < rate) return t;
+    return sliding_earliest(load_log(t - per, started_only), rate, per, t);
+  }
+
+  // The earliest time >= t (t >= high-water mark) a slot can be granted.
   std::int64_t find(std::int64_t t) {
     switch (algorithm) {
-      case config::LimitAlgorithm::kSlidingWindow:
-        // Fewer than `rate` entries within per of t: t fits, without reading the log.
-        if (count_between(t - per, t + per, rate) < rate) return t;
-        return sliding_earliest(load_log(t - per), rate, per, t);
+      case config::LimitAlgorithm::kSlidingWindow: return sliding_find(t, false);
       case config::LimitAlgorithm::kFixedWindow: {
         std::int64_t k = floor_div(t, per);
         while (window_count(k) >= rate) t = ++k * per;
@@ -157,39 +210,74 @@ struct DatabaseLimiter::Impl {
     return s;
   }
 
+  // The earliest time >= max(slot, now) the holder of `slot` may start, by
+  // the calls started.
+  std::int64_t ready(const Slot& slot, std::int64_t now) {
+    const std::int64_t t = std::max({now, advance(now), slot.at_us});
+    if (algorithm == config::LimitAlgorithm::kTokenBucket) {
+      return std::max(t, read_started_tat() - gcra.tolerance_us);
+    }
+    return sliding_find(t, true);
+  }
+
+  // Starts `slot` at `now` (the fresh time), or moves it.
   UseResult use(Slot& slot, std::int64_t now) {
     const std::int64_t hw = advance(now);
-    if (now == slot.at_us) return UseResult::kStarted;
     switch (algorithm) {
       case config::LimitAlgorithm::kTokenBucket: {
-        std::int64_t tat = read_tat();
-        UseResult r = gcra.use(tat, slot, std::max(hw, now));
-        write_tat(tat);
-        return slot.at_us == now ? r : UseResult::kMoved;
+        // The bucket of the calls started decides (as TokenBucketLimiter).
+        std::int64_t started_tat = read_started_tat();
+        const std::int64_t allowed = std::max(hw, started_tat - gcra.tolerance_us);
+        if (now < allowed) {
+          slot.at_us = allowed;
+          return UseResult::kMoved;
+        }
+        slot.started = true;
+        slot.started_before_us = started_tat;
+        started_tat = std::max(started_tat, now) + gcra.interval_us;
+        slot.started_after_us = started_tat;
+        write_started_tat(started_tat);
+        // Slots granted from now on queue behind what really started.
+        const std::int64_t tat = read_tat();
+        if (tat < started_tat) write_tat(started_tat);
+        slot.at_us = now;
+        return UseResult::kStarted;
       }
       case config::LimitAlgorithm::kFixedWindow:
         if (floor_div(now, per) == floor_div(slot.at_us, per)) {
-          remove_call(slot.at_us);
-          add_call(now);
+          move_call(slot.at_us, now);
           slot.at_us = now;
           return UseResult::kStarted;
         }
-        break;
-      case config::LimitAlgorithm::kSlidingWindow: break;
+        remove_call(slot.at_us);
+        slot.at_us = find(std::max(hw, now));
+        add_call(slot.at_us);
+        return slot.at_us == now ? UseResult::kStarted : UseResult::kMoved;
+      case config::LimitAlgorithm::kSlidingWindow: {
+        // The calls started decide; a slot used on time always fits.
+        const std::int64_t at = sliding_find(std::max(hw, now), true);
+        move_call(slot.at_us, std::max(at, now));
+        slot.at_us = std::max(at, now);
+        if (at > now) return UseResult::kMoved;
+        add("limiter_starts", now);
+        slot.started = true;
+        return UseResult::kStarted;
+      }
     }
-    remove_call(slot.at_us);
-    slot.at_us = find(std::max(hw, now));
-    add_call(slot.at_us);
-    return slot.at_us == now ? UseResult::kStarted : UseResult::kMoved;
+    return UseResult::kStarted;
   }
 
   void give_back(const Slot& slot) {
     if (algorithm == config::LimitAlgorithm::kTokenBucket) {
+      if (slot.started && read_started_tat() == slot.started_after_us)
+        write_started_tat(slot.started_before_us);
       std::int64_t tat = read_tat();
       gcra.give_back(tat, slot);
       write_tat(tat);
     } else {
       remove_call(slot.at_us);
+      if (slot.started && algorithm == config::LimitAlgorithm::kSlidingWindow)
+        remove("limiter_starts", slot.at_us);
     }
   }
 
@@ -217,27 +305,35 @@ struct DatabaseLimiter::Impl {
 };
 
 DatabaseLimiter::DatabaseLimiter(const config::LimitSpec& spec, std::string key,
-                                 std::unique_ptr<SQLite::Database> db)
+                                 std::unique_ptr<SQLite::Database> db, DatabaseLimiterOptions options)
     : impl_(std::make_unique<Impl>()) {
   impl_->algorithm = spec.algorithm;
   impl_->rate = spec.rate;
-  impl_->per = spec.per.count();
+  impl_->declared_per = spec.per.count();
+  impl_->per = spec.per.count() + (spec.algorithm == config::LimitAlgorithm::kFixedWindow
+                                       ? 0
+                                       : std::max<std::int64_t>(0, options.margin_us));
   impl_->burst = spec.burst.value_or(1);
   impl_->gcra = Gcra::make(impl_->rate, impl_->per, impl_->burst);
+  impl_->gcra.tolerance_us =
+      std::max<std::int64_t>(0, impl_->gcra.tolerance_us - std::max<std::int64_t>(0, options.burst_guard_us));
   impl_->key = std::move(key);
+  impl_->clock = std::move(options.clock);
   impl_->db = std::move(db);
 }
 
 DatabaseLimiter::~DatabaseLimiter() = default;
 
 Result<std::shared_ptr<DatabaseLimiter>> DatabaseLimiter::open(const config::LimitSpec& spec, std::string key,
-                                                               const ConnectionFactory& connect) {
+                                                               const ConnectionFactory& connect,
+                                                               DatabaseLimiterOptions options) {
   if (auto why = limit_out_of_bounds(spec))
     return fail(Error::invalid_argument("limiter " + key + ": " + *why));
   if (!connect) return fail(Error::invalid_argument("limiter " + key + ": no database connection factory"));
   auto db = connect();
   if (!db) return fail(db.error().with_context("limiter " + key));
-  return std::shared_ptr<DatabaseLimiter>(new DatabaseLimiter(spec, std::move(key), std::move(*db)));
+  return std::shared_ptr<DatabaseLimiter>(
+      new DatabaseLimiter(spec, std::move(key), std::move(*db), std::move(options)));
 }
 
 Result<std::int64_t> DatabaseLimiter::earliest(std::int64_t now_us, std::int64_t t_us) {
@@ -250,17 +346,24 @@ Result<Slot> DatabaseLimiter::reserve(std::int64_t now_us, std::int64_t t_us) {
                          [&] { return impl_->grant(std::max(t_us, impl_->advance(now_us))); });
 }
 
+Result<std::int64_t> DatabaseLimiter::ready_at(Slot& slot, std::int64_t now_us) {
+  // A fixed window counts every slot granted in it.
+  if (impl_->algorithm == config::LimitAlgorithm::kFixedWindow) return std::max(now_us, slot.at_us);
+  return impl_->transact("read the limit", [&] {
+    // Checked at the time the call would be counted, answered in the
+    // caller's time: room then is "now" to the caller.
+    const std::int64_t now = impl_->fresh(now_us);
+    const std::int64_t at = impl_->ready(slot, now);
+    return at <= now ? std::max(now_us, slot.at_us) : at;
+  });
+}
+
 Result<UseResult> DatabaseLimiter::start(Slot& slot, std::int64_t now_us) {
   if (now_us < slot.at_us) {
     return fail(Error::invalid_argument("a limiter slot was used before its time (a bug in the caller)"));
   }
-  // The shared state knows only the granted slots, not who really started,
-  // so a start a little late is counted at its slot's time: waking is never
-  // exact, and moving such a start behind every slot granted since would
-  // send each of a queue of back-to-back slots to the back, forever.
-  constexpr std::int64_t kOnTimeUs = 10'000;
-  const std::int64_t at = now_us - slot.at_us <= kOnTimeUs ? slot.at_us : now_us;
-  return impl_->transact("start a call", [&] { return impl_->use(slot, at); });
+  // Counted when the call really goes: after any wait for the lock.
+  return impl_->transact("start a call", [&] { return impl_->use(slot, impl_->fresh(now_us)); });
 }
 
 Status DatabaseLimiter::cancel(const Slot& slot) {
@@ -271,8 +374,9 @@ std::string DatabaseLimiter::describe() const {
   std::string algo = impl_->algorithm == config::LimitAlgorithm::kSlidingWindow ? "sliding window"
                      : impl_->algorithm == config::LimitAlgorithm::kFixedWindow ? "fixed window"
                                                                                 : "token bucket";
-  return std::to_string(impl_->rate) + "/" + common::format_duration(std::chrono::microseconds(impl_->per)) +
-         " " + algo + " (database, key " + impl_->key + ")";
+  return std::to_string(impl_->rate) + "/" +
+         common::format_duration(std::chrono::microseconds(impl_->declared_per)) + " " + algo +
+         " (database, key " + impl_->key + ")";
 }
 
 }  // namespace ratchet::limit

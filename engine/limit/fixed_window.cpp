@@ -67,6 +67,13 @@ Status FixedWindowLimiter::cancel(const Slot& slot) {
   return {};
 }
 
+void FixedWindowLimiter::count_started(std::span<const std::int64_t> starts_us) {
+  std::lock_guard lock(mu_);
+  for (std::int64_t at : starts_us) {
+    if (floor_div(at, per_) >= floor_div(high_water_, per_)) ++counts_[floor_div(at, per_)];
+  }
+}
+
 std::string FixedWindowLimiter::describe() const {
   return std::to_string(rate_) + "/" + common::format_duration(std::chrono::microseconds(per_)) +
          " fixed window";

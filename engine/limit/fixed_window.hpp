@@ -23,6 +23,7 @@ class FixedWindowLimiter final : public Limiter {
   Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) override;
   Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
   Status cancel(const Slot& slot) override;
+  void count_started(std::span<const std::int64_t> starts_us) override;
   std::string describe() const override;
 
  private:

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "ratchet/status.hpp"
@@ -81,6 +82,13 @@ class Limiter {
   // slot.at_us (a call that never reached the server). Giving back a token
   // bucket slot that later slots depend on keeps the limit but loses the slot.
   virtual Status cancel(const Slot& slot) = 0;
+
+  // Counts calls that started before this limiter was made (sorted times:
+  // the history of a limit rebuilt by a reload, or of a restarted process),
+  // whether or not they fit, so that the calls after them keep the limit.
+  // Limiters that keep a state of their own (database scope, the learned
+  // pace) ignore it.
+  virtual void count_started(std::span<const std::int64_t> starts_us) { (void)starts_us; }
 
   // "10/1s sliding window" for messages and logs.
   virtual std::string describe() const = 0;

@@ -169,6 +169,14 @@ Result<bool> LimiterStack::start(Reservation& r, TimePoint now) {
   return false;
 }
 
+bool LimiterStack::holds_slots_of(const Reservation& r) const {
+  if (r.slots_.size() != limiters_.size()) return false;
+  for (std::size_t i = 0; i < limiters_.size(); ++i) {
+    if (r.slots_[i].first != limiters_[i]) return false;
+  }
+  return true;
+}
+
 Result<bool> LimiterStack::try_acquire(TimePoint now) {
   auto r = reserve(now);
   if (!r) return fail(r.error());

@@ -73,6 +73,10 @@ class LimiterStack {
 
   std::size_t size() const { return limiters_.size(); }
 
+  // Whether `r` holds slots in exactly this stack's limiters (a reservation
+  // made before a reload may hold slots in limiters since replaced).
+  bool holds_slots_of(const Reservation& r) const;
+
  private:
   Result<Reservation> reserve_from(std::int64_t now_us, std::int64_t t_us);
   // The earliest time >= t_us that every limiter allows, reserving nothing.

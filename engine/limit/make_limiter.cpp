@@ -8,11 +8,18 @@
 namespace ratchet::limit {
 
 Result<std::shared_ptr<Limiter>> make_limiter(const config::LimitSpec& spec, const std::string& key,
-                                              const ConnectionFactory& connect) {
+                                              const ConnectionFactory& connect,
+                                              std::shared_ptr<const Clock> clock) {
   if (auto why = limit_out_of_bounds(spec))
     return fail(Error::invalid_argument("limit " + key + ": " + *why));
+  // Database-scope limits keep the same margin (see below): the server
+  // counts the calls of every process with the same jitter.
   if (spec.scope == config::LimitScope::kDatabase) {
-    auto db = DatabaseLimiter::open(spec, key, connect);
+    DatabaseLimiterOptions options;
+    options.clock = std::move(clock);
+    options.margin_us = spec.per.count() / kJitterMarginDivisor;
+    options.burst_guard_us = kBurstGuardUs;
+    auto db = DatabaseLimiter::open(spec, key, connect, std::move(options));
     if (!db) return fail(db.error());
     return std::shared_ptr<Limiter>(std::move(*db));
   }

@@ -24,10 +24,12 @@ inline constexpr std::int64_t kBurstGuardUs = 25'000;
 
 // A token bucket without a declared burst gets a burst of 1 (strict spacing
 // per/rate), which also keeps the sliding-window rule. `connect` may be empty
-// for process-scope limits. Fails with kInvalidArgument on a spec that the
-// loader should have refused (rate, per or burst not positive).
+// for process-scope limits; database-scope limits read `clock` (when given)
+// at each start. Fails with kInvalidArgument on a spec that the loader
+// should have refused (rate, per or burst not positive).
 Result<std::shared_ptr<Limiter>> make_limiter(const config::LimitSpec& spec, const std::string& key,
-                                              const ConnectionFactory& connect = {});
+                                              const ConnectionFactory& connect = {},
+                                              std::shared_ptr<const Clock> clock = nullptr);
 
 // A key for a database-scope limit that changes when its shape changes,
 // e.g. "imdb/get_rating/10per86400000000us/sliding".

@@ -80,6 +80,15 @@ Status SlidingWindowLimiter::cancel(const Slot& slot) {
   return {};
 }
 
+void SlidingWindowLimiter::count_started(std::span<const std::int64_t> starts_us) {
+  std::lock_guard lock(mu_);
+  for (std::int64_t at : starts_us) {
+    if (at <= high_water_ - per_) continue;  // outside every window that still counts
+    insert(log_, at);
+    insert(started_, at);
+  }
+}
+
 std::string SlidingWindowLimiter::describe() const {
   return std::to_string(rate_) + "/" + common::format_duration(std::chrono::microseconds(per_)) +
          " sliding window";

@@ -24,6 +24,7 @@ class SlidingWindowLimiter final : public Limiter {
   Result<std::int64_t> ready_at(Slot& slot, std::int64_t now_us) override;
   Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
   Status cancel(const Slot& slot) override;
+  void count_started(std::span<const std::int64_t> starts_us) override;
   std::string describe() const override;
 
  private:

@@ -66,6 +66,14 @@ Status TokenBucketLimiter::cancel(const Slot& slot) {
   return {};
 }
 
+void TokenBucketLimiter::count_started(std::span<const std::int64_t> starts_us) {
+  std::lock_guard lock(mu_);
+  for (std::int64_t at : starts_us) {
+    started_tat_ = std::max(started_tat_, at) + gcra_.interval_us;
+    tat_ = std::max(tat_, started_tat_);
+  }
+}
+
 std::string TokenBucketLimiter::describe() const {
   return std::to_string(rate_) + "/" + common::format_duration(std::chrono::microseconds(per_)) +
          " token bucket, burst " + std::to_string(burst_);

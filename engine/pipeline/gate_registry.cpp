@@ -1,8 +1,10 @@
 #include "pipeline/gate_registry.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 #include "limit/make_limiter.hpp"
+#include "limit/micros.hpp"
 
 namespace ratchet::pipeline {
 namespace {
@@ -38,17 +40,86 @@ std::string policy_fingerprint(const config::PluginSpec& spec) {
   return out.str();
 }
 
-GateRegistry::GateRegistry(config::ConfigPtr config, limit::ConnectionFactory connect, std::uint64_t seed)
-    : config_(std::move(config)), connect_(std::move(connect)), seed_(seed) {}
+GateRegistry::GateRegistry(config::ConfigPtr config, limit::ConnectionFactory connect, std::uint64_t seed,
+                           std::shared_ptr<const Clock> clock)
+    : config_(std::move(config)),
+      connect_(std::move(connect)),
+      seed_(seed),
+      clock_(clock ? std::move(clock) : SystemClock::instance()) {}
 
 void GateRegistry::reconfigure(config::ConfigPtr config) {
   std::lock_guard lock(mu_);
   for (auto it = plugins_.begin(); it != plugins_.end();) {
     auto spec = config->plugins.find(it->first);
-    bool same = spec != config->plugins.end() && policy_fingerprint(spec->second) == it->second.fingerprint;
-    it = same ? std::next(it) : plugins_.erase(it);
+    if (spec != config->plugins.end() && policy_fingerprint(spec->second) == it->second.fingerprint) {
+      ++it;
+      continue;
+    }
+    // Rebuilt on its next call, from the state these parts hold (gates
+    // already handed out keep working on them until then).
+    it->second.gates.clear();
+    replaced_.insert_or_assign(it->first, std::move(it->second));
+    it = plugins_.erase(it);
   }
   config_ = std::move(config);
+}
+
+Result<GateRegistry::OwnerLimits> GateRegistry::build_limits(const std::string& owner,
+                                                             const std::vector<config::LimitSpec>& specs,
+                                                             OwnerLimits* old) {
+  OwnerLimits out;
+  limit::StartJournal::Options journal;
+  std::int64_t min_rate = 0;
+  std::int64_t min_per = 0;
+  for (const auto& l : specs) {
+    if (l.scope != config::LimitScope::kProcess) continue;
+    const std::int64_t per = l.per.count() + l.per.count() / limit::kJitterMarginDivisor;
+    journal.keep_us = std::max(journal.keep_us, per);
+    min_rate = min_rate == 0 ? l.rate : std::min(min_rate, l.rate);
+    min_per = min_per == 0 ? per : std::min(min_per, per);
+  }
+  const std::int64_t now = limit::to_micros(clock_->now());
+  if (journal.keep_us > 0) {
+    // A save at least every quarter of the tightest limit's calls, and every
+    // half second: what a crash may leave unsaved, the next process waits out.
+    journal.lease_calls = std::clamp<std::int64_t>(min_rate / 4, 1, 64);
+    journal.lease_us = std::min<std::int64_t>(500'000, min_per);
+    if (old && old->journal) {
+      out.journal = old->journal;
+      out.journal->set_options(journal);
+    } else {
+      auto opened = limit::StartJournal::open(owner, journal, connect_, now);
+      if (!opened) return fail(opened.error());
+      out.journal = std::move(*opened);
+    }
+  }
+  const std::vector<std::int64_t> history =
+      out.journal ? out.journal->history(now) : std::vector<std::int64_t>{};
+  for (const auto& l : specs) {
+    const std::string key = limit::limiter_key(owner, l);
+    const std::string identity = key + (l.scope == config::LimitScope::kDatabase ? "/database" : "/process");
+    std::shared_ptr<limit::Limiter> limiter;
+    if (old) {
+      auto same = std::find(old->identities.begin(), old->identities.end(), identity);
+      if (same != old->identities.end()) {
+        // An unchanged limit keeps its limiter, and with it its window.
+        const auto i = static_cast<std::size_t>(same - old->identities.begin());
+        limiter = std::move(old->limiters[i]);
+        old->identities.erase(same);
+        old->limiters.erase(old->limiters.begin() + static_cast<std::ptrdiff_t>(i));
+      }
+    }
+    if (!limiter) {
+      auto made = limit::make_limiter(l, key, connect_, clock_);
+      if (!made) return fail(made.error().with_context("limit " + l.source.to_string()));
+      limiter = std::move(*made);
+      // A new or changed limit counts the calls the server has already seen.
+      if (l.scope == config::LimitScope::kProcess) limiter->count_started(history);
+    }
+    out.limiters.push_back(std::move(limiter));
+    out.identities.push_back(identity);
+  }
+  return out;
 }
 
 Result<GateRegistry::PluginParts*> GateRegistry::plugin_parts(const std::string& plugin) {
@@ -58,20 +129,40 @@ Result<GateRegistry::PluginParts*> GateRegistry::plugin_parts(const std::string&
   static const config::PluginSpec kUnconfigured;
   auto found = config_->plugins.find(plugin);
   const config::PluginSpec& spec = found == config_->plugins.end() ? kUnconfigured : found->second;
+  PluginParts* old = nullptr;
+  if (auto it = replaced_.find(plugin); it != replaced_.end()) old = &it->second;
 
   PluginParts parts;
   parts.fingerprint = policy_fingerprint(spec);
-  for (const auto& l : spec.policy.limits) {
-    auto made = limit::make_limiter(l, limit::limiter_key(plugin, l), connect_);
-    if (!made) return fail(made.error().with_context("plugin " + plugin + " limit " + l.source.to_string()));
-    parts.limiters.push_back(std::move(*made));
+  auto limits = build_limits(plugin, spec.policy.limits, old ? &old->limits : nullptr);
+  if (!limits) return fail(limits.error().with_context("plugin " + plugin));
+  parts.limits = std::move(*limits);
+  const auto& b = spec.policy.breaker;
+  std::ostringstream breaker_shape;
+  breaker_shape << b.enabled << ',' << b.consecutive_failures << ',' << b.failure_ratio.value_or(-1) << ','
+                << b.min_calls << ',' << b.window.count() << ',' << b.open_for.count() << ','
+                << b.half_open_probes;
+  parts.breaker_shape = breaker_shape.str();
+  if (old && old->breaker_shape == parts.breaker_shape) {
+    parts.breaker = old->breaker;
+  } else if (b.enabled) {
+    parts.breaker = std::make_shared<retry::CircuitBreaker>(b);
   }
-  if (spec.policy.breaker.enabled)
-    parts.breaker = std::make_shared<retry::CircuitBreaker>(spec.policy.breaker);
-  parts.pacer =
-      std::make_shared<limit::AdaptivePacer>(limit::plugin_pacing(retry::declared_pace(spec.policy.limits)));
-  if (spec.policy.concurrency) parts.concurrency = limit::ConcurrencyLimiter::make(*spec.policy.concurrency);
-  return &plugins_.emplace(plugin, std::move(parts)).first->second;
+  parts.pace = retry::declared_pace(spec.policy.limits);
+  // What the server said still holds while the declared pace is the same.
+  parts.pacer = old && old->pace == parts.pace
+                    ? old->pacer
+                    : std::make_shared<limit::AdaptivePacer>(limit::plugin_pacing(parts.pace));
+  parts.concurrency_cap = spec.policy.concurrency;
+  if (old && old->concurrency_cap == parts.concurrency_cap) {
+    parts.concurrency = old->concurrency;  // its permits are still out
+  } else if (spec.policy.concurrency) {
+    parts.concurrency = limit::ConcurrencyLimiter::make(*spec.policy.concurrency);
+  }
+  if (old) parts.operation_limits = std::move(old->operation_limits);  // taken over by gate()
+  auto* made = &plugins_.insert_or_assign(plugin, std::move(parts)).first->second;
+  replaced_.erase(plugin);
+  return made;
 }
 
 Result<std::shared_ptr<retry::CallGate>> GateRegistry::gate(const std::string& plugin,
@@ -94,20 +185,23 @@ Result<std::shared_ptr<retry::CallGate>> GateRegistry::gate(const std::string& p
   gp.request_timeout = policy.timeout;
   gp.breaker = p.breaker;
   gp.pacer = p.pacer;
-  gp.limiters = p.limiters;
+  gp.limiters = p.limits.limiters;
+  if (p.limits.journal) gp.limiters.push_back(p.limits.journal);
   gp.concurrency = p.concurrency;
   gp.seed = seed_ ^ std::hash<std::string>{}(plugin + "." + operation);
+  auto previous = p.operation_limits.find(operation);
   if (has_override) {
-    auto& own = p.operation_limiters[operation];
-    for (const auto& l : policy.limits) {
-      auto made = limit::make_limiter(l, limit::limiter_key(plugin + "/" + operation, l), connect_);
-      if (!made) return fail(made.error().with_context("plugin " + plugin + " operation " + operation));
-      own.push_back(*made);
-      gp.limiters.push_back(std::move(*made));
-    }
+    OwnerLimits* old = previous != p.operation_limits.end() ? &previous->second : nullptr;
+    auto own = build_limits(plugin + "/" + operation, policy.limits, old);
+    if (!own) return fail(own.error().with_context("plugin " + plugin + " operation " + operation));
+    gp.limiters.insert(gp.limiters.end(), own->limiters.begin(), own->limiters.end());
+    if (own->journal) gp.limiters.push_back(own->journal);
+    p.operation_limits.insert_or_assign(operation, std::move(*own));
     if (policy.concurrency && policy.concurrency != config_->plugins.at(plugin).policy.concurrency) {
       gp.concurrency = limit::ConcurrencyLimiter::make(*policy.concurrency);
     }
+  } else if (previous != p.operation_limits.end()) {
+    p.operation_limits.erase(previous);
   }
   auto gate = std::make_shared<retry::CallGate>(std::move(gp));
   p.gates.emplace(operation, gate);
@@ -122,9 +216,9 @@ std::vector<LimiterView> GateRegistry::limiters(std::int64_t now_us) {
     out.push_back({plugin, op, std::move(declared), next ? *next : now_us});
   };
   for (auto& [plugin, parts] : plugins_) {
-    for (auto& l : parts.limiters) add(plugin, "", *l, l->describe());
-    for (auto& [op, ls] : parts.operation_limiters) {
-      for (auto& l : ls) add(plugin, op, *l, l->describe());
+    for (auto& l : parts.limits.limiters) add(plugin, "", *l, l->describe());
+    for (auto& [op, own] : parts.operation_limits) {
+      for (auto& l : own.limiters) add(plugin, op, *l, l->describe());
     }
     if (parts.pacer) add(plugin, "", *parts.pacer, "learned: " + parts.pacer->describe());
   }

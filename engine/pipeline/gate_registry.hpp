@@ -6,9 +6,13 @@
 // plugin's calls, whichever endpoint they hit. An operation's own limits
 // (`[plugin.X.operation.Y]`) apply to that operation in addition.
 //
-// Reconfiguring keeps the state of every plugin whose call policy did not
-// change (so a reload never forgets the calls already counted) and rebuilds
-// the others; the new policy applies from the next call.
+// Reconfiguring keeps the gates of every plugin whose call policy did not
+// change and rebuilds the others; the new policy applies from the next call.
+// A declared limit holds across both (design.md point 11): a rebuilt plugin
+// keeps each limiter whose limit is unchanged, with its window, and a
+// changed limit starts from the calls already counted. Process-scope limits
+// record their owner's recent starts (limit/start_journal.hpp) in the
+// database, so the limiters of the next process start from them too.
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once
@@ -17,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,6 +31,8 @@
 #include "limit/concurrency.hpp"
 #include "limit/database_limiter.hpp"
 #include "limit/limiter.hpp"
+#include "limit/start_journal.hpp"
+#include "ratchet/clock.hpp"
 #include "ratchet/status.hpp"
 #include "retry/call_gate.hpp"
 #include "retry/circuit_breaker.hpp"
@@ -42,8 +49,11 @@ struct LimiterView {
 
 class GateRegistry {
  public:
-  // `connect` opens the shared database for database-scope limits.
-  GateRegistry(config::ConfigPtr config, limit::ConnectionFactory connect, std::uint64_t seed);
+  // `connect` opens the shared database for database-scope limits and the
+  // history of process-scope ones (empty: no database, history kept across
+  // reloads only); `clock` (default: the system clock) dates them.
+  GateRegistry(config::ConfigPtr config, limit::ConnectionFactory connect, std::uint64_t seed,
+               std::shared_ptr<const Clock> clock = nullptr);
 
   // The gate of `plugin`.`operation`, built on first use.
   Result<std::shared_ptr<retry::CallGate>> gate(const std::string& plugin, const std::string& operation);
@@ -55,23 +65,37 @@ class GateRegistry {
   std::vector<LimiterView> limiters(std::int64_t now_us);
 
  private:
+  // The declared limits of one owner (a plugin, or one of its operations).
+  struct OwnerLimits {
+    std::vector<std::shared_ptr<limit::Limiter>> limiters;
+    std::vector<std::string> identities;           // what each limiter was built from
+    std::shared_ptr<limit::StartJournal> journal;  // null without process-scope limits
+  };
   struct PluginParts {
     std::string fingerprint;  // the call policy it was built from
-    std::vector<std::shared_ptr<limit::Limiter>> limiters;
+    OwnerLimits limits;
     std::shared_ptr<retry::CircuitBreaker> breaker;
+    std::string breaker_shape;
     std::shared_ptr<limit::AdaptivePacer> pacer;
+    Duration pace{};
     std::shared_ptr<limit::ConcurrencyLimiter> concurrency;
+    std::optional<int> concurrency_cap;
     std::map<std::string, std::shared_ptr<retry::CallGate>> gates;  // by operation
-    std::map<std::string, std::vector<std::shared_ptr<limit::Limiter>>> operation_limiters;
+    std::map<std::string, OwnerLimits> operation_limits;
   };
 
   Result<PluginParts*> plugin_parts(const std::string& plugin);
+  // Builds the limits of `owner` from `specs`, taking over what `old` holds.
+  Result<OwnerLimits> build_limits(const std::string& owner, const std::vector<config::LimitSpec>& specs,
+                                   OwnerLimits* old);
 
   std::mutex mu_;
   config::ConfigPtr config_;
   limit::ConnectionFactory connect_;
   std::uint64_t seed_;
+  std::shared_ptr<const Clock> clock_;
   std::map<std::string, PluginParts> plugins_;
+  std::map<std::string, PluginParts> replaced_;  // by a reload; their state moves to the rebuilt parts
 };
 
 // A stable text of everything in a plugin's policies that shapes its gates.

@@ -83,7 +83,7 @@ PluginStepCaller::PluginStepCaller(std::shared_ptr<plugin_host::PluginHost> host
                                    limit::ConnectionFactory connect, std::shared_ptr<const Clock> clock,
                                    std::uint64_t seed)
     : host_(std::move(host)),
-      gates_(config, std::move(connect), seed),
+      gates_(config, std::move(connect), seed, clock),
       clock_(std::move(clock)),
       config_(std::move(config)) {}
 
@@ -313,6 +313,9 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
   for (;;) {
     if (stop.stop_requested())
       return finish(runtime::CallOutcome::failed(Error::cancelled(where + ": stopped")));
+    // A reload may have rebuilt the gate while this step waited in place.
+    gate = gates_.gate(call.plugin, call.operation);
+    if (!gate) return finish(runtime::CallOutcome::failed(gate.error().with_context(where)));
     TimePoint now = clock_->now();
     std::uint64_t ended_before = 0;
     {

@@ -83,6 +83,11 @@ CallGate::Admission CallGate::admit(StepCall& step, TimePoint now) {
     step.retry_.throttled_wait += wait;
     return Wait{at, WaitReason::kRateLimit};
   };
+  // A slot held from before a reload may be in limiters since replaced: a
+  // start there would not count in the limits that apply now.
+  if (step.reservation_.held() && !stack_.holds_slots_of(step.reservation_)) {
+    (void)step.reservation_.cancel();
+  }
   if (!step.reservation_.held()) {
     auto r = stack_.reserve(now);
     if (!r) return Fail{r.error().with_context("rate limiter")};

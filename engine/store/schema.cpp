@@ -96,6 +96,22 @@ CREATE TABLE lease_crashes (owner TEXT NOT NULL, job_id INTEGER NOT NULL, suspec
 CREATE INDEX lease_crashes_owner ON lease_crashes(owner);
 CREATE INDEX lease_crashes_at ON lease_crashes(at_us);
 )sql"},
+      // Database-scope limits count a call when it really started
+      // (limiter_starts, started_tat_us), apart from the slots granted. The
+      // recent starts of process-scope limits are kept so that a restarted
+      // process resumes their windows (limiter_journal), with the starts a
+      // process may make before it next saves them (limiter_leases).
+      {5, R"sql(
+ALTER TABLE limiter_state ADD COLUMN started_tat_us INTEGER;
+CREATE TABLE limiter_starts (key TEXT NOT NULL, at_us INTEGER NOT NULL);
+CREATE INDEX limiter_starts_key_at ON limiter_starts(key, at_us);
+-- What an older version logged counts as started: a little slower once, never faster.
+INSERT INTO limiter_starts(key, at_us) SELECT key, at_us FROM limiter_calls;
+CREATE TABLE limiter_journal (owner TEXT NOT NULL, at_us INTEGER NOT NULL);
+CREATE INDEX limiter_journal_owner_at ON limiter_journal(owner, at_us);
+CREATE TABLE limiter_leases (owner TEXT NOT NULL, instance TEXT NOT NULL, until_us INTEGER NOT NULL,
+  calls INTEGER NOT NULL, PRIMARY KEY (owner, instance)) WITHOUT ROWID;
+)sql"},
   };
   return kMigrations;
 }

@@ -76,7 +76,9 @@ TEST(DatabaseLimiter_Sliding, KeysAreIndependent) {
   EXPECT_EQ(must(b->reserve(kT0, kT0)).at_us, kT0);
 }
 
-TEST(DatabaseLimiter_Sliding, CancelFreesTheRowAndLateUseMoves) {
+// As in process scope: a late holder takes the room there is when it comes,
+// counted then, and the next holder waits a little in its place.
+TEST(DatabaseLimiter_Sliding, LateStartIsCountedWhenItHappensAndTheNextHolderWaitsInPlace) {
   testing::LimiterTables db;
   auto l = open(db, spec(config::LimitAlgorithm::kSlidingWindow, 1, 1s));
   auto a = must(l->reserve(kT0, kT0));
@@ -84,12 +86,15 @@ TEST(DatabaseLimiter_Sliding, CancelFreesTheRowAndLateUseMoves) {
   ASSERT_EQ(b.at_us, kT0 + kSec);
   auto used = l->start(a, kT0 + 500'000);
   ASSERT_TRUE(used);
-  EXPECT_EQ(*used, UseResult::kMoved);
-  EXPECT_EQ(a.at_us, kT0 + 2 * kSec);
+  EXPECT_EQ(*used, UseResult::kStarted);
+  EXPECT_EQ(a.at_us, kT0 + 500'000);
+  auto ready = l->ready_at(b, kT0 + kSec);
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(*ready, kT0 + 1'500'000);
   ASSERT_TRUE(l->cancel(b));
-  // Only `a` (moved to +2s) remains: +0.5s is free again.
-  auto c = must(l->reserve(kT0 + 500'000, kT0));
-  EXPECT_EQ(c.at_us, kT0 + 500'000);
+  // Only `a` (started at +0.5s) remains.
+  auto c = must(l->reserve(kT0 + 600'000, kT0));
+  EXPECT_EQ(c.at_us, kT0 + 1'500'000);
 }
 
 TEST(DatabaseLimiter_Sliding, OldRowsArePruned) {
@@ -238,6 +243,74 @@ TEST(DatabaseLimiter_Random, TwoConnectionsWithLateStartsAndCancelsNeverExceedAn
   std::sort(starts.begin(), starts.end());
   EXPECT_GT(starts.size(), 60u);
   for (const auto& d : declared) EXPECT_FALSE(testing::breach(d, starts)) << *testing::breach(d, starts);
+}
+
+// Holders who come a little late, as waking from a park always is: each
+// start is counted when it really happens, so a server counting arrivals
+// never sees more than the limit in any interval, and a late holder's
+// successor waits a little in its place rather than going first.
+TEST(DatabaseLimiter_Sliding, StartsAFewMillisecondsLate_NeverPutMoreThanTheLimitInAnyInterval) {
+  testing::LimiterTables db;
+  const testing::DeclaredLimit declared{config::LimitAlgorithm::kSlidingWindow, 2, kSec};
+  auto l = open(db, spec(declared.algo, declared.rate, std::chrono::microseconds(declared.per_us)));
+  LimiterStack stack({l});
+  std::vector<Reservation> held;
+  for (int i = 0; i < 8; ++i) {
+    auto r = stack.reserve(from_micros(kT0));
+    ASSERT_TRUE(r) << r.error().to_string();
+    held.push_back(std::move(*r));
+  }
+  std::vector<std::int64_t> starts;
+  std::int64_t now = kT0;
+  for (std::size_t i = 0; i < held.size(); ++i) {
+    auto& r = held[i];
+    // The holders of every other window wake 5 ms after their time.
+    const std::int64_t late = (i / 2) % 2 == 0 ? 5'000 : 0;
+    for (int tries = 0; tries < 10; ++tries) {
+      now = std::max(now, to_micros(r.at()) + late);
+      auto go = stack.start(r, from_micros(now));
+      ASSERT_TRUE(go) << go.error().to_string();
+      if (*go) break;
+    }
+    ASSERT_TRUE(r.started());
+    starts.push_back(now);
+  }
+  EXPECT_FALSE(testing::breach(declared, starts)) << *testing::breach(declared, starts);
+  // Late holders keep their places: 8 calls at 2 a second take 4 windows, not more.
+  EXPECT_LT(starts.back(), kT0 + 3 * kSec + 100'000);
+}
+
+// A caller reads the clock, then waits for another process to let go of the
+// database lock: its call goes when it gets the lock, so that is when it is
+// counted, or the next process's call would reach the server too soon after it.
+TEST(DatabaseLimiter_Sliding, StartAfterWaitingForTheLock_IsCountedWhenTheCallGoes) {
+  testing::LimiterTables db;
+  auto clock = std::make_shared<FakeClock>(from_micros(kT0));
+  DatabaseLimiterOptions options;
+  options.clock = clock;
+  auto l =
+      DatabaseLimiter::open(spec(config::LimitAlgorithm::kSlidingWindow, 1, 1s), "k", db.connect(), options);
+  ASSERT_TRUE(l) << l.error().to_string();
+  auto first = must((*l)->reserve(kT0, kT0));
+  clock->advance(30ms);  // the wait for the lock
+  auto go = (*l)->start(first, kT0);
+  ASSERT_TRUE(go);
+  EXPECT_EQ(*go, UseResult::kStarted);
+  EXPECT_EQ(first.at_us, kT0 + 30'000);
+  auto second = must((*l)->reserve(kT0 + 30'000, kT0));
+  EXPECT_EQ(second.at_us, kT0 + 30'000 + kSec);
+}
+
+TEST(MakeLimiter, DatabaseScope_KeepsTheJitterMarginOfProcessScope) {
+  testing::LimiterTables db;
+  auto l = make_limiter(spec(config::LimitAlgorithm::kSlidingWindow, 1, 1s), "k", db.connect());
+  ASSERT_TRUE(l) << l.error().to_string();
+  auto first = must((*l)->reserve(kT0, kT0));
+  auto second = must((*l)->reserve(kT0, kT0));
+  EXPECT_EQ(first.at_us, kT0);
+  // As in process scope: a start that reaches the server a little late must
+  // still leave a whole window to the next one.
+  EXPECT_EQ(second.at_us, kT0 + kSec + kSec / kJitterMarginDivisor);
 }
 
 TEST(MakeLimiter, DatabaseScopeWithoutAConnectionIsRefused) {

@@ -24,9 +24,17 @@ class LimiterTables {
     db.exec("PRAGMA journal_mode=WAL");
     db.exec(
         "CREATE TABLE limiter_state (key TEXT PRIMARY KEY, tat_us INTEGER, window_start_us INTEGER, "
-        "window_count INTEGER, updated_us INTEGER NOT NULL);");
+        "window_count INTEGER, updated_us INTEGER NOT NULL, started_tat_us INTEGER);");
     db.exec("CREATE TABLE limiter_calls (key TEXT NOT NULL, at_us INTEGER NOT NULL);");
     db.exec("CREATE INDEX limiter_calls_key_at ON limiter_calls(key, at_us);");
+    db.exec("CREATE TABLE limiter_starts (key TEXT NOT NULL, at_us INTEGER NOT NULL);");
+    db.exec("CREATE INDEX limiter_starts_key_at ON limiter_starts(key, at_us);");
+    db.exec("CREATE TABLE limiter_journal (owner TEXT NOT NULL, at_us INTEGER NOT NULL);");
+    db.exec("CREATE INDEX limiter_journal_owner_at ON limiter_journal(owner, at_us);");
+    db.exec(
+        "CREATE TABLE limiter_leases (owner TEXT NOT NULL, instance TEXT NOT NULL, until_us INTEGER NOT "
+        "NULL, "
+        "calls INTEGER NOT NULL, PRIMARY KEY (owner, instance)) WITHOUT ROWID;");
   }
   ~LimiterTables() {
     std::error_code ec;

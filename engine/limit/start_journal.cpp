@@ -1,0 +1,211 @@
+#include "limit/start_journal.hpp"
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+
+#include "common/duration.hpp"
+
+namespace ratchet::limit {
+namespace {
+
+std::string random_instance() {
+  std::random_device rd;
+  const std::uint64_t v = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(v));
+  return text;
+}
+
+Error journal_error(const std::string& owner, const char* what, const std::exception& e) {
+  return Error::database("limiter history of " + owner + ": cannot " + what + ": " + e.what() +
+                         " (is the database migrated and not locked for longer than the busy timeout?)");
+}
+
+}  // namespace
+
+StartJournal::StartJournal(std::string owner, Options options, std::unique_ptr<SQLite::Database> db)
+    : owner_(std::move(owner)), instance_(random_instance()), db_(std::move(db)), options_(options) {}
+
+Result<std::shared_ptr<StartJournal>> StartJournal::open(std::string owner, Options options,
+                                                         const ConnectionFactory& connect,
+                                                         std::int64_t now_us) {
+  std::unique_ptr<SQLite::Database> db;
+  if (connect) {
+    auto opened = connect();
+    if (!opened) return fail(opened.error().with_context("limiter history of " + owner));
+    db = std::move(*opened);
+  }
+  std::shared_ptr<StartJournal> journal(new StartJournal(std::move(owner), options, std::move(db)));
+  if (auto st = journal->load(now_us); !st) return fail(st.error());
+  return journal;
+}
+
+StartJournal::~StartJournal() { (void)save(); }
+
+Status StartJournal::load(std::int64_t now_us) {
+  if (!db_) return {};
+  const std::int64_t since = now_us - options_.keep_us;
+  try {
+    SQLite::Transaction tx(*db_, SQLite::TransactionBehavior::IMMEDIATE);
+    SQLite::Statement prune(*db_, "DELETE FROM limiter_journal WHERE owner = ? AND at_us <= ?");
+    prune.bind(1, owner_);
+    prune.bind(2, since);
+    prune.exec();
+    SQLite::Statement starts(*db_, "SELECT at_us FROM limiter_journal WHERE owner = ? ORDER BY at_us");
+    starts.bind(1, owner_);
+    while (starts.executeStep()) recent_.push_back(starts.getColumn(0).getInt64());
+    // A lease still open is a process that died (or runs beside this one):
+    // its unsaved calls count at the lease's end, and nothing starts before it.
+    SQLite::Statement leases(*db_,
+                             "SELECT until_us, calls FROM limiter_leases WHERE owner = ? AND until_us > ?");
+    leases.bind(1, owner_);
+    leases.bind(2, since);
+    while (leases.executeStep()) {
+      const std::int64_t until = leases.getColumn(0).getInt64();
+      const std::int64_t calls = leases.getColumn(1).getInt64();
+      not_before_ = std::max(not_before_, until);
+      recent_.insert(std::upper_bound(recent_.begin(), recent_.end(), until), static_cast<std::size_t>(calls),
+                     until);
+    }
+    SQLite::Statement old(*db_, "DELETE FROM limiter_leases WHERE owner = ? AND until_us <= ?");
+    old.bind(1, owner_);
+    old.bind(2, since);
+    old.exec();
+    tx.commit();
+  } catch (const SQLite::Exception& e) {
+    return fail(journal_error(owner_, "read it", e));
+  }
+  return {};
+}
+
+Status StartJournal::write(std::int64_t now_us, bool take_lease) {
+  try {
+    SQLite::Transaction tx(*db_, SQLite::TransactionBehavior::IMMEDIATE);
+    SQLite::Statement ins(*db_, "INSERT INTO limiter_journal(owner, at_us) VALUES(?, ?)");
+    for (std::int64_t at : unsaved_) {
+      ins.bind(1, owner_);
+      ins.bind(2, at);
+      ins.exec();
+      ins.reset();
+    }
+    SQLite::Statement prune(*db_, "DELETE FROM limiter_journal WHERE owner = ? AND at_us <= ?");
+    prune.bind(1, owner_);
+    prune.bind(2, now_us - options_.keep_us);
+    prune.exec();
+    if (take_lease) {
+      SQLite::Statement lease(
+          *db_,
+          "INSERT INTO limiter_leases(owner, instance, until_us, calls) VALUES(?, ?, ?, ?) "
+          "ON CONFLICT(owner, instance) DO UPDATE SET until_us = excluded.until_us, "
+          "calls = excluded.calls");
+      lease.bind(1, owner_);
+      lease.bind(2, instance_);
+      lease.bind(3, now_us + options_.lease_us);
+      lease.bind(4, options_.lease_calls);
+      lease.exec();
+    } else {
+      SQLite::Statement end(*db_, "DELETE FROM limiter_leases WHERE owner = ? AND instance = ?");
+      end.bind(1, owner_);
+      end.bind(2, instance_);
+      end.exec();
+    }
+    tx.commit();
+  } catch (const SQLite::Exception& e) {
+    return fail(journal_error(owner_, "save it", e));
+  }
+  unsaved_.clear();
+  lease_open_ = take_lease;
+  lease_until_ = take_lease ? now_us + options_.lease_us : 0;
+  lease_left_ = take_lease ? options_.lease_calls : 0;
+  return {};
+}
+
+void StartJournal::prune(std::int64_t now_us) {
+  while (!recent_.empty() && recent_.front() <= now_us - options_.keep_us) recent_.pop_front();
+}
+
+std::vector<std::int64_t> StartJournal::history(std::int64_t now_us) {
+  std::lock_guard lock(mu_);
+  prune(now_us);
+  return {recent_.begin(), recent_.end()};
+}
+
+void StartJournal::set_options(Options options) {
+  std::lock_guard lock(mu_);
+  options_ = options;
+  // The lease taken stays as saved; the next one follows the new options.
+  lease_left_ = std::min(lease_left_, options_.lease_calls);
+}
+
+Status StartJournal::save() {
+  std::lock_guard lock(mu_);
+  if (!db_ || (unsaved_.empty() && !lease_open_)) return {};
+  const std::int64_t last = recent_.empty() ? 0 : recent_.back();
+  return write(std::max(last, lease_until_ - options_.lease_us), false);
+}
+
+Result<std::int64_t> StartJournal::earliest(std::int64_t now_us, std::int64_t t_us) {
+  std::lock_guard lock(mu_);
+  return std::max({now_us, t_us, not_before_});
+}
+
+Result<Slot> StartJournal::reserve(std::int64_t now_us, std::int64_t t_us) {
+  std::lock_guard lock(mu_);
+  Slot slot;
+  slot.at_us = std::max({now_us, t_us, not_before_});
+  return slot;
+}
+
+Result<UseResult> StartJournal::start(Slot& slot, std::int64_t now_us) {
+  if (now_us < slot.at_us) {
+    return fail(Error::invalid_argument("a limiter slot was used before its time (a bug in the caller)"));
+  }
+  std::lock_guard lock(mu_);
+  if (now_us < not_before_) {
+    slot.at_us = not_before_;
+    return UseResult::kMoved;
+  }
+  prune(now_us);
+  recent_.insert(std::upper_bound(recent_.begin(), recent_.end(), now_us), now_us);
+  slot.at_us = now_us;
+  slot.started = true;
+  if (!db_) return UseResult::kStarted;
+  unsaved_.push_back(now_us);
+  if (lease_open_ && now_us <= lease_until_ && lease_left_ > 0) {
+    --lease_left_;
+    return UseResult::kStarted;
+  }
+  // Saved, with a lease on the next starts, before this call goes.
+  if (auto st = write(now_us, true); !st) {
+    unsaved_.pop_back();
+    recent_.erase(std::lower_bound(recent_.begin(), recent_.end(), now_us));
+    slot.started = false;
+    return fail(st.error());
+  }
+  return UseResult::kStarted;
+}
+
+Status StartJournal::cancel(const Slot& slot) {
+  if (!slot.started) return {};
+  std::lock_guard lock(mu_);
+  if (db_) {
+    // A start already saved stays counted: a little slower, never faster.
+    auto unsaved = std::find(unsaved_.begin(), unsaved_.end(), slot.at_us);
+    if (unsaved == unsaved_.end()) return {};
+    unsaved_.erase(unsaved);
+  }
+  auto it = std::lower_bound(recent_.begin(), recent_.end(), slot.at_us);
+  if (it != recent_.end() && *it == slot.at_us) recent_.erase(it);
+  return {};
+}
+
+std::string StartJournal::describe() const {
+  std::lock_guard lock(mu_);
+  return "recent starts of " + owner_ + " (kept " +
+         common::format_duration(std::chrono::microseconds(options_.keep_us)) + ")";
+}
+
+}  // namespace ratchet::limit

@@ -1,0 +1,96 @@
+// The recent call starts of one owner of process-scope limits (a plugin, or
+// one of its operations), kept so that those limits hold across a reload and
+// a restart (design.md points 5 and 11): the server keeps counting the calls
+// made before either, so the limiters after it must count them too.
+//
+// It sits in the owner's limiter stack as one more Limiter that never limits
+// by itself: it records every call that starts, and hands the starts of the
+// last `keep_us` to limiters built later (history()), which take them as
+// their own past (Limiter::count_started).
+//
+// Saved in the database file the engine has open (tables limiter_journal and
+// limiter_leases, store migration 4), so that the next process resumes the
+// windows. A write per call would double the engine's writes; instead a start
+// that finds no lease left saves the starts not yet saved and takes a lease
+// on the next `lease_calls` starts within `lease_us`, before its own call
+// goes. A process that dies with a lease open may have started that many
+// calls unsaved, so the next process counts them as started at the lease's
+// end and starts nothing before that end: any interval that holds one of
+// those calls and a later call also holds the lease's end, so no window sees
+// more than it counts. A process that stops cleanly saves every start and
+// ends its lease.
+//
+// Scope: several live processes on one database each keep their own journal
+// for an owner; a process that starts counts what all of them saved (it may
+// be slower for a moment after a restart, never faster). Database-scope
+// limiters keep their own state and need no journal.
+//
+// Thread-safety: all members are safe to call concurrently (one mutex).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "limit/database_limiter.hpp"
+#include "limit/limiter.hpp"
+
+namespace ratchet::limit {
+
+class StartJournal final : public Limiter {
+ public:
+  struct Options {
+    std::int64_t keep_us = 0;         // the longest window of the owner's limits
+    std::int64_t lease_us = 500'000;  // longest a start may stay unsaved
+    std::int64_t lease_calls = 1;     // most starts unsaved at once
+  };
+
+  // Reads what earlier processes saved for `owner` as of now_us when
+  // `connect` is given; without it nothing is saved or read (a reload still
+  // hands the history on). Fails with kDatabase when the tables cannot be read.
+  static Result<std::shared_ptr<StartJournal>> open(std::string owner, Options options,
+                                                    const ConnectionFactory& connect, std::int64_t now_us);
+  ~StartJournal() override;  // saves (see save())
+
+  StartJournal(const StartJournal&) = delete;
+  StartJournal& operator=(const StartJournal&) = delete;
+
+  // The starts counted within keep_us before now_us, sorted: this process's,
+  // those saved by earlier ones, and the unsaved calls of a lease left open.
+  std::vector<std::int64_t> history(std::int64_t now_us);
+
+  // The owner's limits changed (a reload): the new options apply from now.
+  void set_options(Options options);
+
+  // Saves the starts not yet saved and ends the lease.
+  Status save();
+
+  Result<std::int64_t> earliest(std::int64_t now_us, std::int64_t t_us) override;
+  Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) override;
+  Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
+  Status cancel(const Slot& slot) override;
+  std::string describe() const override;
+
+ private:
+  StartJournal(std::string owner, Options options, std::unique_ptr<SQLite::Database> db);
+  Status load(std::int64_t now_us);                    // needs mu_ (or no sharing yet)
+  Status write(std::int64_t now_us, bool take_lease);  // needs mu_
+  void prune(std::int64_t now_us);                     // needs mu_
+
+  const std::string owner_;
+  std::string instance_;  // this journal's lease, apart from other processes'
+  std::unique_ptr<SQLite::Database> db_;
+  mutable std::mutex mu_;
+  Options options_;
+  std::deque<std::int64_t> recent_;  // sorted starts within keep_us
+  std::vector<std::int64_t> unsaved_;
+  std::int64_t not_before_ = 0;  // the end of a lease an earlier process left open
+  std::int64_t lease_until_ = 0;
+  std::int64_t lease_left_ = 0;
+  bool lease_open_ = false;
+};
+
+}  // namespace ratchet::limit

@@ -1,0 +1,161 @@
+// A declared limit holds across a reload and a restart (design.md points 5
+// and 11): the server keeps counting the calls made before either, so the
+// gates built after them admit only what fits with those calls counted.
+// Driven by a FakeClock; admissions are counted at one instant.
+#include "pipeline/gate_registry.hpp"
+
+#include <SQLiteCpp/SQLiteCpp.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <string>
+#include <variant>
+
+#include "config/load.hpp"
+#include "limit/micros.hpp"
+#include "store/database.hpp"
+
+namespace ratchet::pipeline {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A migrated database file, removed with the object.
+class DatabaseFile {
+ public:
+  DatabaseFile() {
+    static std::atomic<int> counter{0};
+    path_ = std::filesystem::temp_directory_path() /
+            ("ratchet-gates-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".db");
+    remove();
+    store::DatabaseOptions o;
+    o.path = path_;
+    auto db = store::open_database(o);
+    EXPECT_TRUE(db.has_value()) << db.error().to_string();
+  }
+  ~DatabaseFile() { remove(); }
+  DatabaseFile(const DatabaseFile&) = delete;
+  DatabaseFile& operator=(const DatabaseFile&) = delete;
+
+  limit::ConnectionFactory connect() const { return limit::connect_to(path_); }
+
+ private:
+  void remove() {
+    std::error_code ec;
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"})
+      std::filesystem::remove(path_.string() + suffix, ec);
+  }
+  std::filesystem::path path_;
+};
+
+config::ConfigPtr config_with(const std::string& imdb) {
+  auto loaded =
+      config::load_string("[plugin.imdb]\nbase_url = \"http://127.0.0.1:1/imdb\"\n" + imdb, "test.toml");
+  EXPECT_TRUE(loaded.has_value());
+  return loaded ? *loaded : nullptr;
+}
+
+const std::string kTenPerSecond = "[[plugin.imdb.limit]]\nrate = 10\nper = \"1s\"\n";
+const std::string kFivePerSecond = "[[plugin.imdb.limit]]\nrate = 5\nper = \"1s\"\n";
+
+class GateRegistryLimits : public ::testing::Test {
+ protected:
+  std::shared_ptr<FakeClock> clock = std::make_shared<FakeClock>();
+
+  // How many new steps the gate of imdb.get_rating lets start now, up to `most`.
+  int admitted_now(GateRegistry& gates, int most = 100) {
+    auto gate = gates.gate("imdb", "get_rating");
+    EXPECT_TRUE(gate.has_value()) << gate.error().to_string();
+    if (!gate) return -1;
+    int n = 0;
+    for (; n < most; ++n) {
+      retry::StepCall step(clock->now());
+      auto a = (*gate)->admit(step, clock->now());
+      if (!std::holds_alternative<retry::CallGate::Go>(a)) break;
+    }
+    return n;
+  }
+
+  // When a new step could start, as seen from now.
+  TimePoint next_start(GateRegistry& gates) {
+    auto gate = gates.gate("imdb", "get_rating");
+    EXPECT_TRUE(gate.has_value());
+    retry::StepCall step(clock->now());
+    auto a = (*gate)->admit(step, clock->now());
+    if (std::holds_alternative<retry::CallGate::Go>(a)) return clock->now();
+    auto* w = std::get_if<retry::CallGate::Wait>(&a);
+    EXPECT_TRUE(w != nullptr && w->until.has_value());
+    return w && w->until ? *w->until : TimePoint{};
+  }
+};
+
+TEST_F(GateRegistryLimits, ReloadChangingOnlyTheRetryPolicy_KeepsTheLimitersWindow) {
+  GateRegistry gates(config_with(kTenPerSecond), {}, 1, clock);
+  EXPECT_EQ(admitted_now(gates), 10);
+  gates.reconfigure(config_with(kTenPerSecond + "[plugin.imdb.retry]\nattempts = 7\n"));
+  EXPECT_EQ(admitted_now(gates), 0) << "the 10 calls of this second still count";
+  clock->advance(1100ms);
+  EXPECT_EQ(admitted_now(gates), 10);
+}
+
+TEST_F(GateRegistryLimits, ReloadLoweringTheRate_AdmitsOnlyWhatFitsWithTheCallsAlreadyCounted) {
+  GateRegistry gates(config_with(kTenPerSecond), {}, 1, clock);
+  EXPECT_EQ(admitted_now(gates, 3), 3);
+  gates.reconfigure(config_with(kFivePerSecond));
+  EXPECT_EQ(admitted_now(gates), 2) << "5 per second, 3 already made";
+  clock->advance(500ms);
+  EXPECT_EQ(admitted_now(gates), 0);
+  clock->advance(600ms);
+  EXPECT_EQ(admitted_now(gates), 5);
+}
+
+TEST_F(GateRegistryLimits, ReloadRaisingTheRate_StartsFromTheCallsAlreadyCounted) {
+  GateRegistry gates(config_with(kFivePerSecond), {}, 1, clock);
+  EXPECT_EQ(admitted_now(gates), 5);
+  gates.reconfigure(config_with("[[plugin.imdb.limit]]\nrate = 8\nper = \"1s\"\n"));
+  EXPECT_EQ(admitted_now(gates), 3);
+}
+
+TEST_F(GateRegistryLimits, NewProcessOnTheSameDatabase_AdmitsNoneUntilTheWindowAllows) {
+  DatabaseFile db;
+  const TimePoint first = clock->now();
+  {
+    GateRegistry before(config_with(kTenPerSecond), db.connect(), 1, clock);
+    EXPECT_EQ(admitted_now(before), 10);
+  }  // the process stops
+  clock->advance(300ms);
+  GateRegistry after(config_with(kTenPerSecond), db.connect(), 2, clock);
+  EXPECT_EQ(admitted_now(after), 0) << "the server still counts the 10 calls of the process before";
+  EXPECT_GE(next_start(after), first + 1s);
+  clock->set(first + 1s + 20ms);
+  EXPECT_EQ(admitted_now(after), 10);
+}
+
+TEST_F(GateRegistryLimits, NewProcessAfterACrash_CountsTheCallsThatWereNotYetSaved) {
+  DatabaseFile db;
+  const TimePoint first = clock->now();
+  // The first process never stops cleanly: it is still open when the next
+  // one starts, as a killed one would have left the database.
+  auto crashed = std::make_unique<GateRegistry>(config_with(kTenPerSecond), db.connect(), 1, clock);
+  EXPECT_EQ(admitted_now(*crashed), 10);
+  clock->advance(300ms);
+  GateRegistry after(config_with(kTenPerSecond), db.connect(), 2, clock);
+  EXPECT_EQ(admitted_now(after), 0);
+  EXPECT_GE(next_start(after), first + 1s);
+  clock->set(first + 2s);
+  EXPECT_GT(admitted_now(after), 0);
+}
+
+TEST_F(GateRegistryLimits, ReloadKeepsADatabaseScopeLimit) {
+  DatabaseFile db;
+  const std::string shared = "[[plugin.imdb.limit]]\nrate = 4\nper = \"1s\"\nscope = \"database\"\n";
+  GateRegistry gates(config_with(shared), db.connect(), 1, clock);
+  EXPECT_EQ(admitted_now(gates), 4);
+  gates.reconfigure(config_with(shared + "[plugin.imdb.retry]\nattempts = 2\n"));
+  EXPECT_EQ(admitted_now(gates), 0);
+}
+
+}  // namespace
+}  // namespace ratchet::pipeline
