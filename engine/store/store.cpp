@@ -189,7 +189,14 @@ bool Store::begin_batch(std::deque<Op*>& batch, std::stop_token stop) {
         batch.push_back(queue_.front());
         queue_.pop_front();
       }
-      if (batch.empty()) return false;
+      if (batch.empty()) {
+        // No lease write waits for the lock any more: not stalled, so the
+        // dispatcher's next claim finds out whether the lock is still held.
+        stalled_ = false;
+        lock.unlock();
+        stall_cv_.notify_all();
+        return false;
+      }
       cv_.wait_for(lock, stop, backoff, [] { return false; });
       backoff =
           std::min(backoff * 2, std::chrono::duration_cast<std::chrono::steady_clock::duration>(kMaxRetry));

@@ -70,9 +70,9 @@ class Store {
   template <typename F>
   auto write_under_lease(TimePoint lease_until, F&& fn) -> Result<std::invoke_result_t<F&, JobStore&>>;
 
-  // Whether the writer is waiting for a write lock that another connection
-  // has held past the busy timeout: from the first refused BEGIN until the
-  // next one that succeeds.
+  // Whether writes made under a lease are waiting for a write lock that
+  // another connection has held past the busy timeout: from the first
+  // refused BEGIN until one succeeds or no such write is left.
   bool stalled() const;
   // Blocks while stalled(), at most `at_most` (real time: the lock is another
   // process's), or until `stop`.
