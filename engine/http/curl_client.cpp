@@ -315,6 +315,12 @@ std::expected<Response, TransportError> CurlClient::perform(const Request& req, 
     return fail_with(TransportError::kOther, "out of memory building headers");
 
   if (stop.stop_requested()) return fail_with(TransportError::kCancelled, "cancelled before it was sent");
+  // libcurl reads a timeout of 0 as none: a budget spent to under 1 ms (the
+  // end of a retry deadline) would wait forever on a server that never answers.
+  if (req.timeout && *req.timeout < std::chrono::milliseconds(1)) {
+    return fail_with(TransportError::kTimeout,
+                     "timed out before it was sent: less than 1 ms of its time budget was left");
+  }
 
   auto transfer = acquire();
   if (!transfer) return fail_with(TransportError::kOther, "libcurl could not create a handle");

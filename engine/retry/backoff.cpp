@@ -35,4 +35,13 @@ Duration backoff_delay(const config::BackoffSpec& spec, int retry, Duration prev
   return std::chrono::round<std::chrono::microseconds>(Sec(std::clamp(d, 0.0, cap)));
 }
 
+Duration backoff_sequence_delay(const config::BackoffSpec& spec, int retry, std::span<const double> draws) {
+  const int n = std::max(retry, 1);
+  auto draw = [&](int k) { return static_cast<std::size_t>(k - 1) < draws.size() ? draws[k - 1] : 0.0; };
+  if (spec.kind != config::Backoff::kDecorrelated) return backoff_delay(spec, n, Duration::zero(), draw(n));
+  Duration previous = Duration::zero();
+  for (int k = 1; k <= n; ++k) previous = backoff_delay(spec, k, previous, draw(k));
+  return previous;
+}
+
 }  // namespace ratchet::retry

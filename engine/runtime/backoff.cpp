@@ -1,35 +1,31 @@
 #include "runtime/backoff.hpp"
 
 #include <algorithm>
-#include <cmath>
+
+#include "retry/backoff.hpp"
 
 namespace ratchet::runtime {
 
-Duration backoff_delay(const config::BackoffSpec& spec, int attempt, double u) {
-  using Micros = std::chrono::microseconds;
-  const double initial = static_cast<double>(spec.initial.count());
-  const double cap = static_cast<double>(spec.max.count());
-  const int n = std::max(attempt, 1);
-  double d = initial;
-  double exp = initial * std::pow(std::max(spec.multiplier, 1.0), n - 1);
-  switch (spec.kind) {
-    case config::Backoff::kConstant: d = initial; break;
-    case config::Backoff::kLinear: d = initial * n; break;
-    case config::Backoff::kExponential: d = exp; break;
-    case config::Backoff::kDecorrelated: d = initial + u * std::max(0.0, 3.0 * exp - initial); break;
-  }
-  d = std::min(d, cap);
-  if (spec.kind != config::Backoff::kDecorrelated) {
-    switch (spec.jitter) {
-      case config::Jitter::kNone: break;
-      case config::Jitter::kFull: d = u * d; break;
-      case config::Jitter::kEqual: d = d / 2 + u * d / 2; break;
-    }
-  }
-  return std::chrono::duration_cast<Duration>(Micros(static_cast<std::int64_t>(std::max(0.0, d))));
+std::vector<double> job_backoff_draws(std::uint64_t seed, std::int64_t id, int count) {
+  // Distinct, well-spread streams for neighbouring ids.
+  std::seed_seq seq{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32),
+                    static_cast<std::uint32_t>(id),
+                    static_cast<std::uint32_t>(static_cast<std::uint64_t>(id) >> 32)};
+  std::mt19937_64 rng(seq);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::vector<double> out(static_cast<std::size_t>(std::max(count, 0)));
+  for (auto& d : out) d = u(rng);
+  return out;
 }
 
-Jitter::Jitter(std::uint64_t seed) : rng_(seed) {}
+Duration job_backoff_delay(const config::BackoffSpec& spec, std::uint64_t seed, std::int64_t id,
+                           int attempt) {
+  const int n = std::max(attempt, 1);
+  const auto draws = job_backoff_draws(seed, id, n);
+  return retry::backoff_sequence_delay(spec, n, draws);
+}
+
+Jitter::Jitter(std::uint64_t seed) : seed_(seed), rng_(seed) {}
 
 double Jitter::next() {
   std::lock_guard lock(mu_);

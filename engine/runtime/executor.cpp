@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "common/duration.hpp"
+#include "runtime/args_check.hpp"
 #include "runtime/dag_runner.hpp"
 
 namespace ratchet::runtime {
@@ -13,6 +14,7 @@ namespace {
 struct Failure {
   std::string step;
   std::string error;
+  bool permanent = false;  // another attempt cannot do better: the job is dead at once
 };
 
 // `unwritten`: the steps whose checkpoints went with the write ("" if none).
@@ -56,6 +58,10 @@ Ending execute(JobRun& run, const JobType* type, const ExecutorEnv& env) {
   std::optional<Failure> failure;
   if (type == nullptr) {
     failure = Failure{"", "job type \"" + job.type + "\" is not defined in this engine"};
+  } else if (auto bounded = check_args_bounds(job.type, job.args); !bounded) {
+    // Written before enqueue checked these bounds: refused before anything
+    // walks the arguments recursively.
+    failure = Failure{"", bounded.error().message() + " (stored arguments; enqueue a corrected job)", true};
   } else if (job.cancel_requested) {
     run.request_cancel();
   }
@@ -176,8 +182,8 @@ Ending execute(JobRun& run, const JobType* type, const ExecutorEnv& env) {
 
   if (failure) {
     store::AttemptFailure f{job.id, fence, failure->step, failure->error, 0, std::nullopt};
-    if (job.attempt < job.max_attempts && type != nullptr) {
-      Duration delay = backoff_delay(type->spec.backoff, job.attempt, env.jitter->next());
+    if (job.attempt < job.max_attempts && type != nullptr && !failure->permanent) {
+      Duration delay = job_backoff_delay(type->spec.backoff, env.jitter->seed(), job.id, job.attempt);
       f.retry_at = store::to_micros(now + delay);
     }
     event.kind = f.retry_at ? JobEvent::Kind::kFailed : JobEvent::Kind::kDead;

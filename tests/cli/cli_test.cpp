@@ -30,6 +30,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class RatchetCommandTest : public ::testing::Test {
  protected:
@@ -234,6 +235,28 @@ TEST_F(RatchetCommandTest, Enqueue_MalformedArguments_ExitTwo) {
     EXPECT_EQ(o.exit_code, 2) << args.back() << ": " << o.err;
     EXPECT_FALSE(o.err.empty());
   }
+  EXPECT_TRUE(list_json().empty());
+}
+
+TEST_F(RatchetCommandTest, Enqueue_ArgumentsNestedTooDeepOrNotUtf8_ExitTwoNamingTheTypeAndField) {
+  {
+    std::ofstream out(config_, std::ios::app);
+    out << "\n[job.rate_year]\nargs = { name = \"string\", year = \"integer\" }\nsteps = [\n"
+        << "  { name = \"imdb\", call = \"imdb.get_rating\", args = { name = \"{{args.name}}\" } },\n]\n";
+  }
+  std::string deep(60'000, '[');
+  deep += std::string(60'000, ']');
+  auto nested = with_config({"enqueue", "rate_movie", "--arg", "name:=" + deep});
+  EXPECT_EQ(nested.exit_code, 2) << nested.err;
+  EXPECT_THAT(nested.err, HasSubstr("rate_movie"));
+  EXPECT_THAT(nested.err, HasSubstr("argument \"name\""));
+  EXPECT_THAT(nested.err, HasSubstr("64 levels"));
+  auto utf8 = with_config({"enqueue", "rate_year", "--arg", "name=Heat", "--arg", "year=19\xff\xfe"});
+  EXPECT_EQ(utf8.exit_code, 2) << utf8.err;
+  EXPECT_THAT(utf8.err, HasSubstr("rate_year"));
+  EXPECT_THAT(utf8.err, HasSubstr("argument \"year\""));
+  EXPECT_THAT(utf8.err, HasSubstr("UTF-8"));
+  EXPECT_THAT(utf8.err, Not(HasSubstr("internal")));
   EXPECT_TRUE(list_json().empty());
 }
 

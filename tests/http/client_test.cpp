@@ -236,6 +236,25 @@ TEST_F(ClientTest, Perform_PerRequestTimeout_OverridesClientTimeout) {
   EXPECT_EQ(r.error().kind, TransportError::kTimeout);
 }
 
+TEST_F(ClientTest, Perform_TimeoutUnderAMillisecond_FailsAsTimedOutWithoutSending) {
+  // libcurl reads a timeout of 0 ms as none: a server that never answers
+  // would hold the worker for good.
+  ServerOptions o;
+  o.portals["netflix"] = {.latency = 3s};
+  start(o);
+  auto client = make_client({.timeout = 30s});
+  for (auto budget : {0ms, -5ms}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = client->perform({.url = server_->base_url() + "/netflix/movies/Up", .timeout = budget});
+    const auto elapsed = std::chrono::steady_clock::now() - t0;
+    ASSERT_FALSE(r) << budget.count();
+    EXPECT_EQ(r.error().kind, TransportError::kTimeout) << r.error().message;
+    EXPECT_NE(r.error().message.find("1 ms"), std::string::npos) << r.error().message;
+    EXPECT_LT(elapsed, 1s);
+  }
+  EXPECT_EQ(server_->stats().portals.at("netflix").requests, 0);
+}
+
 TEST_F(ClientTest, Perform_ClosedPort_FailsWithConnect) {
   ClosedPort closed;
   auto client = make_client();
