@@ -50,6 +50,7 @@ EnvExpansion expand_env(std::string_view text, const EnvLookup& env) {
     out.used_env = true;
     if (auto v = env ? env(name) : std::nullopt) {
       out.value += *v;
+      out.values.push_back(std::move(*v));
     } else {
       out.missing.emplace_back(name);
     }

@@ -16,6 +16,7 @@ struct EnvExpansion {
   std::string value;                 // the text with every reference replaced
   bool used_env = false;             // at least one ${NAME} was replaced: treat value as secret
   std::vector<std::string> missing;  // referenced variables that are not set
+  std::vector<std::string> values;   // what each replaced reference stood for: secrets
   std::optional<std::string> error;  // malformed reference (e.g. "${" never closed)
 };
 

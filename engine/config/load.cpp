@@ -67,6 +67,7 @@ LoadResult load_document(std::string_view text, const std::string& file_name,
     }
   }
   config->env_keys = std::move(r.env_keys());
+  config->secret_values = std::move(r.env_values());
 
   auto& diagnostics = r.diagnostics();
   if (!diagnostics.empty()) {

@@ -134,6 +134,7 @@ std::optional<Text> Reader::string(const toml::node& node, std::string_view path
     return std::nullopt;
   }
   if (expanded.used_env) env_keys_.insert(std::string(path));
+  for (auto& v : expanded.values) env_values_.insert(std::move(v));
   return Text{std::move(expanded.value), expanded.used_env};
 }
 

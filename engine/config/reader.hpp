@@ -102,6 +102,8 @@ class Reader {
 
   // Key paths of reserved values that came from the environment.
   std::set<std::string>& env_keys() { return env_keys_; }
+  // Every value a ${NAME} reference was replaced by, anywhere in the file.
+  std::set<std::string>& env_values() { return env_values_; }
 
  private:
   void report_choice(const toml::node& node, std::string_view path, const Text& text,
@@ -111,6 +113,7 @@ class Reader {
   const EnvLookup& env_;
   std::vector<Diagnostic> diagnostics_;
   std::set<std::string> env_keys_;
+  std::set<std::string> env_values_;
 };
 
 // A short name for a TOML node's type: "a string", "an integer", ...

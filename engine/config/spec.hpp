@@ -203,6 +203,10 @@ struct Config {
   // Key paths outside plugin settings and step args (e.g. "engine.database")
   // whose value came from ${ENV}; summaries mask them like secrets.
   std::set<std::string> env_keys;
+  // Every value substituted for a ${NAME} anywhere in the file, also where it
+  // is only part of a longer string (a key inside a URL template): the
+  // engine masks each of them in whatever it prints, logs or stores.
+  std::set<std::string> secret_values;
 
   // The policy for one operation: the override if declared, else the plugin's.
   const CallPolicy& policy_for(const std::string& plugin, const std::string& operation) const;

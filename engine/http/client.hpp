@@ -12,6 +12,15 @@
 // transfer is aborted past the limit), redirects; and a request stops
 // promptly when its stop_token is triggered.
 //
+// Redirects (301, 302, 303, 307, 308) are followed up to max_redirects:
+//   - never from https to http: that fails with kTls, nothing is sent;
+//   - to another origin (scheme, host or port differ: 127.0.0.1 and
+//     localhost are two origins, so are two ports of one host) without
+//     Authorization, Proxy-Authorization, Cookie and the request's
+//     secret_headers, for that hop and every later one;
+//   - 303, and 301/302 after a POST, go on as GET without the body (nor its
+//     Content-Type); 307 and 308 repeat the method and body.
+//
 // Ownership: create() returns the sole owner. Responses are plain values.
 // Thread-safety: perform() may be called from many threads at once; each
 // call runs on its own connection, taken from a small pool of idle ones.
@@ -41,6 +50,10 @@ struct Request {
   std::string body{};  // sent when non-empty (and always for POST/PUT/PATCH)
   // Overrides ClientOptions::timeout for this request (e.g. a per-try timeout).
   std::optional<std::chrono::milliseconds> timeout{};
+  // Names of the headers whose values hold a secret (an API key header such
+  // as X-Api-Key): like Authorization, Proxy-Authorization and Cookie, they
+  // are never sent to another origin on a redirect.
+  std::vector<std::string> secret_headers{};
 };
 
 struct Response {

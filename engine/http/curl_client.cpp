@@ -13,10 +13,14 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
+#include <chrono>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string_view>
 #include <system_error>
+#include <tuple>
 
 #include "http/client.hpp"
 #include "http/url.hpp"
@@ -243,6 +247,8 @@ class CurlClient final : public Client {
   std::expected<Response, TransportError> perform(const Request& request, std::stop_token stop) override;
 
  private:
+  class Hops;  // sends one request of a chain of redirects
+
   std::unique_ptr<Transfer> acquire();
   void release(std::unique_ptr<Transfer> t);
 
@@ -273,38 +279,74 @@ void CurlClient::release(std::unique_ptr<Transfer> t) {
   if (idle_.size() < options_.max_idle_connections) idle_.push_back(std::move(t));
 }
 
-std::expected<Response, TransportError> CurlClient::perform(const Request& req, std::stop_token stop) {
-  const std::string where = req.method + " " + redact_url(req.url);
+// scheme, host and port of an absolute URL (the port filled in when the URL
+// leaves it out), or nullopt when it is not one.
+struct Origin {
+  std::string scheme;
+  std::string host;
+  std::string port;
+  friend bool operator==(const Origin&, const Origin&) = default;
+};
+
+std::optional<Origin> origin_of(const std::string& url) {
+  UrlHandle u(curl_url());
+  if (!u || curl_url_set(u.get(), CURLUPART_URL, url.c_str(), 0) != CURLUE_OK) return std::nullopt;
+  Origin o;
+  for (auto [part, out, flags] :
+       {std::tuple{CURLUPART_SCHEME, &o.scheme, 0u}, std::tuple{CURLUPART_HOST, &o.host, 0u},
+        std::tuple{CURLUPART_PORT, &o.port, static_cast<unsigned>(CURLU_DEFAULT_PORT)}}) {
+    char* text = nullptr;
+    if (curl_url_get(u.get(), part, &text, flags) != CURLUE_OK) return std::nullopt;
+    *out = text;
+    curl_free(text);
+  }
+  for (auto& c : o.host) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return o;
+}
+
+bool is_redirect(long status) {
+  return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
+}
+
+// Credentials that never go to another origin, whatever the request says.
+bool credential_header(std::string_view name) {
+  return iequals(name, "Authorization") || iequals(name, "Proxy-Authorization") || iequals(name, "Cookie");
+}
+
+// One request of a chain of redirects.
+struct Hop {
+  std::string method;
+  std::string url;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+};
+
+// What one hop came to: a response, and where it redirects to, if anywhere.
+struct HopReply {
+  Response response;
+  std::optional<std::string> location;
+};
+
+class CurlClient::Hops {
+ public:
+  Hops(CurlClient& client, std::stop_token stop) : client_(client), stop_(std::move(stop)) {}
+  std::expected<HopReply, TransportError> send(const Hop& hop, std::chrono::milliseconds timeout,
+                                               const std::string& where);
+
+ private:
+  CurlClient& client_;
+  std::stop_token stop_;
+};
+
+std::expected<HopReply, TransportError> CurlClient::Hops::send(const Hop& hop,
+                                                               std::chrono::milliseconds timeout,
+                                                               const std::string& where) {
+  const ClientOptions& options = client_.options_;
   auto fail_with = [&](TransportError::Kind kind, std::string_view what) {
     return std::unexpected(TransportError{kind, where + ": " + std::string(what)});
   };
-
-  if (!valid_token(req.method)) {
-    return fail_with(TransportError::kInvalidUrl, "the method is not a valid HTTP token");
-  }
-  {
-    UrlHandle u(curl_url());
-    if (!u || curl_url_set(u.get(), CURLUPART_URL, req.url.c_str(), 0) != CURLUE_OK) {
-      return fail_with(TransportError::kInvalidUrl, "not a valid absolute URL");
-    }
-    char* scheme = nullptr;
-    if (curl_url_get(u.get(), CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK) {
-      return fail_with(TransportError::kInvalidUrl, "the URL has no scheme");
-    }
-    const bool http = std::strcmp(scheme, "http") == 0 || std::strcmp(scheme, "https") == 0;
-    curl_free(scheme);
-    if (!http) return fail_with(TransportError::kInvalidUrl, "only http and https URLs are allowed");
-  }
   Slist header_list;
-  for (const auto& [name, value] : req.headers) {
-    if (!valid_token(name)) {
-      return fail_with(TransportError::kInvalidUrl, "header name '" + name + "' is not a valid HTTP token");
-    }
-    if (has_line_break(value)) {
-      // The value itself is never printed: it may be a credential.
-      return fail_with(TransportError::kInvalidUrl,
-                       "the value of header '" + name + "' contains a line break");
-    }
+  for (const auto& [name, value] : hop.headers) {
     // "Name;" is how curl sends a header with an empty value.
     const std::string line = value.empty() ? name + ";" : name + ": " + value;
     if (!append(header_list, line))
@@ -314,65 +356,63 @@ std::expected<Response, TransportError> CurlClient::perform(const Request& req, 
   if (!append(header_list, "Expect:"))
     return fail_with(TransportError::kOther, "out of memory building headers");
 
-  if (stop.stop_requested()) return fail_with(TransportError::kCancelled, "cancelled before it was sent");
+  if (stop_.stop_requested()) return fail_with(TransportError::kCancelled, "cancelled before it was sent");
   // libcurl reads a timeout of 0 as none: a budget spent to under 1 ms (the
   // end of a retry deadline) would wait forever on a server that never answers.
-  if (req.timeout && *req.timeout < std::chrono::milliseconds(1)) {
+  if (timeout < std::chrono::milliseconds(1)) {
     return fail_with(TransportError::kTimeout,
                      "timed out before it was sent: less than 1 ms of its time budget was left");
   }
 
-  auto transfer = acquire();
+  auto transfer = client_.acquire();
   if (!transfer) return fail_with(TransportError::kOther, "libcurl could not create a handle");
   CURL* easy = transfer->easy.get();
   CURLM* multi = transfer->multi.get();
   curl_easy_reset(easy);
 
   Sink sink;
-  sink.limit = options_.max_response_bytes;
+  sink.limit = options.max_response_bytes;
   char errbuf[CURL_ERROR_SIZE] = {};
-  const auto timeout = req.timeout.value_or(options_.timeout);
-  const auto connect_timeout = std::min(options_.connect_timeout, timeout);
+  const auto connect_timeout = std::min(options.connect_timeout, timeout);
 
   bool ok = true;
   auto set = [&](CURLoption opt, auto value) { ok = ok && curl_easy_setopt(easy, opt, value) == CURLE_OK; };
-  set(CURLOPT_SHARE, shared_->get());
-  set(CURLOPT_URL, req.url.c_str());
+  set(CURLOPT_SHARE, client_.shared_->get());
+  set(CURLOPT_URL, hop.url.c_str());
   set(CURLOPT_PROTOCOLS_STR, "http,https");
-  set(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
   set(CURLOPT_NOSIGNAL, 1L);
   set(CURLOPT_ERRORBUFFER, errbuf);
   set(CURLOPT_HTTPHEADER, header_list.get());
-  set(CURLOPT_USERAGENT, options_.user_agent.c_str());
-  if (options_.accept_compression) set(CURLOPT_ACCEPT_ENCODING, "");
+  set(CURLOPT_USERAGENT, options.user_agent.c_str());
+  if (options.accept_compression) set(CURLOPT_ACCEPT_ENCODING, "");
   set(CURLOPT_TCP_KEEPALIVE, 1L);
   set(CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(connect_timeout.count()));
   set(CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
-  set(CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(options_.max_response_bytes));
-  set(CURLOPT_FOLLOWLOCATION, options_.max_redirects > 0 ? 1L : 0L);
-  set(CURLOPT_MAXREDIRS, static_cast<long>(options_.max_redirects));
-  set(CURLOPT_SSL_VERIFYPEER, options_.verify_tls ? 1L : 0L);
-  set(CURLOPT_SSL_VERIFYHOST, options_.verify_tls ? 2L : 0L);
-  if (options_.ca_file) set(CURLOPT_CAINFO, options_.ca_file->c_str());
+  set(CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(options.max_response_bytes));
+  // Redirects are followed by perform(), which decides what goes where.
+  set(CURLOPT_FOLLOWLOCATION, 0L);
+  set(CURLOPT_SSL_VERIFYPEER, options.verify_tls ? 1L : 0L);
+  set(CURLOPT_SSL_VERIFYHOST, options.verify_tls ? 2L : 0L);
+  if (options.ca_file) set(CURLOPT_CAINFO, options.ca_file->c_str());
   set(CURLOPT_WRITEFUNCTION, &on_body);
   set(CURLOPT_WRITEDATA, &sink);
   set(CURLOPT_HEADERFUNCTION, &on_header);
   set(CURLOPT_HEADERDATA, &sink);
   const bool sends_body =
-      !req.body.empty() || req.method == "POST" || req.method == "PUT" || req.method == "PATCH";
-  if (req.method == "HEAD") {
+      !hop.body.empty() || hop.method == "POST" || hop.method == "PUT" || hop.method == "PATCH";
+  if (hop.method == "HEAD") {
     set(CURLOPT_NOBODY, 1L);
-  } else if (req.method == "GET" && !sends_body) {
+  } else if (hop.method == "GET" && !sends_body) {
     set(CURLOPT_HTTPGET, 1L);
   } else {
-    if (req.method != "POST") set(CURLOPT_CUSTOMREQUEST, req.method.c_str());
+    if (hop.method != "POST") set(CURLOPT_CUSTOMREQUEST, hop.method.c_str());
     if (sends_body) {
-      set(CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
-      set(CURLOPT_POSTFIELDS, req.body.data());
+      set(CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(hop.body.size()));
+      set(CURLOPT_POSTFIELDS, hop.body.data());
     }
   }
   if (!ok) {
-    release(std::move(transfer));
+    client_.release(std::move(transfer));
     return fail_with(TransportError::kOther, "libcurl refused an option (is libcurl older than 7.85?)");
   }
 
@@ -385,7 +425,7 @@ std::expected<Response, TransportError> CurlClient::perform(const Request& req, 
   {
     // Wakes the poll below at once when the caller cancels. The callback is
     // gone (and finished) before the Transfer can go back to the pool.
-    std::stop_callback wake(stop, [multi] { curl_multi_wakeup(multi); });
+    std::stop_callback wake(stop_, [multi] { curl_multi_wakeup(multi); });
     int running = 1;
     for (;;) {
       if (curl_multi_perform(multi, &running) != CURLM_OK) {
@@ -393,7 +433,7 @@ std::expected<Response, TransportError> CurlClient::perform(const Request& req, 
         break;
       }
       if (running == 0) break;
-      if (stop.stop_requested()) {
+      if (stop_.stop_requested()) {
         cancelled = true;
         break;
       }
@@ -416,19 +456,24 @@ std::expected<Response, TransportError> CurlClient::perform(const Request& req, 
   }
   long status = 0;
   curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+  std::optional<std::string> location;
+  if (result == CURLE_OK && is_redirect(status)) {
+    char* next = nullptr;
+    if (curl_easy_getinfo(easy, CURLINFO_REDIRECT_URL, &next) == CURLE_OK && next != nullptr) location = next;
+  }
   curl_multi_remove_handle(multi, easy);
-  release(std::move(transfer));
+  client_.release(std::move(transfer));
 
   if (cancelled) return fail_with(TransportError::kCancelled, "cancelled while in flight");
   if (multi_failed) return fail_with(TransportError::kOther, "libcurl's transfer loop failed");
   if (result == CURLE_OK) {
     sink.response.status = static_cast<int>(status);
     sink.response.headers = Headers(std::move(sink.fields));
-    return std::move(sink.response);
+    return HopReply{std::move(sink.response), std::move(location)};
   }
   if (sink.too_large || result == CURLE_FILESIZE_EXCEEDED) {
     return fail_with(TransportError::kTooLarge, "the response is larger than the limit of " +
-                                                    std::to_string(options_.max_response_bytes) +
+                                                    std::to_string(options.max_response_bytes) +
                                                     " bytes (max_response_bytes); the transfer was aborted");
   }
   const auto kind = classify(result);
@@ -440,13 +485,92 @@ std::expected<Response, TransportError> CurlClient::perform(const Request& req, 
              std::to_string(timeout.count()) + " ms)";
       break;
     case TransportError::kTls: what = "TLS failed"; break;
-    case TransportError::kTooManyRedirects:
-      what = "more than " + std::to_string(options_.max_redirects) + " redirects (max_redirects)";
-      break;
     case TransportError::kInvalidUrl: what = "invalid URL"; break;
     default: what = "request failed"; break;
   }
-  return fail_with(kind, what + ": " + curl_detail(errbuf, result, req.url));
+  return fail_with(kind, what + ": " + curl_detail(errbuf, result, hop.url));
+}
+
+std::expected<Response, TransportError> CurlClient::perform(const Request& req, std::stop_token stop) {
+  std::string where = req.method + " " + redact_url(req.url);
+  auto fail_with = [&](TransportError::Kind kind, std::string_view what) {
+    return std::unexpected(TransportError{kind, where + ": " + std::string(what)});
+  };
+
+  if (!valid_token(req.method)) {
+    return fail_with(TransportError::kInvalidUrl, "the method is not a valid HTTP token");
+  }
+  auto origin = origin_of(req.url);
+  if (!origin) return fail_with(TransportError::kInvalidUrl, "not a valid absolute URL");
+  if (origin->scheme != "http" && origin->scheme != "https") {
+    return fail_with(TransportError::kInvalidUrl, "only http and https URLs are allowed");
+  }
+  for (const auto& [name, value] : req.headers) {
+    if (!valid_token(name)) {
+      return fail_with(TransportError::kInvalidUrl, "header name '" + name + "' is not a valid HTTP token");
+    }
+    if (has_line_break(value)) {
+      // The value itself is never printed: it may be a credential.
+      return fail_with(TransportError::kInvalidUrl,
+                       "the value of header '" + name + "' contains a line break");
+    }
+  }
+
+  const auto timeout = req.timeout.value_or(options_.timeout);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  Hop hop{req.method, req.url, req.headers, req.body};
+  Hops hops(*this, stop);
+  for (int redirects = 0;; ++redirects) {
+    const auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      return fail_with(TransportError::kTimeout,
+                       "timed out following redirects (total " + std::to_string(timeout.count()) + " ms)");
+    }
+    // The first hop has the whole budget, so its message names the timeout as set.
+    auto reply = hops.send(hop, redirects == 0 ? timeout : left, where);
+    if (!reply) return std::unexpected(std::move(reply.error()));
+    if (!reply->location || options_.max_redirects == 0) return std::move(reply->response);
+    if (redirects == options_.max_redirects) {
+      return fail_with(TransportError::kTooManyRedirects,
+                       "more than " + std::to_string(options_.max_redirects) + " redirects (max_redirects)");
+    }
+    const std::string next_url = std::move(*reply->location);
+    auto next = origin_of(next_url);
+    if (!next || (next->scheme != "http" && next->scheme != "https")) {
+      return fail_with(TransportError::kInvalidUrl,
+                       "redirected to " + redact_url(next_url) + ", not an http or https URL");
+    }
+    if (origin->scheme == "https" && next->scheme == "http") {
+      // What TLS protected (credentials, the body, the answer) would travel in the clear.
+      return fail_with(TransportError::kTls, "refused the redirect from https to " + redact_url(next_url) +
+                                                 ": it would give up TLS");
+    }
+    if (*next != *origin) {
+      // Another origin (scheme, host or port) gets neither the caller's
+      // credentials nor any header holding a secret, and never again on
+      // later hops, even back to the first origin.
+      std::erase_if(hop.headers, [&](const auto& h) {
+        return credential_header(h.first) ||
+               std::ranges::any_of(req.secret_headers,
+                                   [&](const std::string& s) { return iequals(s, h.first); });
+      });
+      origin = std::move(next);
+    }
+    const int status = reply->response.status;
+    // 303 always, and 301/302 after a POST (as browsers and curl do), go on
+    // as a GET without the body; 307 and 308 repeat the request as it was.
+    if ((status == 303 && hop.method != "HEAD") ||
+        ((status == 301 || status == 302) && hop.method == "POST")) {
+      hop.method = "GET";
+      hop.body.clear();
+      std::erase_if(hop.headers, [](const auto& h) {
+        return iequals(h.first, "Content-Type") || iequals(h.first, "Content-Length");
+      });
+    }
+    hop.url = next_url;
+    where = req.method + " " + redact_url(req.url) + " (redirected to " + redact_url(hop.url) + ")";
+  }
 }
 
 }  // namespace

@@ -9,19 +9,8 @@
 
 namespace ratchet::pipeline {
 
-std::string mask_secrets(std::string text, const std::vector<std::string>& secrets) {
-  for (const auto& s : secrets) {
-    if (s.empty()) continue;
-    for (auto pos = text.find(s); pos != std::string::npos; pos = text.find(s, pos + 3)) {
-      text.replace(pos, s.size(), "***");
-    }
-  }
-  return text;
-}
-
 CallServices::CallServices(http::Client& client, retry::CallGate& gate, const Clock& clock,
-                           Duration attempt_timeout, const std::vector<std::string>& secrets,
-                           std::stop_token stop)
+                           Duration attempt_timeout, const SecretMask& secrets, std::stop_token stop)
     : client_(client),
       gate_(gate),
       clock_(clock),
@@ -61,6 +50,9 @@ plugin_host::HttpResult CallServices::http(std::string_view plugin, const plugin
   req.url = request.url;
   req.headers = request.headers;
   req.body = request.body;
+  for (const auto& [name, value] : request.headers) {
+    if (secrets_.holds_secret(value)) req.secret_headers.push_back(name);
+  }
   req.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(attempt_timeout_);
   auto reply = client_.perform(req, stop_);
   last_headers_.clear();
@@ -76,17 +68,19 @@ plugin_host::HttpResult CallServices::http(std::string_view plugin, const plugin
       case K::kCancelled: result.error = plugin_host::TransportError::kCancelled; break;
       default: result.error = plugin_host::TransportError::kOther; break;
     }
-    result.message = mask_secrets(reply.error().message, secrets_);
-    spdlog::debug("plugin {}: {} {}: {}", plugin, request.method, http::redact_url(request.url),
-                  result.message);
+    result.message = secrets_.mask(reply.error().message);
+    spdlog::debug("plugin {}: {} {}: {}", plugin, request.method,
+                  secrets_.mask(http::redact_url(request.url)), result.message);
     return result;
   }
   last_error_.reset();
   last_status_ = reply->status;
   for (const auto& [name, value] : reply->headers) last_headers_.emplace_back(name, value);
   result.status = reply->status;
-  result.headers = last_headers_;
-  result.body = std::move(reply->body);
+  // The plugin may quote or keep what a server sent: a server echoing a key
+  // (in a 404 page, in an echo of the URL) must not hand it back unmasked.
+  for (const auto& [name, value] : last_headers_) result.headers.emplace_back(name, secrets_.mask(value));
+  result.body = secrets_.mask(reply->body);
   auto hint = limit::read_rate_headers(last_headers_, reply->status, clock_.now());
   if (hint.resume_at) {
     auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(*hint.resume_at - clock_.now());
@@ -96,7 +90,7 @@ plugin_host::HttpResult CallServices::http(std::string_view plugin, const plugin
 }
 
 void CallServices::log(std::string_view plugin, plugin_host::LogLevel level, std::string_view message) {
-  std::string text = mask_secrets(std::string(message), secrets_);
+  std::string text = secrets_.mask(message);
   switch (level) {
     case plugin_host::LogLevel::kDebug: spdlog::debug("plugin {}: {}", plugin, text); break;
     case plugin_host::LogLevel::kInfo: spdlog::info("plugin {}: {}", plugin, text); break;

@@ -2,6 +2,12 @@
 // plugin's own client, logging with the plugin's secrets masked, and the
 // call's cancellation.
 //
+// Secrets are masked in everything that comes back to the plugin from a
+// server or the client (bodies, header values, transport errors) before the
+// plugin can quote, cut or keep it, and in every log line. A request header
+// whose value holds a secret is marked as one for the client, which never
+// sends it to another origin on a redirect.
+//
 // The first request of a call runs on the limiter slot the call was admitted
 // with; every further request of the same call takes a slot of its own
 // through the plugin's gate, waiting in place (bounded by the step's
@@ -21,19 +27,17 @@
 
 #include "http/client.hpp"
 #include "limit/rate_headers.hpp"
+#include "pipeline/secret_mask.hpp"
 #include "plugin_host/host_services.hpp"
 #include "ratchet/clock.hpp"
 #include "retry/call_gate.hpp"
 
 namespace ratchet::pipeline {
 
-// Replaces every occurrence of each secret in `text` by "***".
-std::string mask_secrets(std::string text, const std::vector<std::string>& secrets);
-
 class CallServices final : public plugin_host::HostServices {
  public:
   CallServices(http::Client& client, retry::CallGate& gate, const Clock& clock, Duration attempt_timeout,
-               const std::vector<std::string>& secrets, std::stop_token stop);
+               const SecretMask& secrets, std::stop_token stop);
 
   plugin_host::HttpResult http(std::string_view plugin, const plugin_host::HttpRequest& request) override;
   void log(std::string_view plugin, plugin_host::LogLevel level, std::string_view message) override;
@@ -54,7 +58,7 @@ class CallServices final : public plugin_host::HostServices {
   retry::CallGate& gate_;
   const Clock& clock_;
   Duration attempt_timeout_;
-  const std::vector<std::string>& secrets_;
+  const SecretMask& secrets_;
   std::stop_token stop_;
   int requests_ = 0;
   int last_status_ = 0;

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "pipeline/call_services.hpp"
+#include "pipeline/secret_mask.hpp"
 #include "retry/outcome.hpp"
 
 namespace ratchet::pipeline {
@@ -246,8 +247,12 @@ Result<std::shared_ptr<http::Client>> PluginStepCaller::client_for(const std::st
   return client;
 }
 
-std::vector<std::string> PluginStepCaller::secrets_of(const config::PluginSpec* spec) const {
-  std::vector<std::string> out;
+std::vector<std::string> PluginStepCaller::secrets_of(const config::Config& config,
+                                                      const config::PluginSpec* spec) const {
+  // Every value the config took from the environment, wherever it went (a
+  // key inside a URL template, a token inside a header, a step argument),
+  // and whole settings marked secret, as a config built in code has them.
+  std::vector<std::string> out(config.secret_values.begin(), config.secret_values.end());
   if (spec == nullptr) return out;
   for (const auto& path : spec->secret_paths) {
     auto ptr = nlohmann::json::json_pointer(path);
@@ -307,7 +312,7 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
 
   const Duration park_threshold = config->engine.park_threshold;
   const nlohmann::json settings = spec != nullptr ? spec->settings : nlohmann::json::object();
-  const std::vector<std::string> secrets = secrets_of(spec);
+  const SecretMask secrets(secrets_of(*config, spec));
   const plugin_host::CallContext context{call.idempotency_key, std::to_string(call.job_id), call.step};
 
   for (;;) {
@@ -363,6 +368,14 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
     CallServices services(**client, **gate, *clock_, go.timeout, secrets, stop);
     auto reply = host_->call(call.plugin, call.operation, call.args, settings, services, context,
                              std::chrono::duration_cast<std::chrono::milliseconds>(go.timeout));
+    // What the plugin said may quote its settings or a server's answer; it
+    // is masked before anything classifies, logs, cuts or stores it.
+    if (reply) {
+      reply->message = secrets.mask(reply->message);
+      reply->output = secrets.mask_json(reply->output);
+    } else {
+      reply = fail(Error(reply.error().code(), secrets.mask(reply.error().message())));
+    }
     if (!reply && reply.error().code() == ErrorCode::kNotFound) {
       return finish(runtime::CallOutcome::failed(reply.error().with_context(where)));
     }
@@ -387,15 +400,17 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
     if (resume) {
       for (const auto& [job, attempt] : resumed) resume(job, attempt);
     }
-    if (hint.clamped) spdlog::warn("plugin {}: {}", call.plugin, *hint.clamped);
-    for (const auto& ignored : hint.ignored) spdlog::debug("plugin {}: ignored {}", call.plugin, ignored);
+    // These quote header values a server chose.
+    if (hint.clamped) spdlog::warn("plugin {}: {}", call.plugin, secrets.mask(*hint.clamped));
+    for (const auto& ignored : hint.ignored)
+      spdlog::debug("plugin {}: ignored {}", call.plugin, secrets.mask(ignored));
 
     if (std::holds_alternative<retry::CallGate::Done>(verdict)) {
       return finish(runtime::CallOutcome::ok(reply->output));
     }
     if (auto* f = std::get_if<retry::CallGate::Fail>(&verdict)) {
       return finish(runtime::CallOutcome::failed(
-          Error(f->error.code(), mask_secrets(f->error.message(), secrets)).with_context(where)));
+          Error(f->error.code(), secrets.mask(f->error.message())).with_context(where)));
     }
     auto& again = std::get<retry::CallGate::RetryAt>(verdict);
     if (!again.throttled) {

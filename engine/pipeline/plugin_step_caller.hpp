@@ -119,7 +119,7 @@ class PluginStepCaller final : public runtime::StepCaller {
   // leaves calls in flight on the old one, which ends with its last call.
   Result<std::shared_ptr<http::Client>> client_for(const std::string& plugin,
                                                    const config::CallPolicy& policy);
-  std::vector<std::string> secrets_of(const config::PluginSpec* spec) const;
+  std::vector<std::string> secrets_of(const config::Config& config, const config::PluginSpec* spec) const;
   config::ConfigPtr current() const;
   // Adds the entry's limiter wait up to `now` to its plugin. Needs mu_.
   void end_limiter_wait(StepEntry& entry, TimePoint now);

@@ -120,6 +120,27 @@ inline std::string url_encode(std::string_view s) {
   return out;
 }
 
+// The URL as the SDK's messages quote it: scheme, host, port and path,
+// without user info, query string or fragment, where keys and tokens travel.
+// "https://u:p@api.x/v1/m?key=s#f" -> "https://api.x/v1/m". (The engine
+// masks secrets in every message too; this keeps them out of the text a
+// plugin cuts or keeps.)
+inline std::string redact_url(std::string_view url) {
+  url = url.substr(0, url.find_first_of("?#"));
+  const auto scheme_end = url.find("://");
+  if (scheme_end == std::string_view::npos) return std::string(url);
+  const auto authority_begin = scheme_end + 3;
+  const auto path_begin = url.find('/', authority_begin);
+  const auto authority =
+      url.substr(authority_begin, path_begin == std::string_view::npos ? std::string_view::npos
+                                                                       : path_begin - authority_begin);
+  const auto at = authority.rfind('@');
+  std::string out(url.substr(0, authority_begin));
+  out += at == std::string_view::npos ? authority : authority.substr(at + 1);
+  if (path_begin != std::string_view::npos) out += url.substr(path_begin);
+  return out;
+}
+
 // A response that arrived (any HTTP status). Transport failures never make a
 // Response: Http throws the matching status exception instead.
 struct Response {
@@ -138,10 +159,10 @@ struct Response {
 
   // The usual mapping of a non-2xx status: 429 -> Throttled (with the host's
   // retry-after), 5xx -> Retryable, anything else -> Fatal. The message names
-  // the URL, the status and the body's first bytes.
+  // the URL (without its query string), the status and the body's first bytes.
   void raise_for_status() const {
     if (status >= 200 && status < 300) return;
-    std::string what = "HTTP " + std::to_string(status) + " from " + url;
+    std::string what = "HTTP " + std::to_string(status) + " from " + redact_url(url);
     if (!body.empty()) what += ": " + printable_prefix(body);
     if (status == 429) throw Throttled(what, retry_after);
     if (status >= 500 && status < 600) throw Retryable(what);
@@ -152,7 +173,7 @@ struct Response {
   nlohmann::json json() const {
     auto parsed = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
     if (parsed.is_discarded())
-      throw Fatal("malformed JSON from " + url + ": \"" + printable_prefix(body) + "\"");
+      throw Fatal("malformed JSON from " + redact_url(url) + ": \"" + printable_prefix(body) + "\"");
     return parsed;
   }
 };
@@ -192,7 +213,7 @@ class Http {
     std::optional<std::chrono::milliseconds> retry_after;
     if (resp.retry_after_ms >= 0) retry_after = std::chrono::milliseconds(resp.retry_after_ms);
     std::string why(detail::view(resp.message));
-    std::string where = std::string(method) + " " + url;
+    std::string where = std::string(method) + " " + redact_url(url);
     switch (resp.transport_error) {
       case RATCHET_HTTP_OK: break;
       case RATCHET_HTTP_REFUSED: throw Throttled(where + " refused by the engine: " + why, retry_after);

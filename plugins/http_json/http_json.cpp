@@ -114,8 +114,8 @@ json request(rp::Context& ctx, const json& args) {
                       e->get<std::string>() + "\"");
     }
     if (!reply.contains(ptr))
-      throw rp::Fatal("nothing at " + e->get<std::string>() + " in the reply from " + url + ": \"" +
-                      rp::printable_prefix(response.body) + "\"");
+      throw rp::Fatal("nothing at " + e->get<std::string>() + " in the reply from " + rp::redact_url(url) +
+                      ": \"" + rp::printable_prefix(response.body) + "\"");
     value = reply.at(ptr);
   }
   return {{cfg.value("output", std::string("value")), value}};

@@ -35,6 +35,25 @@ steps = [{ name = "s", call = "p.op", args = { key = "${API_KEY}", name = "{{arg
   EXPECT_EQ(step.secret_paths, std::set<std::string>{"/key"});
 }
 
+TEST(LoadSecrets_EnvReferenceInsideALongerString, ItsValueIsRecordedAsASecret) {
+  auto r = load(R"([engine]
+database = "${DB_DIR}/r.db"
+[plugin.p]
+url = "http://api.test/movies/{{args.name}}?api_key=${API_KEY}&v=1"
+headers = { Authorization = "Bearer ${TOKEN}" }
+[job.j]
+steps = [{ name = "s", call = "p.op", args = { sig = "x-${SIG}-y" } }]
+)",
+                {{"API_KEY", std::string(kSecret)},
+                 {"TOKEN", "tok-123456"},
+                 {"SIG", "sig-abcdef"},
+                 {"DB_DIR", "/very/private"}});
+  ASSERT_TRUE(r.has_value()) << testing::joined(errors(r));
+  EXPECT_EQ((*r)->secret_values,
+            (std::set<std::string>{std::string(kSecret), "tok-123456", "sig-abcdef", "/very/private"}));
+  EXPECT_EQ((*r)->plugins.at("p").secret_paths, (std::set<std::string>{"/url", "/headers/Authorization"}));
+}
+
 TEST(LoadSecrets_Summary, MasksEverySecret) {
   auto r = load(R"([engine]
 database = "${DB_DIR}/r.db"

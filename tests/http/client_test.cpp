@@ -7,8 +7,13 @@
 #include <unistd.h>
 
 #include <gtest/gtest.h>
+#include <httplib.h>
+#include <openssl/evp.h>
+#include <openssl/x509.h>
+
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -434,6 +439,256 @@ TEST(ClientInvalid, Create_Defaults_VerifyTls) {
   auto client = Client::create({});
   ASSERT_TRUE(client);
   EXPECT_TRUE((*client)->options().verify_tls);
+}
+
+// ------------------------------------------------------------ redirects
+//
+// Origins are scheme, host and port: 127.0.0.1 and localhost are two
+// origins, and so are two ports of one host.
+
+// A cpp-httplib server on a loopback port, serving in a thread of its own.
+class LocalServer {
+ public:
+  using Setup = std::function<void(httplib::Server&, LocalServer&)>;
+
+  explicit LocalServer(const Setup& setup, std::unique_ptr<httplib::Server> server = nullptr)
+      : server_(server ? std::move(server) : std::make_unique<httplib::Server>()) {
+    setup(*server_, *this);
+    port_ = server_->bind_to_any_port("127.0.0.1");
+    if (port_ <= 0) {
+      ADD_FAILURE() << "cannot bind a loopback port";
+      return;
+    }
+    thread_ = std::thread([this] { server_->listen_after_bind(); });
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (!server_->is_running() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(1ms);
+  }
+  ~LocalServer() {
+    server_->stop();
+    if (thread_.joinable()) thread_.join();
+  }
+  LocalServer(const LocalServer&) = delete;
+  LocalServer& operator=(const LocalServer&) = delete;
+
+  int port() const { return port_; }
+  // "http://HOST:PORT", HOST as given (127.0.0.1 or localhost).
+  std::string url(const std::string& host = "127.0.0.1", const std::string& scheme = "http") const {
+    return scheme + "://" + host + ":" + std::to_string(port_);
+  }
+  int requests() const { return requests_.load(); }
+  void count() { ++requests_; }
+
+ private:
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  int port_ = 0;
+  std::atomic<int> requests_{0};
+};
+
+// Answers every request with the method, headers and body it received.
+LocalServer::Setup echo_everything() {
+  return [](httplib::Server& s, LocalServer& self) {
+    s.set_pre_routing_handler([&self](const httplib::Request&, httplib::Response&) {
+      self.count();  // before the answer is sent, so the client sees it counted
+      return httplib::Server::HandlerResponse::Unhandled;
+    });
+    auto echo = [](const httplib::Request& req, httplib::Response& res) {
+      nlohmann::json headers = nlohmann::json::object();
+      for (const auto& [name, value] : req.headers) headers[name] = value;
+      res.set_content(nlohmann::json{{"method", req.method}, {"headers", headers}, {"body", req.body}}.dump(),
+                      "application/json");
+    };
+    s.Get(".*", echo);
+    s.Post(".*", echo);
+  };
+}
+
+// Redirects every request to `target` with `status`.
+LocalServer::Setup redirect_to(std::function<std::string()> target, int status = 302) {
+  return [target = std::move(target), status](httplib::Server& s, LocalServer& self) {
+    s.set_pre_routing_handler([&self](const httplib::Request&, httplib::Response&) {
+      self.count();  // before the answer is sent, so the client sees it counted
+      return httplib::Server::HandlerResponse::Unhandled;
+    });
+    auto redirect = [target, status](const httplib::Request&, httplib::Response& res) {
+      res.status = status;
+      res.set_header("Location", target());
+    };
+    s.Get(".*", redirect);
+    s.Post(".*", redirect);
+  };
+}
+
+const std::vector<std::pair<std::string, std::string>> kCredentialHeaders = {
+    {"Authorization", "Bearer tok-123456"},
+    {"Proxy-Authorization", "Basic cHJveHk6cHc="},
+    {"Cookie", "session=abcdef"},
+    {"X-Api-Key", "key-123456"},
+    {"X-Plain", "plain"},
+};
+
+nlohmann::json echoed_headers(const std::expected<Response, TransportError>& r) {
+  EXPECT_TRUE(r) << r.error().message;
+  if (!r) return {};
+  EXPECT_EQ(r->status, 200) << r->body;
+  return nlohmann::json::parse(r->body, nullptr, false)["headers"];
+}
+
+TEST(ClientRedirect, ToAnotherHost_DropsCredentialsAndSecretHeaders) {
+  LocalServer landing(echo_everything());
+  LocalServer first(redirect_to([&] { return landing.url("localhost") + "/landing"; }));
+  auto client = Client::create({});
+  ASSERT_TRUE(client);
+  auto r = (*client)->perform(
+      {.url = first.url() + "/start", .headers = kCredentialHeaders, .secret_headers = {"x-api-key"}});
+  auto headers = echoed_headers(r);
+  EXPECT_EQ(headers.value("X-Plain", ""), "plain") << headers.dump();
+  for (const auto* name : {"Authorization", "Proxy-Authorization", "Cookie", "X-Api-Key"})
+    EXPECT_FALSE(headers.contains(name)) << name << " reached another host: " << headers.dump();
+  EXPECT_EQ(landing.requests(), 1);
+}
+
+TEST(ClientRedirect, ToAnotherPortOfTheSameHost_DropsCredentialsAndSecretHeaders) {
+  LocalServer landing(echo_everything());
+  LocalServer first(redirect_to([&] { return landing.url() + "/landing"; }, 307));
+  auto client = Client::create({});
+  ASSERT_TRUE(client);
+  auto r = (*client)->perform(
+      {.url = first.url() + "/start", .headers = kCredentialHeaders, .secret_headers = {"X-Api-Key"}});
+  auto headers = echoed_headers(r);
+  EXPECT_EQ(headers.value("X-Plain", ""), "plain") << headers.dump();
+  for (const auto* name : {"Authorization", "Proxy-Authorization", "Cookie", "X-Api-Key"})
+    EXPECT_FALSE(headers.contains(name)) << name << " reached another port: " << headers.dump();
+}
+
+TEST(ClientRedirect, AfterLeavingTheOrigin_CredentialsStayDroppedOnTheWayBack) {
+  std::unique_ptr<LocalServer> first;
+  LocalServer away(redirect_to([&] { return first->url() + "/back"; }));
+  first = std::make_unique<LocalServer>([&](httplib::Server& s, LocalServer& self) {
+    s.Get("/start", [&](const httplib::Request&, httplib::Response& res) {
+      res.status = 302;
+      res.set_header("Location", away.url() + "/away");
+    });
+    echo_everything()(s, self);
+  });
+  auto client = Client::create({});
+  ASSERT_TRUE(client);
+  auto r = (*client)->perform(
+      {.url = first->url() + "/start", .headers = kCredentialHeaders, .secret_headers = {"X-Api-Key"}});
+  auto headers = echoed_headers(r);
+  EXPECT_FALSE(headers.contains("X-Api-Key")) << headers.dump();
+  EXPECT_FALSE(headers.contains("Authorization")) << headers.dump();
+}
+
+TEST(ClientRedirect, SameOrigin_KeepsEveryHeader) {
+  LocalServer server([](httplib::Server& s, LocalServer& self) {
+    s.Get("/start", [](const httplib::Request&, httplib::Response& res) {
+      res.status = 302;
+      res.set_header("Location", "/landing");
+    });
+    echo_everything()(s, self);
+  });
+  auto client = Client::create({});
+  ASSERT_TRUE(client);
+  auto r = (*client)->perform(
+      {.url = server.url() + "/start", .headers = kCredentialHeaders, .secret_headers = {"X-Api-Key"}});
+  auto headers = echoed_headers(r);
+  for (const auto& [name, value] : kCredentialHeaders) EXPECT_EQ(headers.value(name, ""), value) << name;
+}
+
+TEST(ClientRedirect, MethodAndBody_FollowTheStatusRules) {
+  LocalServer landing(echo_everything());
+  struct Case {
+    int status;
+    std::string method;  // what the landing page is asked with
+    std::string body;
+  };
+  for (const Case& c : {Case{301, "GET", ""}, Case{302, "GET", ""}, Case{303, "GET", ""},
+                        Case{307, "POST", "{\"a\":1}"}, Case{308, "POST", "{\"a\":1}"}}) {
+    LocalServer first(redirect_to([&] { return landing.url() + "/landing"; }, c.status));
+    auto client = Client::create({});
+    ASSERT_TRUE(client);
+    auto r = (*client)->perform({.method = "POST",
+                                 .url = first.url() + "/start",
+                                 .headers = {{"Content-Type", "application/json"}},
+                                 .body = "{\"a\":1}"});
+    ASSERT_TRUE(r) << r.error().message;
+    auto echoed = nlohmann::json::parse(r->body, nullptr, false);
+    EXPECT_EQ(echoed["method"], c.method) << c.status;
+    EXPECT_EQ(echoed["body"], c.body) << c.status;
+  }
+}
+
+TEST(ClientRedirect, BeyondTheLimitAcrossHosts_FailsWithTooManyRedirects) {
+  LocalServer b(redirect_to([] { return std::string("/again"); }));
+  LocalServer a(redirect_to([&] { return b.url("localhost") + "/again"; }));
+  auto client = Client::create({.max_redirects = 3});
+  ASSERT_TRUE(client);
+  auto r = (*client)->perform({.url = a.url() + "/start"});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, TransportError::kTooManyRedirects) << r.error().message;
+  EXPECT_EQ(a.requests() + b.requests(), 4);
+}
+
+// A self-signed certificate for 127.0.0.1, made in memory.
+struct TestCertificate {
+  struct KeyFree {
+    void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
+  };
+  struct CertFree {
+    void operator()(X509* x) const { X509_free(x); }
+  };
+  std::unique_ptr<EVP_PKEY, KeyFree> key{EVP_EC_gen("P-256")};
+  std::unique_ptr<X509, CertFree> cert{X509_new()};
+
+  TestCertificate() {
+    if (!key || !cert) return;
+    X509_set_version(cert.get(), 2);
+    ASN1_INTEGER_set(X509_get_serialNumber(cert.get()), 1);
+    X509_gmtime_adj(X509_getm_notBefore(cert.get()), -60);
+    X509_gmtime_adj(X509_getm_notAfter(cert.get()), 3600);
+    X509_set_pubkey(cert.get(), key.get());
+    X509_NAME* name = X509_get_subject_name(cert.get());
+    X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>("127.0.0.1"),
+                               -1, -1, 0);
+    X509_set_issuer_name(cert.get(), name);
+    X509_sign(cert.get(), key.get(), EVP_sha256());
+  }
+};
+
+TEST(ClientRedirect, HttpsToHttp_RefusedAndNothingSentInTheClear) {
+  LocalServer plain(echo_everything());
+  TestCertificate tls;
+  ASSERT_TRUE(tls.key && tls.cert);
+  LocalServer secure(redirect_to([&] { return plain.url() + "/landing?api_key=key-123456"; }),
+                     std::make_unique<httplib::SSLServer>(tls.cert.get(), tls.key.get()));
+  auto client = Client::create({.verify_tls = false});
+  ASSERT_TRUE(client);
+  auto r = (*client)->perform({.url = secure.url("127.0.0.1", "https") + "/start",
+                               .headers = {{"X-Api-Key", "key-123456"}},
+                               .secret_headers = {"X-Api-Key"}});
+  ASSERT_FALSE(r) << "followed to " << r->body;
+  EXPECT_EQ(r.error().kind, TransportError::kTls) << r.error().message;
+  EXPECT_NE(r.error().message.find("https to http://127.0.0.1"), std::string::npos) << r.error().message;
+  EXPECT_EQ(r.error().message.find("key-123456"), std::string::npos) << r.error().message;
+  EXPECT_EQ(secure.requests(), 1);
+  EXPECT_EQ(plain.requests(), 0);
+}
+
+TEST(ClientRedirect, HttpsToHttps_Followed) {
+  TestCertificate tls;
+  ASSERT_TRUE(tls.key && tls.cert);
+  auto echo_tls = std::make_unique<httplib::SSLServer>(tls.cert.get(), tls.key.get());
+  LocalServer landing(echo_everything(), std::move(echo_tls));
+  LocalServer secure(redirect_to([&] { return landing.url("127.0.0.1", "https") + "/landing"; }),
+                     std::make_unique<httplib::SSLServer>(tls.cert.get(), tls.key.get()));
+  auto client = Client::create({.verify_tls = false});
+  ASSERT_TRUE(client);
+  auto r = (*client)->perform({.url = secure.url("127.0.0.1", "https") + "/start"});
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(landing.requests(), 1);
 }
 
 }  // namespace

@@ -59,6 +59,9 @@ json retryable_op(rp::Context&, const json&) { throw rp::Retryable("try later");
 json std_op(rp::Context&, const json&) { throw std::out_of_range("vector index"); }
 json weird_op(rp::Context&, const json&) { throw 42; }
 json http_op(rp::Context& ctx, const json&) { return {{"status", ctx.http().get("http://x").status}}; }
+json http_query_op(rp::Context& ctx, const json&) {
+  return {{"status", ctx.http().get("http://x/m?api_key=KEY-secret").status}};
+}
 
 TEST(PluginSdk, ReturnedJson_OkWithOutputInHostBuffer) {
   TableHost h;
@@ -137,6 +140,41 @@ TEST(PluginSdk, RaiseForStatus_MapsStatuses) {
   EXPECT_THROW(r.raise_for_status(), rp::Retryable);
   r.status = 302;
   EXPECT_THROW(r.raise_for_status(), rp::Fatal);
+}
+
+// Keys travel in query strings and user info; the SDK's messages leave both out.
+TEST(PluginSdk, ErrorMessages_QuoteUrlsWithoutQueryOrUserInfo) {
+  rp::Response r;
+  r.url = "https://user:pw-secret@api.test/v1/movies/Heat?api_key=KEY-secret&x=1#frag";
+  r.body = "{\"error\": \"nope\"}";
+  for (int status : {404, 500, 429}) {
+    r.status = status;
+    try {
+      r.raise_for_status();
+      ADD_FAILURE() << status << " did not throw";
+    } catch (const std::exception& e) {
+      EXPECT_THAT(e.what(), HasSubstr("from https://api.test/v1/movies/Heat:"));
+      EXPECT_THAT(e.what(), ::testing::Not(HasSubstr("secret"))) << e.what();
+    }
+  }
+  r.status = 200;
+  r.body = "not json";
+  try {
+    (void)r.json();
+    ADD_FAILURE() << "malformed JSON did not throw";
+  } catch (const rp::Fatal& e) {
+    EXPECT_THAT(e.what(), ::testing::Not(HasSubstr("secret"))) << e.what();
+  }
+  EXPECT_EQ(rp::redact_url("http://h:8080/p?q#f"), "http://h:8080/p");
+  EXPECT_EQ(rp::redact_url("no url?key=1"), "no url");
+}
+
+TEST(PluginSdk, TransportFailure_MessageQuotesUrlWithoutQuery) {
+  TableHost h;
+  h.run<&http_query_op>();
+  EXPECT_EQ(h.reply.status, RATCHET_STATUS_RETRYABLE);
+  EXPECT_THAT(h.output(), HasSubstr("GET http://x/m timed out"));
+  EXPECT_THAT(h.output(), ::testing::Not(HasSubstr("KEY-secret")));
 }
 
 TEST(PluginSdk, ResponseHeader_CaseInsensitive) {
