@@ -7,7 +7,8 @@
 # Usage: tools/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]   (default: 60, every target)
 #        tools/fuzz.sh build [TARGET...]      only builds the targets
 #        tools/fuzz.sh minimize [TARGET...]
-#          merges the last run's queue into tests/fuzz/corpus/TARGET with afl-cmin
+#          merges the last run's queue into tests/fuzz/corpus/TARGET: afl-cmin,
+#          then at most 40 inputs keeping the most coverage (pick_corpus.py)
 #
 # A run's inputs that crashed or broke an invariant are in
 # build/fuzz/findings/TARGET/default/crashes/; replay one with
@@ -117,13 +118,16 @@ if [ "$mode" = minimize ]; then
     }
     merged="$build/merge/$t"
     rm -rf "$merged" "$build/cmin/$t"
-    mkdir -p "$merged" "$build/cmin"
+    mkdir -p "$merged" "$build/cmin" "$build/pick"
     cp "$root/tests/fuzz/corpus/$t"/* "$merged/"
     for f in "$queue"/id:*; do cp "$f" "$merged/q$(basename "$f" | cut -c4-9)"; done
     nice -n 19 afl-cmin -i "$merged" -o "$build/cmin/$t" -m none -t 5000 -- "$build/tests/fuzz/fuzz_$t" >/dev/null
+    # afl-cmin keeps every tuple, often hundreds of inputs; at most 40 stay.
+    kept=$(nice -n 19 python3 "$root/tests/fuzz/pick_corpus.py" "$build/cmin/$t" "$build/pick/$t" 40 \
+      -- "$build/tests/fuzz/fuzz_$t")
     rm -rf "$root/tests/fuzz/corpus/$t"
-    cp -r "$build/cmin/$t" "$root/tests/fuzz/corpus/$t"
-    echo "$t: $(ls "$merged" | wc -l) inputs minimized to $(ls "$root/tests/fuzz/corpus/$t" | wc -l)"
+    cp -r "$build/pick/$t" "$root/tests/fuzz/corpus/$t"
+    echo "$t: $(ls "$merged" | wc -l) inputs, $(ls "$build/cmin/$t" | wc -l) after afl-cmin; $kept"
   done
   exit 0
 fi

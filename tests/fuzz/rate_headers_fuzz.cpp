@@ -13,7 +13,9 @@
 //   - a cut wait is reported in `clamped`; every ignored value is named;
 //   - `throttled` only for a 429, or a 503 with Retry-After; a Retry-After
 //     that was read decides the resume time;
-//   - a lone "Retry-After: N" (N whole seconds) waits exactly min(N, cap).
+//   - simple header sets (a lone Retry-After of whole seconds, a
+//     Remaining: 0 with a Reset of whole seconds) wait what they spell, up
+//     to the cap, computed apart from the engine (see expected_wait).
 #include <cctype>
 #include <chrono>
 #include <cstddef>
@@ -45,28 +47,75 @@ std::string show(const std::vector<HttpHeader>& headers, int status) {
   return out;
 }
 
-// The whole seconds a lone Retry-After spells, when it is only digits (at
-// most 15, so the reference arithmetic is exact).
-std::optional<std::int64_t> lone_retry_after_seconds(const std::vector<HttpHeader>& headers) {
-  if (headers.size() != 1) return std::nullopt;
-  const auto& [name, value] = headers[0];
-  std::string_view n = name;
-  while (!n.empty() && (n.front() == ' ' || n.front() == '\t')) n.remove_prefix(1);
-  while (!n.empty() && (n.back() == ' ' || n.back() == '\t')) n.remove_suffix(1);
-  if (n.size() != 11) return std::nullopt;
+std::string_view trimmed(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+bool named(const HttpHeader& h, std::string_view lower_name) {
+  const std::string_view n = trimmed(h.first);
+  if (n.size() != lower_name.size()) return false;
   for (std::size_t i = 0; i < n.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(n[i])) != "retry-after"[i]) return std::nullopt;
+    if (std::tolower(static_cast<unsigned char>(n[i])) != lower_name[i]) return false;
   }
-  std::string_view v = value;
-  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
-  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
-  if (v.empty() || v.size() > 15) return std::nullopt;
-  std::int64_t s = 0;
+  return true;
+}
+
+// A value of only digits (at most 20), as a number.
+std::optional<long double> whole(const HttpHeader& h) {
+  const std::string_view v = trimmed(h.second);
+  if (v.empty() || v.size() > 20) return std::nullopt;
+  long double n = 0;
   for (char c : v) {
     if (c < '0' || c > '9') return std::nullopt;
-    s = s * 10 + (c - '0');
+    n = n * 10 + (c - '0');
   }
-  return s;
+  return n;
+}
+
+struct ExpectedWait {
+  Duration wait;
+  Duration tolerance;  // the engine reads through doubles
+};
+
+// The wait a few simple header sets must give, computed apart from the
+// engine in long double seconds:
+//   Retry-After: N                               min(N s, cap)
+//   RateLimit-Remaining: 0, RateLimit-Reset: N   min(N s, cap)
+//   X-RateLimit-Remaining: 0, X-RateLimit-Reset: N
+//       N <= 1e9 delta seconds, <= 1e12 a Unix time in s, else in ms;
+//       the time to it, within [0, cap]
+std::optional<ExpectedWait> expected_wait(const std::vector<HttpHeader>& headers, TimePoint now,
+                                          Duration cap) {
+  const long double cap_s = duration<long double>(cap).count();
+  auto clamp = [&](long double s) -> Duration {
+    if (s <= 0) return Duration::zero();
+    if (s >= cap_s) return cap;
+    return duration_cast<Duration>(duration<long double>(s));
+  };
+  if (headers.size() == 1 && named(headers[0], "retry-after")) {
+    if (auto n = whole(headers[0])) return ExpectedWait{clamp(*n), Duration::zero()};
+    return std::nullopt;
+  }
+  if (headers.size() != 2) return std::nullopt;
+  for (const std::string_view prefix : {"ratelimit-", "x-ratelimit-"}) {
+    const std::string remaining = std::string(prefix) + "remaining";
+    const std::string reset = std::string(prefix) + "reset";
+    for (int first = 0; first < 2; ++first) {
+      const HttpHeader& r = headers[first];
+      const HttpHeader& t = headers[1 - first];
+      if (!named(r, remaining) || !named(t, reset)) continue;
+      auto left = whole(r);
+      auto n = whole(t);
+      if (!left || *left != 0 || !n) return std::nullopt;
+      if (prefix == "ratelimit-" || *n <= 1e9) return ExpectedWait{clamp(*n), Duration::zero()};
+      const long double now_s = duration<long double>(now.time_since_epoch()).count();
+      const long double at_s = *n <= 1e12 ? *n : *n / 1000;
+      return ExpectedWait{clamp(at_s - now_s), milliseconds(1)};
+    }
+  }
+  return std::nullopt;
 }
 
 void check(const std::vector<HttpHeader>& headers, int status, TimePoint now, Duration cap) {
@@ -96,12 +145,11 @@ void check(const std::vector<HttpHeader>& headers, int status, TimePoint now, Du
   if (h.throttled) FUZZ_CHECK(status == 429 || status == 503, "throttled without a 429 or 503: " + input);
   if (h.source == HintSource::kRetryAfter)
     FUZZ_CHECK(h.resume_at.has_value(), "Retry-After without resume_at");
-  if (auto n = lone_retry_after_seconds(headers)) {
-    // Compared in seconds first: N seconds may not fit the clock's ticks.
-    const Duration expected = *n > duration_cast<seconds>(cap).count() ? cap : Duration(seconds(*n));
-    FUZZ_CHECK(h.resume_at.has_value(), "a whole-second Retry-After was not read: " + input);
-    FUZZ_CHECK(*h.resume_at - now == expected,
-               "Retry-After waits " + show(*h.resume_at - now) + ", not " + show(expected) + ": " + input);
+  if (auto e = expected_wait(headers, now, cap)) {
+    FUZZ_CHECK(h.resume_at.has_value(), "a wait the headers spell was not read: " + input);
+    const Duration wait = *h.resume_at - now;
+    const Duration off = wait > e->wait ? wait - e->wait : e->wait - wait;
+    FUZZ_CHECK(off <= e->tolerance, "waits " + show(wait) + ", not " + show(e->wait) + ": " + input);
   }
 }
 
