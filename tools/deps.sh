@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages ratchet builds against. Idempotent: when every
 # package is already present it prints nothing and touches no package list.
+# Usage: tools/deps.sh [fuzz]   (fuzz: also AFL++, for tools/fuzz.sh)
 set -euo pipefail
 
 packages=(
@@ -12,6 +13,7 @@ packages=(
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcpp-httplib-dev
 )
+if [ "${1:-}" = fuzz ]; then packages+=(afl++); fi
 
 missing=()
 for p in "${packages[@]}"; do
