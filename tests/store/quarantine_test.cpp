@@ -50,8 +50,15 @@ class QuarantineTest : public ::testing::Test {
     return out;
   }
 
+  // Completes the job under the claim that holds it now.
   void complete(JobId id, const std::string& owner, Micros now) {
-    auto w = store_->write([&](JobStore& s) { return s.complete(id, owner, "1", now).held; });
+    std::int64_t token = 0;
+    {
+      SQLite::Database db(dir_.file("jobs.db").string(), SQLite::OPEN_READONLY);
+      token = db.execAndGet("SELECT lease_token FROM jobs WHERE id = " + std::to_string(id)).getInt64();
+    }
+    const Fence fence{owner, token};
+    auto w = store_->write([&](JobStore& s) { return s.complete(id, fence, "1", now).held; });
     ASSERT_TRUE(w && *w);
   }
 
