@@ -11,6 +11,7 @@ packages=(
   libtomlplusplus-dev
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcpp-httplib-dev
+  nginx faketime  # the fault-injection tests: a rate limiter we did not write, a stepped clock
 )
 
 missing=()
