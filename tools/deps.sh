@@ -12,6 +12,7 @@ packages=(
   libtomlplusplus-dev
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcpp-httplib-dev
+  nginx faketime  # the fault-injection tests: a rate limiter we did not write, a stepped clock
 )
 if [ "${1:-}" = fuzz ]; then packages+=(afl++); fi
 

@@ -131,7 +131,7 @@ std::optional<std::pair<JobId, bool>> Quarantine::next_suspect(const ClaimReques
            "AND state IN ('scheduled', 'available', 'retryable') AND run_at_us <= ?1 "
            "AND type IN (SELECT value FROM json_each(?2)) "
            "AND (?3 IS NULL OR queue IN (SELECT value FROM json_each(?3))) "
-           "ORDER BY crashes_alone, run_at_us, id LIMIT 1"));
+           "ORDER BY crashes_alone DESC, run_at_us, id LIMIT 1"));
   q->bind(1, req.now);
   q->bind(2, json_array(req.types));
   if (req.queues.empty()) {

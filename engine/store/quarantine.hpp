@@ -62,7 +62,10 @@ class Quarantine {
   // Writes the verdict's suspicion to the job (after the expiry update).
   void apply(JobId id, const ExpiryVerdict& verdict);
   // The suspect `req` may claim now, with its resume flag: none while another
-  // suspect runs anywhere on the database. Least often counted first.
+  // suspect runs anywhere on the database. Most often counted first: a job
+  // that crashes its process again at once is found in K runs, and one that
+  // an outside kill happened to hit runs again at once and, once it ends,
+  // is a suspect no more.
   std::optional<std::pair<JobId, bool>> next_suspect(const ClaimRequest& req);
   // The job was retried by hand: it starts clean.
   void forgive(JobId id);

@@ -123,11 +123,24 @@ Status apply_portal_option(PortalOptions& o, std::string_view key, std::string_v
                                   {"no_rating", MalformedBody::kNoRating}});
     if (!m) return fail(m.error());
     o.malformed_body = *m;
+  } else if (key == "fault") {
+    auto f = pick<Fault>(key, value,
+                         {{"none", Fault::kNone},
+                          {"hang", Fault::kHang},
+                          {"reset", Fault::kReset},
+                          {"garbage", Fault::kGarbage},
+                          {"huge", Fault::kHuge}});
+    if (!f) return fail(f.error());
+    o.fault = *f;
+  } else if (key == "fault_every") {
+    auto v = parse_int(key, value, 1);
+    if (!v) return fail(v.error());
+    o.fault_every = *v;
   } else {
     return fail(Error::invalid_argument(
         "unknown mock portal option '" + std::string(key) +
         "' (known: dialect, limit, window, burst, reset, retry_after, error_rate, latency, "
-        "malformed_headers, malformed_body, date_skew)"));
+        "malformed_headers, malformed_body, date_skew, fault, fault_every)"));
   }
   return {};
 }

@@ -56,6 +56,16 @@ enum class MalformedBody {
   kNoRating,   // the right shape without the "rating" key
 };
 
+// A transport fault injected on some requests, for clients that must survive
+// it. The request still counts at the portal.
+enum class Fault {
+  kNone,
+  kHang,     // no answer until the server stops (or a minute passes)
+  kReset,    // the connection is cut in the middle of the answer
+  kGarbage,  // 200 with bytes that are not JSON
+  kHuge,     // 200 with a 32 MiB JSON body
+};
+
 struct PortalOptions {
   Dialect dialect = Dialect::kNone;
   std::int64_t limit = 10;                 // requests per window; >= 1
@@ -68,6 +78,8 @@ struct PortalOptions {
   MalformedHeaders malformed_headers = MalformedHeaders::kNone;
   MalformedBody malformed_body = MalformedBody::kNone;
   std::chrono::seconds date_skew{0};  // added to every time the portal sends (Date, resets)
+  Fault fault = Fault::kNone;
+  std::int64_t fault_every = 1;  // the fault hits every Nth request of the portal (1: all); >= 1
 };
 
 struct ServerOptions {
@@ -82,7 +94,8 @@ struct ServerOptions {
 
 // Sets one option from text: key is a PortalOptions field name ("dialect",
 // "limit", "window", "burst", "reset", "retry_after", "error_rate",
-// "latency", "malformed_headers", "malformed_body", "date_skew").
+// "latency", "malformed_headers", "malformed_body", "date_skew", "fault",
+// "fault_every").
 Status apply_portal_option(PortalOptions& options, std::string_view key, std::string_view value);
 
 // Reads {"seed", "threads", "port", "portals": {NAME|"*": {KEY: VALUE}}};

@@ -10,6 +10,7 @@
 #include <httplib.h>
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -53,6 +54,28 @@ struct MockPortalServer::Impl {
   std::condition_variable wake;
   bool stopping = false;
   std::set<std::pair<std::string, int>> connections;
+  std::vector<RequestRecord> log;
+  std::map<std::string, std::int64_t, std::less<>> sequence;  // movie requests per portal, for faults
+  int in_flight = 0;
+
+  static std::int64_t wall_us() {
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+
+  // Logs the arrival; returns its index in the log and the portal's request number.
+  std::pair<std::size_t, std::int64_t> arrive(const std::string& portal, const std::string& movie) {
+    std::lock_guard lock(mu);
+    ++in_flight;
+    log.push_back({portal, movie, wall_us(), 0});
+    return {log.size() - 1, ++sequence[portal]};
+  }
+  void answered(std::size_t index) {
+    std::lock_guard lock(mu);
+    --in_flight;
+    if (index < log.size()) log[index].answered_us = wall_us();
+  }
 
   void note_connection(const httplib::Request& req) {
     std::lock_guard lock(mu);
@@ -106,11 +129,39 @@ void MockPortalServer::Impl::install_routes() {
              }
              Portal& portal = *it->second;
              const PortalOptions o = portal.options();
-             pause(o.latency);
+             const auto [index, number] = arrive(it->first, req.matches[2].str());
+             struct Answered {
+               Impl* impl;
+               std::size_t index;
+               ~Answered() { impl->answered(index); }
+             } on_exit{this, index};
+             const bool faulty = o.fault != Fault::kNone && number % o.fault_every == 0;
+             pause(faulty && o.fault == Fault::kHang ? std::chrono::milliseconds(60000) : o.latency);
              Answer a = portal.handle(req.matches[2].str(), *options.clock);
              res.status = a.status;
              for (auto& [k, v] : a.headers) res.set_header(k, v);
              set_date(res, o.date_skew);
+             if (faulty && o.fault == Fault::kReset) {
+               // Half the promised body, then the connection is dropped.
+               res.set_content_provider(
+                   a.body.size() * 2 + 16, "application/json",
+                   [body = std::move(a.body)](std::size_t offset, std::size_t, httplib::DataSink& sink) {
+                     if (offset == 0) sink.write(body.data(), body.size());
+                     return offset == 0;
+                   });
+               return;
+             }
+             if (faulty && o.fault == Fault::kGarbage) {
+               res.status = 200;
+               res.set_content(std::string("\x01\xff\xfe{{rating:: <<garbage>>"), "application/json");
+               return;
+             }
+             if (faulty && o.fault == Fault::kHuge) {
+               res.status = 200;
+               res.set_content(R"({"rating": 7.0, "padding": ")" + std::string(32 << 20, 'x') + "\"}",
+                               "application/json");
+               return;
+             }
              res.set_content(std::move(a.body), a.content_type.c_str());
            }));
 
@@ -263,6 +314,18 @@ void MockPortalServer::reset() {
   for (auto& [_, p] : impl_->portals) p->reset();
   std::lock_guard lock(impl_->mu);
   impl_->connections.clear();
+  impl_->log.clear();
+  impl_->sequence.clear();
+}
+
+std::vector<RequestRecord> MockPortalServer::requests() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->log;
+}
+
+int MockPortalServer::in_flight() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->in_flight;
 }
 
 Status MockPortalServer::configure(std::string_view portal, PortalOptions options) {

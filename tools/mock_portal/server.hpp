@@ -19,12 +19,22 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "mock_portal/options.hpp"
 #include "mock_portal/stats.hpp"
 #include "ratchet/status.hpp"
 
 namespace ratchet::mock_portal {
+
+// One request to a portal's movie route, as the server saw it (real time,
+// Unix microseconds); answered_us is 0 while it is being answered.
+struct RequestRecord {
+  std::string portal;
+  std::string movie;
+  std::int64_t arrived_us = 0;
+  std::int64_t answered_us = 0;
+};
 
 class MockPortalServer {
  public:
@@ -43,6 +53,10 @@ class MockPortalServer {
   std::string portal_url(std::string_view portal) const;
 
   Stats stats() const;
+  // Every movie request since start or reset, in arrival order.
+  std::vector<RequestRecord> requests() const;
+  // Movie requests being answered now.
+  int in_flight() const;
   void reset();
   // Replaces one portal's options and forgets its limiter state.
   Status configure(std::string_view portal, PortalOptions options);
