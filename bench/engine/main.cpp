@@ -183,7 +183,7 @@ double claim_ms(ratchet::store::Store& store, int batch, int rounds) {
       std::exit(1);
     }
     auto rel = store.write([&](ratchet::store::JobStore& s) {
-      for (const auto& j : c->jobs) s.release(j.id, "bench", "bench", now);
+      for (const auto& j : c->jobs) s.release(j.id, ratchet::store::Fence{"bench", j.token}, "bench", now);
     });
     if (!rel) std::exit(1);
   }

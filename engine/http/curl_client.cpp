@@ -524,6 +524,11 @@ std::expected<Response, TransportError> CurlClient::perform(const Request& req, 
     const auto left =
         std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
+      // libcurl reads a timeout of 0 as none: never hand it one.
+      if (redirects == 0) {
+        return fail_with(TransportError::kTimeout,
+                         "timed out before it was sent: less than 1 ms of its time budget was left");
+      }
       return fail_with(TransportError::kTimeout,
                        "timed out following redirects (total " + std::to_string(timeout.count()) + " ms)");
     }
