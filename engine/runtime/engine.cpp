@@ -142,7 +142,12 @@ Result<std::vector<JobId>> Engine::enqueue_many(std::string_view type,
 }
 
 Result<JobId> Engine::enqueue(std::string_view type, nlohmann::json args, EnqueueOptions options) {
-  auto ids = enqueue_many(type, {std::move(args)}, std::move(options));
+  // Moved, not copied: a braced list copies, and copying JSON recurses, so
+  // arguments nested deeper than the stack allows would crash before
+  // check_args (which walks them without recursion) could refuse them.
+  std::vector<nlohmann::json> one;
+  one.push_back(std::move(args));
+  auto ids = enqueue_many(type, one, std::move(options));
   if (!ids) return fail(ids.error());
   return ids->front();
 }
