@@ -3,27 +3,10 @@
 #include <chrono>
 
 #include "store/quarantine.hpp"
+#include "store/statement_use.hpp"
 
 namespace ratchet::store {
 namespace {
-
-// Resets a cached statement when the scope ends, so no statement keeps a
-// read snapshot open between uses.
-class Use {
- public:
-  explicit Use(SQLite::Statement& s) : s_(s) {
-    s_.reset();
-    s_.clearBindings();
-  }
-  ~Use() { s_.tryReset(); }
-  Use(const Use&) = delete;
-  Use& operator=(const Use&) = delete;
-  SQLite::Statement* operator->() { return &s_; }
-  SQLite::Statement& operator*() { return s_; }
-
- private:
-  SQLite::Statement& s_;
-};
 
 constexpr const char* kJobColumns =
     "id, type, queue, args, state, priority, run_at_us, attempt, max_attempts, unique_key, lease_owner, "

@@ -2,27 +2,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "store/statement_use.hpp"
+
 namespace ratchet::store {
 namespace {
 
 constexpr Micros kCrashMemory = 24LL * 3600 * 1'000'000;  // how long a lease owner's crashes are kept
-
-// Resets a cached statement on entry and when the scope ends, so no statement
-// keeps a read snapshot open between uses.
-class Use {
- public:
-  explicit Use(SQLite::Statement& s) : s_(s) {
-    s_.reset();
-    s_.clearBindings();
-  }
-  ~Use() { s_.tryReset(); }
-  Use(const Use&) = delete;
-  Use& operator=(const Use&) = delete;
-  SQLite::Statement* operator->() { return &s_; }
-
- private:
-  SQLite::Statement& s_;
-};
 
 std::string json_array(const std::vector<std::string>& v) {
   nlohmann::json a = nlohmann::json::array();
