@@ -82,6 +82,15 @@ LoadResult load_document(std::string_view text, const std::string& file_name,
 }  // namespace
 
 LoadResult load_file(const std::filesystem::path& path, const EnvLookup& env) {
+  // A folder opens as an empty stream, which would read as an empty, valid
+  // file.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return std::unexpected(std::vector<Diagnostic>{
+        Diagnostic{SourceRef{path.string(), 0, 0, ""},
+                   "is a directory, not a config file; name the TOML file itself (e.g. " +
+                       (path / "ratchet.toml").string() + ")"}});
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return std::unexpected(std::vector<Diagnostic>{Diagnostic{
@@ -89,7 +98,6 @@ LoadResult load_file(const std::filesystem::path& path, const EnvLookup& env) {
   }
   std::ostringstream text;
   text << in.rdbuf();
-  std::error_code ec;
   std::filesystem::path absolute = std::filesystem::absolute(path, ec);
   if (ec) absolute = path;
   return load_document(text.str(), path.string(), absolute.parent_path(), path, env);

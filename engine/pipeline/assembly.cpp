@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "config/plugin_check.hpp"
 #include "limit/database_limiter.hpp"
 #include "runtime/engine_impl.hpp"
 
@@ -39,20 +40,10 @@ Result<std::shared_ptr<Assembly>> Assembly::create(std::unique_ptr<config::Confi
   if (auto st = a->host_->check_configured(configured); !st) return fail(st.error());
   // A step may call a plugin that has no [plugin.X] section (it runs on
   // defaults), but the plugin and its operation must exist.
-  for (const auto& [job, spec] : config->jobs) {
-    for (const auto& step : spec.steps) {
-      auto plugin = a->host_->find(step.plugin);
-      bool has_op = plugin && std::find(plugin->operations.begin(), plugin->operations.end(),
-                                        step.operation) != plugin->operations.end();
-      if (has_op) continue;
-      std::string what =
-          plugin ? "plugin " + step.plugin + " " + plugin->version + " has no operation \"" + step.operation +
-                       "\""
-                 : "no plugin named \"" + step.plugin + "\" is loaded from " + a->host_->folder().string();
-      return fail(Error::config(step.source.to_string() + ": job " + job + " step " + step.name + " calls " +
-                                step.plugin + "." + step.operation + ", but " + what));
-    }
-  }
+  std::vector<config::ProvidedPlugin> provided;
+  for (auto& p : a->host_->list()) provided.push_back({p.name, p.version, p.operations});
+  if (auto problems = config::check_plugin_calls(*config, provided, a->host_->folder()); !problems.empty())
+    return fail(config_error(problems));
 
   auto connect = limit::connect_to(
       database, std::chrono::duration_cast<std::chrono::milliseconds>(config->engine.busy_timeout));
@@ -61,18 +52,37 @@ Result<std::shared_ptr<Assembly>> Assembly::create(std::unique_ptr<config::Confi
   return a;
 }
 
+std::shared_ptr<Assembly> Assembly::without_plugins(std::unique_ptr<config::ConfigSource> source,
+                                                    std::filesystem::path database, std::uint64_t seed) {
+  std::shared_ptr<Assembly> a(new Assembly());
+  a->source_ = std::move(source);
+  config::ConfigPtr config = a->source_->current();
+  auto connect = limit::connect_to(
+      database, std::chrono::duration_cast<std::chrono::milliseconds>(config->engine.busy_timeout));
+  a->inspect_gates_ = std::make_unique<GateRegistry>(config, std::move(connect), seed);
+  return a;
+}
+
 Result<std::string> Assembly::reload() {
   auto changed = source_->reload();
   if (!changed) return fail(config_error(changed.error()));
-  caller_->reconfigure(source_->current());
+  if (caller_) {
+    caller_->reconfigure(source_->current());
+  } else {
+    inspect_gates_->reconfigure(source_->current());
+  }
   return *changed;
 }
 
 PluginReport Assembly::plugins() {
-  host_->rescan();
-  PluginReport report;
-  report.folder = host_->folder();
   config::ConfigPtr config = source_->current();
+  PluginReport report;
+  if (!host_) {
+    report.folder = config->engine.plugins;
+    return report;
+  }
+  host_->rescan();
+  report.folder = host_->folder();
   for (auto& p : host_->list()) {
     report.loaded.push_back({p.name, p.version, p.file, p.operations, config->plugins.contains(p.name)});
   }
@@ -82,8 +92,16 @@ PluginReport Assembly::plugins() {
 
 std::vector<LimiterInfo> Assembly::limits(TimePoint now) {
   auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count();
+  // Gates are built at a plugin's first call: build those of every declared
+  // limit now, so they are listed (with the database's state for
+  // database-scope ones) before any call.
+  const config::ConfigPtr config = source_->current();
+  for (const auto& [plugin, spec] : config->plugins) {
+    if (spec.operations.empty()) (void)gates().gate(plugin, "");
+    for (const auto& [operation, policy] : spec.operations) (void)gates().gate(plugin, operation);
+  }
   std::vector<LimiterInfo> out;
-  for (auto& v : caller_->gates().limiters(now_us)) {
+  for (auto& v : gates().limiters(now_us)) {
     out.push_back(
         {v.plugin, v.operation, v.declared,
          TimePoint(std::chrono::duration_cast<Duration>(std::chrono::microseconds(v.next_free_us)))});
@@ -92,6 +110,7 @@ std::vector<LimiterInfo> Assembly::limits(TimePoint now) {
 }
 
 std::vector<PluginCallStats> Assembly::call_stats() const {
+  if (!caller_) return {};
   auto counters = caller_->counters();
   // Configured plugins are listed with every operation before their first
   // call, so a metrics scrape has each series from the start.
@@ -149,6 +168,7 @@ void Assembly::settle_parked(store::Store& store, const std::string& owner, Time
     if (now >= last_settle_ && now - last_settle_ < kEvery) return;
     last_settle_ = now;
   }
+  if (!caller_) return;
   const std::vector<ParkedJob> parked = caller_->parked_jobs();
   // In chunks, so the read connection is not held for long behind many
   // parked jobs.
@@ -204,6 +224,33 @@ Result<std::unique_ptr<Engine>> Engine::open_config(const std::filesystem::path&
     if (auto st = runtime::define_declarative(**engine, spec); !st) return fail(st.error());
   }
   (*engine)->impl().assembly = std::move(*assembly);
+  return engine;
+}
+
+Result<std::unique_ptr<Engine>> Engine::inspect_config(const std::filesystem::path& file,
+                                                       ConfigOverrides overrides) {
+  auto source = config::ConfigSource::open(file);
+  if (!source) return fail(pipeline::config_error(source.error()));
+  config::ConfigPtr config = (*source)->current();
+
+  EngineOptions options = runtime::engine_options(*config);
+  if (overrides.workers) options.workers = *overrides.workers;
+  if (overrides.database) options.database = *overrides.database;
+  options.clock = overrides.clock ? overrides.clock : SystemClock::instance();
+  options.worker_id = overrides.worker_id;
+  options.seed = overrides.seed;
+  auto assembly = pipeline::Assembly::without_plugins(std::move(*source), options.database,
+                                                      overrides.seed != 0 ? overrides.seed : 0x5eed);
+
+  auto engine = runtime::open_engine(std::move(options), {});
+  if (!engine) return engine;
+  for (const auto& [name, spec] : config->jobs) {
+    if (auto st = runtime::define_declarative(**engine, spec); !st) return fail(st.error());
+  }
+  (*engine)->impl().assembly = std::move(assembly);
+  (*engine)->impl().start_refusal =
+      "this engine was opened without its plugins (Engine::inspect_config) and cannot run jobs; open it with "
+      "Engine::open_config";
   return engine;
 }
 

@@ -27,6 +27,11 @@ class Assembly {
                                                   std::filesystem::path database,
                                                   std::shared_ptr<const Clock> clock, std::uint64_t seed);
 
+  // Without the plugin host or a step caller, for an engine that only
+  // inspects: limits() still lists the declared limits.
+  static std::shared_ptr<Assembly> without_plugins(std::unique_ptr<config::ConfigSource> source,
+                                                   std::filesystem::path database, std::uint64_t seed);
+
   config::ConfigPtr config() const { return source_->current(); }
   std::shared_ptr<PluginStepCaller> caller() const { return caller_; }
 
@@ -48,7 +53,10 @@ class Assembly {
 
   std::unique_ptr<config::ConfigSource> source_;
   std::shared_ptr<plugin_host::PluginHost> host_;
-  std::shared_ptr<PluginStepCaller> caller_;
+  std::shared_ptr<PluginStepCaller> caller_;     // null without plugins
+  std::unique_ptr<GateRegistry> inspect_gates_;  // the gates without plugins
+
+  GateRegistry& gates() { return caller_ ? caller_->gates() : *inspect_gates_; }
 
   std::mutex settle_mu_;  // guards last_settle_
   TimePoint last_settle_{};

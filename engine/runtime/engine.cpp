@@ -153,6 +153,7 @@ Result<JobId> Engine::enqueue(std::string_view type, nlohmann::json args, Enqueu
 }
 
 Status Engine::start() {
+  if (!impl_->start_refusal.empty()) return fail(Error::invalid_argument(impl_->start_refusal));
   std::lock_guard lock(impl_->scheduler_mu);
   if (impl_->scheduler) return {};
   runtime::SchedulerOptions so{impl_->options.workers, impl_->options.heartbeat, impl_->options.poll_interval,

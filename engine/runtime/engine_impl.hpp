@@ -39,6 +39,9 @@ class Engine::Impl {
   // The plugins, decorators and config of an engine opened from a config
   // file (pipeline/assembly.hpp); null for an engine built in code.
   std::shared_ptr<pipeline::Assembly> assembly;
+  // Why start() is refused (an engine opened without its plugins); empty:
+  // it runs.
+  std::string start_refusal;
 
   std::mutex scheduler_mu;
   std::unique_ptr<runtime::Scheduler> scheduler;

@@ -84,6 +84,19 @@ class RATCHET_API Engine {
   static Result<std::unique_ptr<Engine>> open_config(const std::filesystem::path& file,
                                                      ConfigOverrides overrides = {});
 
+  // Opens the database and the job types a TOML config file declares, but
+  // no plugin: no plugin file is read or loaded, so a plugin whose file is
+  // missing or broken does not keep anyone from looking at the jobs or
+  // acting on them. Such an engine enqueues (arguments checked against the
+  // job type as declared), gets, lists, counts, cancels, retries and purges
+  // jobs, and limits() lists the limits the file declares with their state
+  // (database-scope limits as the database holds them); plugins() names the
+  // folder only, call_stats() is empty, and it runs nothing: start() fails
+  // with kInvalidArgument. Fails with kConfig like open_config, for the file
+  // itself.
+  static Result<std::unique_ptr<Engine>> inspect_config(const std::filesystem::path& file,
+                                                        ConfigOverrides overrides = {});
+
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -100,7 +113,8 @@ class RATCHET_API Engine {
   Result<std::vector<JobId>> enqueue_many(std::string_view type, const std::vector<nlohmann::json>& args,
                                           EnqueueOptions options = {});
 
-  // Starts the workers, heartbeat and claiming. Idempotent.
+  // Starts the workers, heartbeat and claiming. Idempotent. kInvalidArgument
+  // for an engine opened by inspect_config.
   Status start();
   // Blocks until no job that this engine would run (its job types, in its
   // queues) is pending or running in the database, including such jobs of

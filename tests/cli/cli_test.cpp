@@ -200,6 +200,96 @@ TEST_F(RatchetCommandTest, ConfigCheck_SecretFromEnvironment_IsNeverPrinted) {
   EXPECT_THAT(plugins.out + plugins.err, ::testing::Not(HasSubstr("hunter2-secret")));
 }
 
+TEST_F(RatchetCommandTest, ConfigCheck_DirectoryNamedLikeAConfigFile_ExitsTwoSayingItIsNoFile) {
+  fs::create_directories(dir_ / "x.toml");
+  auto o = ratchet({"config", "check", (dir_ / "x.toml").string()});
+  EXPECT_EQ(o.exit_code, 2) << o.out;
+  EXPECT_THAT(o.err, HasSubstr("x.toml"));
+  EXPECT_THAT(o.err, HasSubstr("directory"));
+  EXPECT_THAT(o.out, ::testing::Not(HasSubstr("valid")));
+  auto list = ratchet({"jobs", "list", "-c", (dir_ / "x.toml").string()});
+  EXPECT_EQ(list.exit_code, 2) << list.out;
+  EXPECT_THAT(list.err, HasSubstr("directory"));
+}
+
+// The fixture's file with `extra` appended, as `name` in the test folder.
+std::string config_with(const std::string& base, const std::string& name, const std::string& extra) {
+  std::string text;
+  {
+    std::ifstream in(base);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  auto file = fs::path(base).parent_path() / name;
+  std::ofstream(file) << text << extra;
+  return file.string();
+}
+
+// The 1-based line of the first line of `file` that holds `text`.
+int line_of(const std::string& file, const std::string& text) {
+  std::ifstream in(file);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.find(text) != std::string::npos) return n;
+  }
+  return 0;
+}
+
+TEST_F(RatchetCommandTest, ConfigCheck_StepCallsAPluginNoFileProvides_ExitsTwoNamingFileLineAndKey) {
+  auto bad = config_with(config_, "ghost.toml",
+                         "\n[job.haunt]\nsteps = [\n  { name = \"boo\", call = \"ghost.fetch\" },\n]\n");
+  const int line = line_of(bad, "ghost.fetch");
+  auto o = ratchet({"config", "check", bad});
+  EXPECT_EQ(o.exit_code, 2) << o.out;
+  EXPECT_THAT(o.err, HasSubstr("ghost.toml:" + std::to_string(line) + ":"));
+  EXPECT_THAT(o.err, HasSubstr("job.haunt.steps[0]"));
+  EXPECT_THAT(o.err, HasSubstr("ghost"));
+  EXPECT_THAT(o.err, HasSubstr("[plugin.ghost]")) << "it says the file has no table for it";
+  EXPECT_NE(with_config({"jobs", "list"}).exit_code, 2) << "the fixture's own file is fine";
+  EXPECT_EQ(ratchet({"run", "--until-empty", "-c", bad}).exit_code, 2) << "open refuses it as well";
+}
+
+TEST_F(RatchetCommandTest, ConfigCheck_StepCallsAnOperationThePluginLacks_ExitsTwoListingWhatItHas) {
+  auto bad = config_with(config_, "typo.toml",
+                         "\n[job.typo]\nsteps = [\n  { name = \"a\", call = \"imdb.get_ratin\" },\n]\n");
+  const int line = line_of(bad, "imdb.get_ratin\"");
+  auto o = ratchet({"config", "check", bad});
+  EXPECT_EQ(o.exit_code, 2) << o.out;
+  EXPECT_THAT(o.err, HasSubstr("typo.toml:" + std::to_string(line) + ":"));
+  EXPECT_THAT(o.err, HasSubstr("job.typo.steps[0]"));
+  EXPECT_THAT(o.err, HasSubstr("\"get_ratin\""));
+  EXPECT_THAT(o.err, HasSubstr("get_rating")) << "it lists the operations imdb has";
+}
+
+TEST_F(RatchetCommandTest, ConfigCheck_ConfiguredPluginWithoutFile_ExitsTwoNamingItsTable) {
+  auto bad = config_with(config_, "unprovided.toml", "\n[plugin.ghost]\nbase_url = \"http://127.0.0.1:1\"\n");
+  const int line = line_of(bad, "[plugin.ghost]");
+  auto o = ratchet({"config", "check", bad});
+  EXPECT_EQ(o.exit_code, 2) << o.out;
+  EXPECT_THAT(o.err, HasSubstr("unprovided.toml:" + std::to_string(line) + ":"));
+  EXPECT_THAT(o.err, HasSubstr("plugin.ghost"));
+}
+
+TEST_F(RatchetCommandTest, ConfigCheck_PluginFileThatFailsToLoad_IsReportedWithFileAndReason) {
+  fs::create_directories(dir_ / "plugins");
+  fs::copy_file(fs::path(RATCHET_PLUGIN_DIR) / "imdb.so", dir_ / "plugins" / "imdb.so");
+  std::ofstream(dir_ / "plugins" / "broken.so") << "not a shared library\n";
+  auto file = dir_ / "own_folder.toml";
+  std::ofstream(file) << "[engine]\nplugins = \"plugins\"\n[plugin.imdb]\nbase_url = \"http://127.0.0.1:1\"\n"
+                      << "[job.j]\nsteps = [{ name = \"a\", call = \"imdb.get_rating\" }]\n";
+  auto ok = ratchet({"config", "check", file.string()});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err << "a file nothing needs does not stop the engine";
+  EXPECT_THAT(ok.err, HasSubstr("broken.so: "));
+  EXPECT_THAT(ok.out, HasSubstr("valid"));
+
+  // A step calling a plugin that file may have been meant to provide: the
+  // problem, and the refused file with its reason.
+  std::ofstream(file, std::ios::app) << "[job.k]\nsteps = [{ name = \"b\", call = \"broken.go\" }]\n";
+  auto bad = ratchet({"config", "check", file.string()});
+  EXPECT_EQ(bad.exit_code, 2) << bad.out;
+  EXPECT_THAT(bad.err, HasSubstr("job.k.steps[0]"));
+  EXPECT_THAT(bad.err, HasSubstr("broken.so: "));
+}
+
 TEST_F(RatchetCommandTest, OpenWithInvalidConfig_ExitsTwoWithEveryProblem) {
   std::ofstream(config_, std::ios::app) << "\n[engine2]\nx = 1\n";
   auto o = with_config({"jobs", "list"});
@@ -367,6 +457,80 @@ TEST_F(RatchetCommandTest, PluginsAndLimits_Json_ListTheLoadedPlugins) {
   auto limits = with_config({"limits", "--json"});
   ASSERT_EQ(limits.exit_code, 0) << limits.err;
   EXPECT_TRUE(nlohmann::json::parse(limits.out).is_array());
+}
+
+TEST_F(RatchetCommandTest, Limits_DeclaredLimit_IsListedBeforeAnyCall) {
+  std::ofstream(config_, std::ios::app) << "\n[[plugin.imdb.limit]]\nrate = 7\nper = \"1s\"\n";
+  auto limits = with_config({"limits", "--json"});
+  ASSERT_EQ(limits.exit_code, 0) << limits.err;
+  auto j = nlohmann::json::parse(limits.out);
+  ASSERT_TRUE(j.is_array()) << limits.out;
+  bool listed = false;
+  for (const auto& l : j) {
+    listed = listed || (l["plugin"] == "imdb" && l["declared"].get<std::string>().find("7/1s") == 0);
+  }
+  EXPECT_TRUE(listed) << limits.out;
+}
+
+TEST_F(RatchetCommandTest, JobsEnqueueAndLimits_ConfiguredPluginFileMissing_WorkWithoutPluginCode) {
+  // ghost is configured, with a limit kept in the database, but no file
+  // provides it: only running jobs needs plugin code.
+  auto ghost = config_with(config_, "ghost.toml",
+                           "\n[plugin.ghost]\nbase_url = \"http://127.0.0.1:1\"\n"
+                           "[[plugin.ghost.limit]]\nrate = 3\nper = \"1m\"\nscope = \"database\"\n"
+                           "[job.haunt]\nsteps = [{ name = \"boo\", call = \"ghost.fetch\" }]\n");
+  auto cmd = [&](std::vector<std::string> args) {
+    args.push_back("-c");
+    args.push_back(ghost);
+    return ratchet(std::move(args));
+  };
+  auto id_of = [](const Outcome& o) {
+    std::string id = o.out;
+    while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+    return id;
+  };
+  auto first = cmd({"enqueue", "rate_movie", "--arg", "name=Heat"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const std::string id = id_of(first);
+  auto second = cmd({"enqueue", "haunt", "--json", "{}"});
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  auto bad_arg = cmd({"enqueue", "rate_movie", "--arg", "title=Heat"});
+  EXPECT_EQ(bad_arg.exit_code, 2) << "arguments are still checked against the job type";
+  EXPECT_THAT(bad_arg.err, HasSubstr("name"));
+  auto unknown = cmd({"enqueue", "rate_moovie", "--arg", "name=Heat"});
+  EXPECT_EQ(unknown.exit_code, 2);
+
+  auto list = cmd({"jobs", "list", "--json"});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_EQ(nlohmann::json::parse(list.out).size(), 2u) << list.out;
+  auto show = cmd({"jobs", "show", id});
+  EXPECT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_THAT(show.out, HasSubstr("Heat"));
+  auto cancel = cmd({"jobs", "cancel", id});
+  EXPECT_EQ(cancel.exit_code, 0) << cancel.err;
+  auto retry = cmd({"jobs", "retry", id});
+  EXPECT_EQ(retry.exit_code, 0) << retry.err;
+  auto retry_dead = cmd({"jobs", "retry", "--dead"});
+  EXPECT_EQ(retry_dead.exit_code, 0) << retry_dead.err;
+  ASSERT_EQ(cmd({"jobs", "cancel", id}).exit_code, 0);
+  auto purge = cmd({"jobs", "purge", "--older-than", "0s"});
+  EXPECT_EQ(purge.exit_code, 0) << purge.err;
+  EXPECT_THAT(purge.out, HasSubstr("purged 1"));
+
+  auto limits = cmd({"limits", "--json"});
+  ASSERT_EQ(limits.exit_code, 0) << limits.err;
+  EXPECT_THAT(limits.out, HasSubstr("ghost"));
+  EXPECT_THAT(limits.out, HasSubstr("3/1m"));
+  auto limits_text = cmd({"limits"});
+  EXPECT_EQ(limits_text.exit_code, 0) << limits_text.err;
+
+  auto run = cmd({"run", "--until-empty"});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("ghost"));
+  EXPECT_THAT(run.err, HasSubstr("[plugin.ghost]"));
+  auto pending = cmd({"jobs", "list", "--json"});
+  ASSERT_EQ(pending.exit_code, 0) << pending.err;
+  EXPECT_EQ(nlohmann::json::parse(pending.out).size(), 1u) << "the refused run touched no job";
 }
 
 // A free loopback port: bound by the server in the test process, then freed.

@@ -1,15 +1,19 @@
 // `ratchet config check FILE`: reads and validates a config file without
-// opening its database or loading plugins. Uses the engine's internal config
-// loader (ratchet_config), because the public API only reads a config while
-// opening an engine.
+// opening its database, and checks its plugins and the steps' calls against
+// the plugin folder (loading each library there to read what it provides),
+// so it refuses what opening the engine would. Uses the engine's internal
+// config loader (ratchet_config), because the public API only reads a
+// config while opening an engine.
 #include <fmt/format.h>
 
 #include <cstdio>
 
 #include "commands.hpp"
 #include "config/load.hpp"
+#include "config/plugin_check.hpp"
 #include "config/summary.hpp"
 #include "exit_codes.hpp"
+#include "ratchet/plugin_folder.hpp"
 
 namespace ratchet::cli {
 
@@ -20,22 +24,65 @@ struct CheckOptions {
   bool quiet = false;
 };
 
+// The calls of the steps and the configured plugins checked against the
+// plugin folder, as opening the engine checks them, and the files there
+// that failed to load. A folder that is not there is only noted: the file
+// may be checked away from where it runs.
+struct PluginCheck {
+  std::vector<config::Diagnostic> problems;
+  std::vector<PluginLoadFailure> refused;
+  std::string note;
+};
+
+PluginCheck check_plugins(const config::Config& c, const std::string& file) {
+  PluginCheck out;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(c.engine.plugins, ec)) {
+    out.note = fmt::format(
+        "plugin folder {} does not exist: the steps' calls were not checked against plugins (opening the "
+        "engine there refuses the file)",
+        c.engine.plugins.string());
+    return out;
+  }
+  auto report = scan_plugin_folder(c.engine.plugins);
+  if (!report) {
+    out.problems.push_back({config::SourceRef{file, 0, 0, "engine.plugins"}, report.error().message()});
+    return out;
+  }
+  std::vector<config::ProvidedPlugin> provided;
+  for (const auto& p : report->loaded) provided.push_back({p.name, p.version, p.operations});
+  out.problems = config::check_plugin_calls(c, provided, report->folder);
+  out.refused = std::move(report->failed);
+  return out;
+}
+
 int check(const CheckOptions& o) {
   std::error_code ec;
   if (!std::filesystem::exists(o.file, ec)) {
     return usage_error(fmt::format("config file \"{}\" not found", o.file));
   }
   auto loaded = config::load_file(o.file);
-  if (!loaded) {
-    const auto& problems = loaded.error();
-    fmt::print(stderr, "ratchet: {} has {} problem{}:\n{}\n", o.file, problems.size(),
+  PluginCheck plugins;
+  if (loaded) plugins = check_plugins(**loaded, o.file);
+  const auto& problems = loaded ? plugins.problems : loaded.error();
+  if (!problems.empty()) {
+    fmt::print(stderr, "ratchet: {} has {} problem{}:\n{}", o.file, problems.size(),
                problems.size() == 1 ? "" : "s", config::to_string(problems));
+    if (!plugins.refused.empty()) {
+      fmt::print(stderr, "plugin files that failed to load (one may be what is missing):\n");
+      for (const auto& f : plugins.refused) fmt::print(stderr, "  {}: {}\n", f.file.string(), f.reason);
+    }
     return kUsage;
   }
   if (o.quiet) return kOk;
   std::string summary = config::summarize(**loaded);
   if (!summary.empty() && summary.back() != '\n') summary += '\n';
   fmt::print("{} is valid\n{}", o.file, summary);
+  for (const auto& f : plugins.refused) {
+    fmt::print(stderr, "ratchet: warning: plugin file {}: {} (nothing in {} needs it)\n", f.file.string(),
+               f.reason, o.file);
+  }
+  if (!plugins.note.empty()) fmt::print(stderr, "ratchet: warning: {}\n", plugins.note);
   return kOk;
 }
 
@@ -47,8 +94,9 @@ void add_config(CLI::App& app, Action& action) {
   auto o = std::make_shared<CheckOptions>();
   auto* chk = cmd->add_subcommand(
       "check",
-      "Validate a config file without opening its database: print every problem (file:line:column: key: "
-      "message) and exit 2, or print a short summary of what it declares (secrets shown as ***)");
+      "Validate a config file without opening its database, its plugins and steps' calls against the plugin "
+      "folder included: print every problem (file:line:column: key: message) and exit 2, or print a short "
+      "summary of what it declares (secrets shown as ***)");
   chk->add_option("FILE", o->file, "The TOML config file")->required();
   chk->add_flag("-q,--quiet", o->quiet, "Print nothing when the file is valid");
   chk->callback([o, &action] { action = [o] { return check(*o); }; });

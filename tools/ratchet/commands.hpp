@@ -31,9 +31,14 @@ using Action = std::function<int()>;
 // current folder) to a command.
 void add_config_option(CLI::App& cmd, std::string& path);
 
+// How a command opens the engine: with its plugins (to run jobs or list
+// plugins), or only its database and config (to look at jobs and act on
+// them, which no plugin file, missing or broken, may stop).
+enum class EngineUse { kRun, kInspect };
+
 // Opens the engine a config file declares, or prints why not (with a hint
 // when the file is missing) and returns nullptr with `exit_code` set.
-std::unique_ptr<Engine> open_engine(const std::string& config, int& exit_code,
+std::unique_ptr<Engine> open_engine(const std::string& config, int& exit_code, EngineUse use,
                                     ConfigOverrides overrides = {});
 
 void add_run(CLI::App& app, const Globals& globals, Action& action);

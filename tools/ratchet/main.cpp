@@ -18,7 +18,8 @@ void add_config_option(CLI::App& cmd, std::string& path) {
       ->envname("RATCHET_CONFIG");
 }
 
-std::unique_ptr<Engine> open_engine(const std::string& config, int& exit_code, ConfigOverrides overrides) {
+std::unique_ptr<Engine> open_engine(const std::string& config, int& exit_code, EngineUse use,
+                                    ConfigOverrides overrides) {
   std::error_code ec;
   if (!std::filesystem::exists(config, ec)) {
     exit_code = usage_error(
@@ -26,7 +27,8 @@ std::unique_ptr<Engine> open_engine(const std::string& config, int& exit_code, C
                     std::filesystem::current_path(ec).string()));
     return nullptr;
   }
-  auto engine = Engine::open_config(config, std::move(overrides));
+  auto engine = use == EngineUse::kRun ? Engine::open_config(config, std::move(overrides))
+                                       : Engine::inspect_config(config, std::move(overrides));
   if (!engine) {
     std::string hint;
     if (engine.error().code() == ErrorCode::kConfig)
