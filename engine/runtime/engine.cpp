@@ -158,13 +158,18 @@ Status Engine::start() {
   if (impl_->scheduler) return {};
   runtime::SchedulerOptions so{impl_->options.workers, impl_->options.heartbeat, impl_->options.poll_interval,
                                impl_->options.queues, impl_->options.max_lease_expiries};
+  if (impl_->options.record_crashes && !impl_->crashes) {
+    impl_->crashes = store::CrashRecorder::open(store::crash_record_path(impl_->options.database),
+                                                impl_->options.worker_id);
+  }
   runtime::ExecutorEnv env;
   env.run = runtime::RunEnv{impl_->store.get(),
                             impl_->clock.get(),
                             impl_->options.worker_id,
                             impl_->options.lease,
                             impl_->options.park_threshold,
-                            impl_->caller.get()};
+                            impl_->caller.get(),
+                            impl_->crashes.get()};
   env.render = impl_->render;
   env.jitter = impl_->jitter.get();
   env.events = &impl_->events;

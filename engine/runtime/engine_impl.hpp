@@ -19,6 +19,7 @@
 #include "runtime/scheduler.hpp"
 #include "runtime/step_caller.hpp"
 #include "runtime/template_renderer.hpp"
+#include "store/crash_record.hpp"
 #include "store/store.hpp"
 
 namespace ratchet {
@@ -44,6 +45,8 @@ class Engine::Impl {
   std::string start_refusal;
 
   std::mutex scheduler_mu;
+  // Opened at the first start(); outlives the scheduler's threads.
+  std::unique_ptr<store::CrashRecorder> crashes;
   std::unique_ptr<runtime::Scheduler> scheduler;
 
   std::mutex done_mu;

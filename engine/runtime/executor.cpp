@@ -76,6 +76,7 @@ Ending execute(JobRun& run, const JobType* type, const ExecutorEnv& env) {
   }
   if (!failure && !run.cancel_requested()) {
     try {
+      store::CrashRecorder::Scope on_this_thread(env.run.crashes, job.id);
       result = type->handler ? type->handler(run) : run_dag(run, type->spec, env.render);
     } catch (const RunSignal&) {
       // Recorded in the run.

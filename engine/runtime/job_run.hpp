@@ -44,6 +44,7 @@
 #include "ratchet/clock.hpp"
 #include "ratchet/step_context.hpp"
 #include "runtime/step_caller.hpp"
+#include "store/crash_record.hpp"
 #include "store/store.hpp"
 
 namespace ratchet::runtime {
@@ -55,7 +56,8 @@ struct RunEnv {
   std::string owner;
   Duration lease{};
   Duration park_threshold{};
-  StepCaller* caller = nullptr;  // null: plugin calls fail
+  StepCaller* caller = nullptr;                   // null: plugin calls fail
+  const store::CrashRecorder* crashes = nullptr;  // null: crashes are not recorded
 };
 
 enum class SignalKind { kNone = 0, kParked = 1, kStopping = 2, kCancelled = 3, kLost = 4 };

@@ -2,6 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
+#include "store/crash_record.hpp"
 #include "store/statement_use.hpp"
 
 namespace ratchet::store {
@@ -17,7 +20,7 @@ std::string json_array(const std::vector<std::string>& v) {
 
 }  // namespace
 
-Quarantine::Quarantine(SQLite::Database& db) : db_(db) {}
+Quarantine::Quarantine(SQLite::Database& db) : db_(db), crash_record_(crash_record_path(db.getFilename())) {}
 Quarantine::~Quarantine() = default;
 
 SQLite::Statement& Quarantine::stmt(const char* sql) {
@@ -75,6 +78,23 @@ ExpiryVerdict Quarantine::judge(JobId id, const std::string& owner, int attempt,
 
   ExpiryVerdict v;
   v.crashes_alone = crashes_alone;
+  // The process named the job whose thread crashed it: that job alone is
+  // counted, whatever ran beside it.
+  if (auto crash = find_crash(crash_record_, owner); crash && !crash->jobs.empty()) {
+    const std::string how = "its process crashed (" + signal_name(crash->signal) + ")";
+    if (std::ranges::find(crash->jobs, id) != crash->jobs.end()) {
+      v.counted = true;
+      v.suspect = true;
+      v.crashes_alone = crashes_alone + 1;
+      v.dead = v.crashes_alone >= max_alone || attempt >= max_attempts;
+      v.why = how + " in this job's step (" + std::to_string(v.crashes_alone) + " of " +
+              std::to_string(max_alone) + ")";
+    } else {
+      v.suspect = was_suspect;
+      v.why = how + " in job " + std::to_string(crash->jobs.front()) + ", not in this one";
+    }
+    return v;
+  }
   if (was_suspect || beside == 0) {
     v.counted = true;
     v.suspect = true;
@@ -116,7 +136,7 @@ std::optional<std::pair<JobId, bool>> Quarantine::next_suspect(const ClaimReques
            "AND state IN ('scheduled', 'available', 'retryable') AND run_at_us <= ?1 "
            "AND type IN (SELECT value FROM json_each(?2)) "
            "AND (?3 IS NULL OR queue IN (SELECT value FROM json_each(?3))) "
-           "ORDER BY crashes_alone DESC, run_at_us, id LIMIT 1"));
+           "ORDER BY crashes_alone, run_at_us, id LIMIT 1"));
   q->bind(1, req.now);
   q->bind(2, json_array(req.types));
   if (req.queues.empty()) {

@@ -8,6 +8,11 @@
 //  - alone in its process: the process held no other job when it died; or
 //  - as the one suspect running on the database (in quarantine).
 //
+// When the process recorded which job's thread it crashed on (a crash
+// signal: store/crash_record.hpp), that job is counted, wherever it ran, and
+// the jobs beside it are cleared. Otherwise (SIGKILL, OOM kill, power loss,
+// a stall) the rules below apply.
+//
 // A job whose lease expired while it ran beside other jobs becomes a
 // *suspect*, without using up its attempt. Suspects are claimed one at a time
 // across every process sharing the database (the others wait, normal jobs
@@ -26,6 +31,7 @@
 // one thread at a time, inside the caller's transaction (as JobStore).
 #pragma once
 
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -62,10 +68,10 @@ class Quarantine {
   // Writes the verdict's suspicion to the job (after the expiry update).
   void apply(JobId id, const ExpiryVerdict& verdict);
   // The suspect `req` may claim now, with its resume flag: none while another
-  // suspect runs anywhere on the database. Most often counted first: a job
-  // that crashes its process again at once is found in K runs, and one that
-  // an outside kill happened to hit runs again at once and, once it ends,
-  // is a suspect no more.
+  // suspect runs anywhere on the database. Least often counted first, so
+  // outside kills that happen to land while suspects run are spread over
+  // them rather than charged to one again and again; a job that crashes its
+  // process with a signal is named by the crash record anyway.
   std::optional<std::pair<JobId, bool>> next_suspect(const ClaimRequest& req);
   // The job was retried by hand: it starts clean.
   void forgive(JobId id);
@@ -74,6 +80,7 @@ class Quarantine {
   SQLite::Statement& stmt(const char* sql);
 
   SQLite::Database& db_;
+  std::filesystem::path crash_record_;  // empty: in memory, no record
   std::unordered_map<std::string, std::unique_ptr<SQLite::Statement>> cache_;
 };
 

@@ -61,6 +61,14 @@ struct EngineOptions {
   // it). A lease expiry counts against a job only when it ran alone in its
   // process or as that one suspect; then it also uses up the attempt.
   int max_lease_expiries = 3;
+  // On a crash signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) the engine
+  // appends the owner, signal and job of the crashing thread to
+  // "<database>-crashes" and passes the signal on to the handler installed
+  // before (or the default action). That crash is then counted against the
+  // job that caused it alone, and the jobs that ran beside it are not even
+  // suspects. The handlers are installed at the first start() in the
+  // process; false: no handler, every crash is judged as an outside kill.
+  bool record_crashes = true;
   std::vector<std::string> queues;  // queues this engine works; empty: all
   // Time source for run-at, leases, backoff and parking. Null: the system clock.
   std::shared_ptr<const Clock> clock;
