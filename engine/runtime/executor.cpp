@@ -58,6 +58,12 @@ Ending execute(JobRun& run, const JobType* type, const ExecutorEnv& env) {
   std::optional<Failure> failure;
   if (type == nullptr) {
     failure = Failure{"", "job type \"" + job.type + "\" is not defined in this engine"};
+  } else if (!job.args_problem.empty()) {
+    failure = Failure{"",
+                      "job type \"" + job.type + "\": arguments " + job.args_problem + "; at most " +
+                          std::to_string(kMaxArgsDepth) +
+                          " levels are accepted (stored arguments; enqueue a corrected job)",
+                      true};
   } else if (auto bounded = check_args_bounds(job.type, job.args); !bounded) {
     // Written before enqueue checked these bounds: refused before anything
     // walks the arguments recursively.

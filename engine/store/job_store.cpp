@@ -1,6 +1,8 @@
 #include "store/job_store.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <string_view>
 
 #include "store/quarantine.hpp"
 #include "store/statement_use.hpp"
@@ -15,9 +17,47 @@ constexpr const char* kJobColumns =
 
 std::string text_or_empty(const SQLite::Column& c) { return c.isNull() ? std::string() : c.getString(); }
 
-nlohmann::json json_or_null(const SQLite::Column& c) {
+// JSON text nested deeper than this is not parsed: copying, dumping or
+// destroying the value would recurse once per level, past the stack. It is
+// far above what ratchet writes itself (arguments stop at 64 levels), so
+// only a row written by something else reaches it.
+constexpr int kMaxStoredDepth = 1000;
+
+// Why the stored JSON text is not loaded; empty when it is fine to parse.
+std::string stored_json_problem(std::string_view text) {
+  int depth = 0;
+  int deepest = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  if (deepest <= kMaxStoredDepth) return {};
+  return "nested " + std::to_string(deepest) + " levels deep, past the " + std::to_string(kMaxStoredDepth) +
+         " levels ratchet reads back";
+}
+
+nlohmann::json json_or_null(const SQLite::Column& c, std::string* problem = nullptr) {
   if (c.isNull()) return nullptr;
-  return nlohmann::json::parse(c.getString(), nullptr, /*allow_exceptions=*/false);
+  const std::string text = c.getString();
+  if (std::string why = stored_json_problem(text); !why.empty()) {
+    if (problem != nullptr) *problem = why;
+    // Shown as what it is, not as its contents.
+    return "(not loaded: " + why + ")";
+  }
+  return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
 }
 
 std::optional<TimePoint> time_or_none(const SQLite::Column& c) {
@@ -261,7 +301,7 @@ ClaimResult JobStore::claim(const ClaimRequest& req) {
     j.resumed = resumed;
     j.type = u->getColumn(0).getString();
     j.queue = u->getColumn(1).getString();
-    j.args = json_or_null(u->getColumn(2));
+    j.args = json_or_null(u->getColumn(2), &j.args_problem);
     j.attempt = u->getColumn(3).getInt();
     j.max_attempts = u->getColumn(4).getInt();
     j.cancel_requested = u->getColumn(5).getInt() != 0;

@@ -84,6 +84,9 @@ struct ClaimedJob {
   std::string type;
   std::string queue;
   nlohmann::json args;
+  // Why the stored arguments were not loaded (nested past what can be read
+  // back without recursing); empty when `args` holds them.
+  std::string args_problem;
   int attempt = 0;
   int max_attempts = 0;
   bool cancel_requested = false;

@@ -729,3 +729,52 @@ TEST_F(EngineFixture, Enqueue_DatabaseLockedByAnotherProcess_DatabaseErrorAndNot
 
 }  // namespace
 }  // namespace ratchet::testing
+
+namespace ratchet::testing {
+namespace {
+
+// Arguments written to the database by something other than enqueue (an
+// older ratchet, a hand-made row) nested far past the bound: the worker
+// that claims the job fails it with the bound's message instead of
+// recursing through the JSON, and the job can still be read.
+TEST_F(EngineFixture, StoredArgumentsNestedTooDeep_WorkerFailsTheJobNamingTheBound) {
+  auto e = open();
+  std::atomic<int> ran{0};
+  JobTypeOptions o;
+  o.attempts = 1;
+  ASSERT_TRUE(e->define(
+      "deep",
+      [&](StepContext&) {
+        ++ran;
+        return nlohmann::json();
+      },
+      o));
+  // Past what can be read back without recursing, and past the bound only.
+  std::map<JobId, int> depth;
+  for (int d : {200'000, 100}) {
+    auto id = e->enqueue("deep", {{"a", 1}});
+    ASSERT_TRUE(id);
+    depth[*id] = d;
+    SQLite::Database other(dir_.file("engine.db").string(), SQLite::OPEN_READWRITE, 10'000);
+    SQLite::Statement u(other, "UPDATE jobs SET args = ? WHERE id = ?");
+    u.bind(1, "{\"a\":" + std::string(d, '[') + std::string(d, ']') + "}");
+    u.bind(2, *id);
+    ASSERT_EQ(u.exec(), 1);
+  }
+  ASSERT_TRUE(e->start());
+  for (const auto& [id, d] : depth) {
+    JobRecord r = wait_state(*e, id, JobState::kDead);
+    EXPECT_NE(r.last_error.find("64 levels"), std::string::npos) << d << ": " << r.last_error;
+    EXPECT_NE(r.last_error.find("stored arguments"), std::string::npos) << d << ": " << r.last_error;
+    if (d > 1000) {
+      EXPECT_TRUE(r.args.is_string()) << "shown as not loaded, not as its contents";
+    }
+  }
+  EXPECT_EQ(ran.load(), 0);
+  auto listed = e->list();
+  ASSERT_TRUE(listed);
+  EXPECT_EQ(listed->size(), 2u);
+}
+
+}  // namespace
+}  // namespace ratchet::testing

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -56,8 +57,10 @@ TEST(CrashRecord, SegfaultOnAStepThread_NamesTheJobOfThatThreadNotOthers) {
     CrashRecorder::Scope other(r, 7);  // this thread runs job 7 and survives
     std::thread step([r] {
       CrashRecorder::Scope running(r, 8);
-      volatile int* nowhere = nullptr;
-      *nowhere = 1;
+      // A page that may not be touched: a real fault, which a sanitizer's
+      // null-pointer check cannot turn into an exit first.
+      void* page = ::mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      *static_cast<volatile int*>(page) = 1;
     });
     step.join();
   });
