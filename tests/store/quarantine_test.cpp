@@ -219,12 +219,8 @@ TEST_F(QuarantineTest, CrashRecordNamesTheJobKTimes_ItEndsDeadWhateverRanBesideI
     const std::string owner = "p" + std::to_string(crash);
     auto c = claim(owner, now, 4);
     ASSERT_TRUE(ids(c).contains(crasher)) << "crash " << crash;
-    // Its neighbours finish, then it takes the process down.
-    for (JobId id : ids(c)) {
-      if (id != crasher) complete(id, owner, now);
-    }
-    // The next crashes happen beside fresh jobs.
-    add();
+    ASSERT_GE(c.jobs.size(), 2u) << "it crashes beside other jobs";
+    // It takes the process down with its neighbours still running.
     record_crash(dir_.file("jobs.db"), owner, SIGABRT, crasher);
     now += kLease + kSec;
   }
