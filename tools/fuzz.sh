@@ -92,6 +92,11 @@ EOF
 build_targets() {
   local tools
   mapfile -t tools < <(compilers)
+  # The compilers are wrapper scripts made fresh in each checkout, which
+  # ccache would tell apart by their times; naming them by the AFL++ and GCC
+  # versions lets a fresh clone reuse the objects of an earlier one.
+  CCACHE_COMPILERCHECK="string:afl++-$(dpkg-query -W -f='${Version}' afl++)-gcc-$(gcc -dumpfullversion)"
+  export CCACHE_COMPILERCHECK
   local ubsan="-fsanitize=undefined -fsanitize=float-cast-overflow -fno-sanitize-recover=all"
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_C_COMPILER="${tools[0]}" -DCMAKE_CXX_COMPILER="${tools[1]}" \
