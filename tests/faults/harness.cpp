@@ -1,8 +1,11 @@
 #include "harness.hpp"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,6 +26,57 @@ namespace ratchet::faults {
 
 std::string ratchet_binary() { return std::string(RATCHET_BINARY_DIR) + "/bin/ratchet"; }
 
+std::int64_t wall_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void write_file(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+  }
+  fs::rename(tmp, path);
+}
+
+namespace {
+sockaddr_in loopback(int port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return a;
+}
+}  // namespace
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a = loopback(0);
+  socklen_t len = sizeof(a);
+  int port = -1;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+bool wait_for_port(int port, int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a = loopback(port);
+    const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+    ::close(fd);
+    if (ok) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
 Child::~Child() {
   if (!reaped_) {
     ::kill(pid_, SIGCONT);
@@ -40,13 +94,14 @@ bool Child::running() {
   int status = 0;
   if (::waitpid(pid_, &status, WNOHANG) == pid_) {
     reaped_ = true;
+    status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     return false;
   }
   return true;
 }
 
 int Child::wait(int timeout_ms) {
-  if (reaped_) return -2;
+  if (reaped_) return status_;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   int status = 0;
   while (true) {
@@ -57,12 +112,14 @@ int Child::wait(int timeout_ms) {
       ::kill(pid_, SIGKILL);
       ::waitpid(pid_, nullptr, 0);
       reaped_ = true;
+      status_ = -1;
       return -1;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   reaped_ = true;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return status_;
 }
 
 std::string Child::err() const {
@@ -128,16 +185,19 @@ Workbench::~Workbench() {
 }
 
 void Workbench::write_config(const std::string& engine, const std::string& plugin_extra,
-                             const std::string& jobs, const std::string& base_url) {
-  std::ofstream out(config());
+                             const std::string& jobs, const std::string& base_url,
+                             const std::map<std::string, std::string>& plugin_keys) {
+  std::ostringstream out;
   out << "[engine]\ndatabase = \"jobs.db\"\nplugins = \"plugins\"\nplugin_rescan = \"0s\"\n"
       << engine << "\n";
-  for (const char* p : {"imdb", "rotten_tomatoes"}) {
+  for (const char* p : {"imdb", "rotten_tomatoes", "crasher"}) {
+    const std::string portal = std::string(p) == "crasher" ? "imdb" : p;
     out << "[plugin." << p << "]\nbase_url = \""
-        << (base_url.empty() ? server_->portal_url(p) : base_url + "/" + p) << "\"\n";
+        << (base_url.empty() ? server_->portal_url(portal) : base_url + "/" + portal) << "\"\n";
+    if (auto it = plugin_keys.find(p); it != plugin_keys.end()) out << it->second << "\n";
   }
-  out << "[plugin.crasher]\nbase_url = \"" << server_->portal_url("imdb") << "\"\n";
   out << plugin_extra << "\n" << jobs << "\n";
+  write_file(config(), out.str());
 }
 
 void Workbench::enqueue(const std::string& type, const std::vector<std::string>& names) {
@@ -157,26 +217,31 @@ std::unique_ptr<Child> Workbench::run(std::vector<std::string> extra, const Spaw
 
 std::map<std::string, int> Workbench::states() const {
   std::map<std::string, int> out;
-  SQLite::Database db(db().string(), SQLite::OPEN_READONLY, 10000);
-  SQLite::Statement q(db, "SELECT state, COUNT(*) FROM jobs GROUP BY state");
+  SQLite::Database conn(db().string(), SQLite::OPEN_READONLY, 10000);
+  SQLite::Statement q(conn, "SELECT state, COUNT(*) FROM jobs GROUP BY state");
   while (q.executeStep()) out[q.getColumn(0).getString()] = q.getColumn(1).getInt();
   return out;
 }
 
 int Workbench::unfinished() const {
-  SQLite::Database db(db().string(), SQLite::OPEN_READONLY, 10000);
-  return db.execAndGet("SELECT COUNT(*) FROM jobs WHERE state NOT IN ('completed', 'dead', 'cancelled')")
+  SQLite::Database conn(db().string(), SQLite::OPEN_READONLY, 10000);
+  return conn.execAndGet("SELECT COUNT(*) FROM jobs WHERE state NOT IN ('completed', 'dead', 'cancelled')")
       .getInt();
+}
+
+std::int64_t Workbench::scalar(const std::string& sql) const {
+  SQLite::Database conn(db().string(), SQLite::OPEN_READONLY, 10000);
+  return conn.execAndGet(sql).getInt64();
 }
 
 Invariants Workbench::check(const std::map<std::string, std::string>& steps) const {
   Invariants inv;
-  SQLite::Database db(db().string(), SQLite::OPEN_READONLY, 10000);
-  inv.integrity = db.execAndGet("PRAGMA integrity_check").getString();
-  inv.jobs = db.execAndGet("SELECT COUNT(*) FROM jobs").getInt();
+  SQLite::Database conn(db().string(), SQLite::OPEN_READONLY, 10000);
+  inv.integrity = conn.execAndGet("PRAGMA integrity_check").getString();
+  inv.jobs = conn.execAndGet("SELECT COUNT(*) FROM jobs").getInt();
   inv.states = states();
   std::map<std::pair<std::string, std::string>, std::int64_t> committed;  // (portal, movie) -> finished
-  SQLite::Statement q(db,
+  SQLite::Statement q(conn,
                       "SELECT json_extract(j.args, '$.name'), s.name, s.finished_us FROM steps s "
                       "JOIN jobs j ON j.id = s.job_id WHERE s.state = 'completed'");
   while (q.executeStep()) {

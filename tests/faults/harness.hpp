@@ -36,7 +36,7 @@ class Child {
   pid_t pid() const { return pid_; }
   void signal(int sig) const;
   // Exit code, 128 + signal when killed by one, -1 when still running after
-  // `timeout_ms` (then it is killed).
+  // `timeout_ms` (then it is killed). Once reaped, the same answer again.
   int wait(int timeout_ms);
   bool running();
   std::string err() const;
@@ -45,6 +45,7 @@ class Child {
   pid_t pid_;
   fs::path err_;
   bool reaped_ = false;
+  int status_ = -1;
 };
 
 std::unique_ptr<Child> spawn(const std::vector<std::string>& argv, const fs::path& err_file,
@@ -68,17 +69,22 @@ class Workbench {
   explicit Workbench(std::map<std::string, mock_portal::PortalOptions> portals = {});
   ~Workbench();
 
-  // Writes dir/ratchet.toml: [engine] with `engine` lines added, the imdb,
-  // rotten_tomatoes and crasher plugins with `plugin_extra` appended, and
-  // `jobs` (TOML job tables) appended.
+  // Writes dir/ratchet.toml (through a rename): [engine] with `engine` lines
+  // added, the imdb, rotten_tomatoes and crasher plugins (the crasher calls
+  // the imdb portal), each with its `plugin_keys` lines, then `plugin_extra`
+  // (limit, retry, ... tables) and `jobs` (TOML job tables). `base_url`
+  // replaces the mock portal's (e.g. nginx in front of it).
   void write_config(const std::string& engine, const std::string& plugin_extra, const std::string& jobs,
-                    const std::string& base_url = "");
+                    const std::string& base_url = "",
+                    const std::map<std::string, std::string>& plugin_keys = {});
   // Enqueues one job of `type` per name (args {"name": NAME}).
   void enqueue(const std::string& type, const std::vector<std::string>& names);
   std::unique_ptr<Child> run(std::vector<std::string> extra = {}, const SpawnOptions& options = {});
   // Counts by state straight from the database (read-only connection).
   std::map<std::string, int> states() const;
   int unfinished() const;
+  // One number from the database (read-only connection), e.g. a COUNT(*).
+  std::int64_t scalar(const std::string& sql) const;
   // The checks after a fault; steps map step name -> portal name.
   Invariants check(const std::map<std::string, std::string>& steps) const;
 
@@ -94,6 +100,13 @@ class Workbench {
 };
 
 std::string ratchet_binary();
+std::int64_t wall_us();
+// Writes through a temp file and a rename, so a reader never sees half a file.
+void write_file(const fs::path& path, const std::string& text);
+// A loopback TCP port nobody listens on right now.
+int free_port();
+// True once something accepts connections on 127.0.0.1:port.
+bool wait_for_port(int port, int timeout_ms);
 void print_invariants(const std::string& test, const Invariants& inv);
 
 }  // namespace ratchet::faults
