@@ -133,7 +133,12 @@ std::unique_ptr<Child> spawn(const std::vector<std::string>& argv, const fs::pat
                              const SpawnOptions& options) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
-  for (const auto& e : options.env) env.push_back(e);
+  for (const auto& e : options.env) {
+    // Replaces a variable already set: the first of two would win.
+    const std::string name = e.substr(0, e.find('=') + 1);
+    std::erase_if(env, [&](const std::string& have) { return have.starts_with(name); });
+    env.push_back(e);
+  }
   std::vector<char*> envp;
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);

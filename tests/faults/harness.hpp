@@ -22,7 +22,7 @@ namespace ratchet::faults {
 namespace fs = std::filesystem;
 
 struct SpawnOptions {
-  std::vector<std::string> env;  // NAME=VALUE, added
+  std::vector<std::string> env;  // NAME=VALUE, added or replacing the test's own
   long fsize_limit = -1;         // RLIMIT_FSIZE in bytes (SIGXFSZ ignored, so writes fail with EFBIG)
 };
 
