@@ -142,9 +142,12 @@ void MockPortalServer::Impl::install_routes() {
              for (auto& [k, v] : a.headers) res.set_header(k, v);
              set_date(res, o.date_skew);
              if (faulty && o.fault == Fault::kReset) {
-               // Half the promised body, then the connection is dropped.
+               // Half the promised body, then the connection is dropped. The
+               // length is taken before the body moves into the provider
+               // (argument order is unspecified).
+               const std::size_t promised = a.body.size() * 2 + 16;
                res.set_content_provider(
-                   a.body.size() * 2 + 16, "application/json",
+                   promised, "application/json",
                    [body = std::move(a.body)](std::size_t offset, std::size_t, httplib::DataSink& sink) {
                      if (offset == 0) sink.write(body.data(), body.size());
                      return offset == 0;

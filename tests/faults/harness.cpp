@@ -1,0 +1,296 @@
+#include "harness.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <SQLiteCpp/Database.h>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "ratchet/engine.hpp"
+#include "ratchet_test_paths.hpp"
+
+extern char** environ;
+
+namespace ratchet::faults {
+
+std::string ratchet_binary() { return std::string(RATCHET_BINARY_DIR) + "/bin/ratchet"; }
+
+std::int64_t wall_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void write_file(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+  }
+  fs::rename(tmp, path);
+}
+
+namespace {
+sockaddr_in loopback(int port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return a;
+}
+}  // namespace
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a = loopback(0);
+  socklen_t len = sizeof(a);
+  int port = -1;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+bool wait_for_port(int port, int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a = loopback(port);
+    const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+    ::close(fd);
+    if (ok) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+Child::~Child() {
+  if (!reaped_) {
+    ::kill(pid_, SIGCONT);
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+}
+
+void Child::signal(int sig) const {
+  if (!reaped_) ::kill(pid_, sig);
+}
+
+bool Child::running() {
+  if (reaped_) return false;
+  int status = 0;
+  if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+    reaped_ = true;
+    status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return false;
+  }
+  return true;
+}
+
+int Child::wait(int timeout_ms) {
+  if (reaped_) return status_;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  int status = 0;
+  while (true) {
+    pid_t r = ::waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) break;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      ::kill(pid_, SIGCONT);
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+      reaped_ = true;
+      status_ = -1;
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  reaped_ = true;
+  status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return status_;
+}
+
+std::string Child::err() const {
+  std::ifstream in(err_);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::unique_ptr<Child> spawn(const std::vector<std::string>& argv, const fs::path& err_file,
+                             const SpawnOptions& options) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+  for (const auto& e : options.env) {
+    // Replaces a variable already set: the first of two would win.
+    const std::string name = e.substr(0, e.find('=') + 1);
+    std::erase_if(env, [&](const std::string& have) { return have.starts_with(name); });
+    env.push_back(e);
+  }
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = argv;
+  std::vector<char*> argp;
+  for (auto& a : args) argp.push_back(a.data());
+  argp.push_back(nullptr);
+  const std::string err = err_file.string();
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int in = ::open("/dev/null", O_RDONLY);
+    int out = ::open(err.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    ::dup2(in, 0);
+    ::dup2(out, 1);
+    ::dup2(out, 2);
+    if (options.fsize_limit >= 0) {
+      ::signal(SIGXFSZ, SIG_IGN);  // kept across exec: a write past the limit fails with EFBIG
+      rlimit r{static_cast<rlim_t>(options.fsize_limit), static_cast<rlim_t>(options.fsize_limit)};
+      ::setrlimit(RLIMIT_FSIZE, &r);
+    }
+    ::execve(argp[0], argp.data(), envp.data());
+    ::_exit(127);
+  }
+  return std::make_unique<Child>(pid, err_file);
+}
+
+Workbench::Workbench(std::map<std::string, mock_portal::PortalOptions> portals) {
+  static int counter = 0;
+  dir_ = fs::temp_directory_path() /
+         ("ratchet-fault-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+  fs::remove_all(dir_);
+  fs::create_directories(dir_ / "plugins");
+  for (const char* p : {"imdb.so", "rotten_tomatoes.so"}) {
+    fs::copy_file(fs::path(RATCHET_PLUGIN_DIR) / p, dir_ / "plugins" / p);
+  }
+  fs::copy_file(fs::path(RATCHET_FAULT_FIXTURE_DIR) / "crasher.so", dir_ / "plugins" / "crasher.so");
+  mock_portal::ServerOptions o;
+  o.portals = std::move(portals);
+  o.threads = 64;  // hung answers must not starve the others
+  auto s = mock_portal::MockPortalServer::start(o);
+  if (!s) throw std::runtime_error(s.error().to_string());
+  server_ = std::move(*s);
+}
+
+Workbench::~Workbench() {
+  if (server_) server_->stop();
+  std::error_code ec;
+  if (std::getenv("RATCHET_FAULT_KEEP") == nullptr) fs::remove_all(dir_, ec);
+}
+
+void Workbench::write_config(const std::string& engine, const std::string& plugin_extra,
+                             const std::string& jobs, const std::string& base_url,
+                             const std::map<std::string, std::string>& plugin_keys) {
+  std::ostringstream out;
+  out << "[engine]\ndatabase = \"jobs.db\"\nplugins = \"plugins\"\nplugin_rescan = \"0s\"\n"
+      << engine << "\n";
+  for (const char* p : {"imdb", "rotten_tomatoes", "crasher"}) {
+    const std::string portal = std::string(p) == "crasher" ? "imdb" : p;
+    out << "[plugin." << p << "]\nbase_url = \""
+        << (base_url.empty() ? server_->portal_url(portal) : base_url + "/" + portal) << "\"\n";
+    if (auto it = plugin_keys.find(p); it != plugin_keys.end()) out << it->second << "\n";
+  }
+  out << plugin_extra << "\n" << jobs << "\n";
+  write_file(config(), out.str());
+}
+
+void Workbench::enqueue(const std::string& type, const std::vector<std::string>& names) {
+  auto engine = Engine::open_config(config());
+  if (!engine) throw std::runtime_error(engine.error().to_string());
+  std::vector<nlohmann::json> args;
+  for (const auto& n : names) args.push_back({{"name", n}});
+  auto ids = (*engine)->enqueue_many(type, args);
+  if (!ids) throw std::runtime_error(ids.error().to_string());
+}
+
+std::unique_ptr<Child> Workbench::run(std::vector<std::string> extra, const SpawnOptions& options) {
+  std::vector<std::string> argv = {ratchet_binary(), "run", "-c", config().string(), "--progress", "never"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return spawn(argv, dir_ / ("run-" + std::to_string(runs_++) + ".log"), options);
+}
+
+std::map<std::string, int> Workbench::states() const {
+  std::map<std::string, int> out;
+  SQLite::Database conn(db().string(), SQLite::OPEN_READONLY, 10000);
+  SQLite::Statement q(conn, "SELECT state, COUNT(*) FROM jobs GROUP BY state");
+  while (q.executeStep()) out[q.getColumn(0).getString()] = q.getColumn(1).getInt();
+  return out;
+}
+
+int Workbench::unfinished() const {
+  SQLite::Database conn(db().string(), SQLite::OPEN_READONLY, 10000);
+  return conn.execAndGet("SELECT COUNT(*) FROM jobs WHERE state NOT IN ('completed', 'dead', 'cancelled')")
+      .getInt();
+}
+
+std::int64_t Workbench::scalar(const std::string& sql) const {
+  SQLite::Database conn(db().string(), SQLite::OPEN_READONLY, 10000);
+  return conn.execAndGet(sql).getInt64();
+}
+
+Invariants Workbench::check(const std::map<std::string, std::string>& steps) const {
+  Invariants inv;
+  SQLite::Database conn(db().string(), SQLite::OPEN_READONLY, 10000);
+  inv.integrity = conn.execAndGet("PRAGMA integrity_check").getString();
+  inv.jobs = conn.execAndGet("SELECT COUNT(*) FROM jobs").getInt();
+  inv.states = states();
+  std::map<std::pair<std::string, std::string>, std::int64_t> committed;  // (portal, movie) -> finished
+  SQLite::Statement q(conn,
+                      "SELECT json_extract(j.args, '$.name'), s.name, s.finished_us FROM steps s "
+                      "JOIN jobs j ON j.id = s.job_id WHERE s.state = 'completed'");
+  while (q.executeStep()) {
+    auto it = steps.find(q.getColumn(1).getString());
+    if (it == steps.end()) continue;
+    committed[{it->second, q.getColumn(0).getString()}] = q.getColumn(2).getInt64();
+  }
+  inv.committed_steps = static_cast<int>(committed.size());
+  std::map<std::pair<std::string, std::string>, std::vector<mock_portal::RequestRecord>> by_step;
+  std::size_t calls = 0;
+  for (const auto& r : server_->requests()) {
+    bool ours = false;
+    for (const auto& [_, portal] : steps) ours = ours || portal == r.portal;
+    if (!ours) continue;
+    ++calls;
+    by_step[{r.portal, r.movie}].push_back(r);
+  }
+  for (const auto& [key, reqs] : by_step) {
+    auto c = committed.find(key);
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+      if (c != committed.end() && reqs[i].arrived_us > c->second) {
+        ++inv.reruns_after_commit;
+        if (inv.first_problem.empty())
+          inv.first_problem = key.first + " " + key.second + " requested after its step was committed";
+      }
+      if (i > 0 && reqs[i - 1].answered_us != 0 && reqs[i].arrived_us < reqs[i - 1].answered_us) {
+        ++inv.overlapping;
+      }
+    }
+  }
+  inv.calls_per_step =
+      committed.empty() ? 0 : static_cast<double>(calls) / static_cast<double>(committed.size());
+  return inv;
+}
+
+void print_invariants(const std::string& test, const Invariants& inv) {
+  std::string states;
+  for (const auto& [s, n] : inv.states) states += " " + s + "=" + std::to_string(n);
+  std::printf(
+      "[fault] %s: jobs %d:%s; committed steps %d, calls per step %.3f, requests after commit %d, "
+      "overlapping requests %d, integrity %s\n",
+      test.c_str(), inv.jobs, states.c_str(), inv.committed_steps, inv.calls_per_step,
+      inv.reruns_after_commit, inv.overlapping, inv.integrity.c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace ratchet::faults

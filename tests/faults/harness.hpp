@@ -1,0 +1,112 @@
+// What every fault test needs: a temp folder with a config pointed at the
+// mock portals, `ratchet run` started as a child (with signals, an RLIMIT or
+// an environment of the test's choosing), and the checks that must hold
+// after any fault: no job lost, no committed step run again, no job run in
+// two places at once, and a database that passes integrity_check.
+//
+// Not thread-safe: one test thread drives it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mock_portal/server.hpp"
+
+namespace ratchet::faults {
+
+namespace fs = std::filesystem;
+
+struct SpawnOptions {
+  std::vector<std::string> env;  // NAME=VALUE, added or replacing the test's own
+  long fsize_limit = -1;         // RLIMIT_FSIZE in bytes (SIGXFSZ ignored, so writes fail with EFBIG)
+};
+
+// A child process; killed with SIGKILL and reaped when dropped.
+class Child {
+ public:
+  Child(pid_t pid, fs::path err) : pid_(pid), err_(std::move(err)) {}
+  ~Child();
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  pid_t pid() const { return pid_; }
+  void signal(int sig) const;
+  // Exit code, 128 + signal when killed by one, -1 when still running after
+  // `timeout_ms` (then it is killed). Once reaped, the same answer again.
+  int wait(int timeout_ms);
+  bool running();
+  std::string err() const;
+
+ private:
+  pid_t pid_;
+  fs::path err_;
+  bool reaped_ = false;
+  int status_ = -1;
+};
+
+std::unique_ptr<Child> spawn(const std::vector<std::string>& argv, const fs::path& err_file,
+                             const SpawnOptions& options = {});
+
+struct Invariants {
+  int jobs = 0;
+  std::map<std::string, int> states;
+  int committed_steps = 0;
+  int reruns_after_commit = 0;  // requests that reached a portal after the step was committed
+  int overlapping = 0;          // a step's requests in flight at once (two runners)
+  double calls_per_step = 0;
+  std::string integrity;
+  std::string first_problem;
+};
+
+class Workbench {
+ public:
+  // Starts the mock portals with `portals` and lays out dir/plugins with the
+  // portal plugins (and the crasher fixture).
+  explicit Workbench(std::map<std::string, mock_portal::PortalOptions> portals = {});
+  ~Workbench();
+
+  // Writes dir/ratchet.toml (through a rename): [engine] with `engine` lines
+  // added, the imdb, rotten_tomatoes and crasher plugins (the crasher calls
+  // the imdb portal), each with its `plugin_keys` lines, then `plugin_extra`
+  // (limit, retry, ... tables) and `jobs` (TOML job tables). `base_url`
+  // replaces the mock portal's (e.g. nginx in front of it).
+  void write_config(const std::string& engine, const std::string& plugin_extra, const std::string& jobs,
+                    const std::string& base_url = "",
+                    const std::map<std::string, std::string>& plugin_keys = {});
+  // Enqueues one job of `type` per name (args {"name": NAME}).
+  void enqueue(const std::string& type, const std::vector<std::string>& names);
+  std::unique_ptr<Child> run(std::vector<std::string> extra = {}, const SpawnOptions& options = {});
+  // Counts by state straight from the database (read-only connection).
+  std::map<std::string, int> states() const;
+  int unfinished() const;
+  // One number from the database (read-only connection), e.g. a COUNT(*).
+  std::int64_t scalar(const std::string& sql) const;
+  // The checks after a fault; steps map step name -> portal name.
+  Invariants check(const std::map<std::string, std::string>& steps) const;
+
+  mock_portal::MockPortalServer& server() { return *server_; }
+  const fs::path& dir() const { return dir_; }
+  fs::path db() const { return dir_ / "jobs.db"; }
+  fs::path config() const { return dir_ / "ratchet.toml"; }
+
+ private:
+  fs::path dir_;
+  std::unique_ptr<mock_portal::MockPortalServer> server_;
+  int runs_ = 0;
+};
+
+std::string ratchet_binary();
+std::int64_t wall_us();
+// Writes through a temp file and a rename, so a reader never sees half a file.
+void write_file(const fs::path& path, const std::string& text);
+// A loopback TCP port nobody listens on right now.
+int free_port();
+// True once something accepts connections on 127.0.0.1:port.
+bool wait_for_port(int port, int timeout_ms);
+void print_invariants(const std::string& test, const Invariants& inv);
+
+}  // namespace ratchet::faults
