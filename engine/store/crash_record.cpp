@@ -114,10 +114,16 @@ void pass_on(int sig, siginfo_t* info, void* context) {
   ::raise(sig);
 }
 
+// Set by the first crash signal: one that follows while the process dies
+// (a sanitizer's report ending in abort()) is not the cause.
+std::atomic<bool> g_crashed{false};
+
 void on_crash(int sig, siginfo_t* info, void* context) {
   const int saved_errno = errno;
   const int slot = t_slot;
-  if (slot >= 0 && slot < kSlots) {
+  if (g_crashed.exchange(true)) {
+    // Already recorded.
+  } else if (slot >= 0 && slot < kSlots) {
     const Slot& s = g_slots[static_cast<std::size_t>(slot)];
     if (s.active.load(std::memory_order_acquire)) write_line(s, sig, t_job);
   } else {

@@ -5,7 +5,9 @@
 // SIGABRT), the signal arrived on the thread that faulted, and that thread
 // was running one job's step: the recorder's handler appends one line,
 // `owner<TAB>signal<TAB>job`, to a file beside the database
-// (`<database>-crashes`) before the process dies. Whoever later judges the
+// (`<database>-crashes`) before the process dies; only the first crash
+// signal of a process is recorded (a sanitizer's report that follows a
+// fault ends in abort(), which is not the cause). Whoever later judges the
 // expired leases of that owner (store/quarantine.hpp) counts the crash
 // against that job alone and clears the jobs that ran beside it.
 //

@@ -274,7 +274,31 @@ TEST(Fault, SigstopPastLeaseTwoProcesses_OtherTakesOverStoppedOneIsFenced) {
   ASSERT_TRUE(wait_started(*a, bound_ms(10000)));
   ASSERT_TRUE(wait_until([&] { return w.server().in_flight() > 0 && w.states()["completed"] >= 2; }, 20000));
   const std::string a_owner = "lease_owner LIKE '%:" + std::to_string(a->pid()) + ":%'";
+  // A process stopped inside a write transaction holds SQLite's one write
+  // lock, and no other process can write until it goes on (SQLite has no
+  // way to take a lock from a live holder). This test is about a stopped
+  // process that holds leases, so A is stopped where it holds no lock:
+  // stopped again after a moment's run while the lock is still taken.
+  const auto a_holds_write_lock = [&] {
+    SQLite::Database conn(w.db().string(), SQLite::OPEN_READWRITE, 0);
+    try {
+      conn.exec("BEGIN IMMEDIATE");
+      conn.exec("ROLLBACK");
+      return false;
+    } catch (const SQLite::Exception&) {
+      return true;
+    }
+  };
+  int restops = 0;
   a->signal(SIGSTOP);
+  while (a_holds_write_lock() && restops < 200) {
+    ++restops;
+    a->signal(SIGCONT);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1 + restops % 7));
+    a->signal(SIGSTOP);
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_FALSE(a_holds_write_lock()) << "A held the write lock at each of " << restops << " stops";
   const std::int64_t stop_us = wall_us();
   // The jobs A holds at the stop, which B must take over.
   std::vector<std::int64_t> held;
@@ -320,9 +344,10 @@ TEST(Fault, SigstopPastLeaseTwoProcesses_OtherTakesOverStoppedOneIsFenced) {
   std::printf(
       "[fault] sigstop two processes: A held %zu jobs when stopped, B finished %lld of them before A's "
       "SIGCONT "
-      "(stopped %lld ms), writes to those after SIGCONT %lld, exit A %d B %d\n",
+      "(stopped %lld ms), writes to those after SIGCONT %lld, exit A %d B %d; stopped again %d times to "
+      "land outside a write transaction\n",
       held.size(), static_cast<long long>(taken_over), static_cast<long long>((cont_us - stop_us) / 1000),
-      static_cast<long long>(a_wrote_after_cont), rc_a, rc_b);
+      static_cast<long long>(a_wrote_after_cont), rc_a, rc_b, restops);
   EXPECT_GT(held.size(), 0u);
   EXPECT_EQ(taken_over, static_cast<std::int64_t>(held.size())) << "B takes over every job A held";
   EXPECT_EQ(a_wrote_after_cont, 0) << "A's writes after SIGCONT are fenced by the lease token";
