@@ -198,6 +198,20 @@ void Assembly::settle_parked(store::Store& store, const std::string& owner, Time
 }  // namespace ratchet::pipeline
 
 namespace ratchet {
+namespace {
+
+// The engine section of a config file with the caller's overrides applied.
+EngineOptions options_of(const config::Config& config, const ConfigOverrides& overrides) {
+  EngineOptions options = runtime::engine_options(config);
+  if (overrides.workers) options.workers = *overrides.workers;
+  if (overrides.database) options.database = *overrides.database;
+  options.clock = overrides.clock ? overrides.clock : SystemClock::instance();
+  options.worker_id = overrides.worker_id;
+  options.seed = overrides.seed;
+  return options;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Engine>> Engine::open_config(const std::filesystem::path& file,
                                                     ConfigOverrides overrides) {
@@ -205,12 +219,7 @@ Result<std::unique_ptr<Engine>> Engine::open_config(const std::filesystem::path&
   if (!source) return fail(pipeline::config_error(source.error()));
   config::ConfigPtr config = (*source)->current();
 
-  EngineOptions options = runtime::engine_options(*config);
-  if (overrides.workers) options.workers = *overrides.workers;
-  if (overrides.database) options.database = *overrides.database;
-  options.clock = overrides.clock ? overrides.clock : SystemClock::instance();
-  options.worker_id = overrides.worker_id;
-  options.seed = overrides.seed;
+  EngineOptions options = options_of(*config, overrides);
 
   auto assembly = pipeline::Assembly::create(std::move(*source), options.database, options.clock,
                                              overrides.seed != 0 ? overrides.seed : 0x5eed);
@@ -233,12 +242,7 @@ Result<std::unique_ptr<Engine>> Engine::inspect_config(const std::filesystem::pa
   if (!source) return fail(pipeline::config_error(source.error()));
   config::ConfigPtr config = (*source)->current();
 
-  EngineOptions options = runtime::engine_options(*config);
-  if (overrides.workers) options.workers = *overrides.workers;
-  if (overrides.database) options.database = *overrides.database;
-  options.clock = overrides.clock ? overrides.clock : SystemClock::instance();
-  options.worker_id = overrides.worker_id;
-  options.seed = overrides.seed;
+  EngineOptions options = options_of(*config, overrides);
   auto assembly = pipeline::Assembly::without_plugins(std::move(*source), options.database,
                                                       overrides.seed != 0 ? overrides.seed : 0x5eed);
 
