@@ -17,7 +17,7 @@ Result<std::shared_ptr<Limiter>> make_limiter(const config::LimitSpec& spec, con
   if (spec.scope == config::LimitScope::kDatabase) {
     DatabaseLimiterOptions options;
     options.clock = std::move(clock);
-    options.margin_us = spec.per.count() / kJitterMarginDivisor;
+    options.margin_us = jitter_margin_us(spec.per.count());
     options.burst_guard_us = kBurstGuardUs;
     auto db = DatabaseLimiter::open(spec, key, connect, std::move(options));
     if (!db) return fail(db.error());
@@ -32,7 +32,7 @@ Result<std::shared_ptr<Limiter>> make_limiter(const config::LimitSpec& spec, con
   // calls after a full burst would reach a bucket that has refilled less
   // than ours. Fixed windows count epoch-aligned windows like most servers
   // and keep the exact figure.
-  const std::int64_t per_us = spec.per.count() + spec.per.count() / kJitterMarginDivisor;
+  const std::int64_t per_us = spec.per.count() + jitter_margin_us(spec.per.count());
   switch (spec.algorithm) {
     case config::LimitAlgorithm::kSlidingWindow:
       return std::make_shared<SlidingWindowLimiter>(spec.rate, per_us);

@@ -15,9 +15,17 @@
 
 namespace ratchet::limit {
 
-// In-process sliding windows and token buckets stretch their period by
-// 1/kJitterMarginDivisor (1 %): see make_limiter.
+// Sliding windows and token buckets stretch their period by a margin that
+// absorbs the jitter of getting to the server (see make_limiter): 1 % of the
+// period, and at least kJitterFloorUs (a loaded machine delays a call's bytes
+// by that much), but never more than a tenth of a short period.
 inline constexpr std::int64_t kJitterMarginDivisor = 100;
+inline constexpr std::int64_t kJitterFloorUs = 25'000;
+constexpr std::int64_t jitter_margin_us(std::int64_t per_us) {
+  const std::int64_t floor = per_us / 10 < kJitterFloorUs ? per_us / 10 : kJitterFloorUs;
+  const std::int64_t share = per_us / kJitterMarginDivisor;
+  return share > floor ? share : floor;
+}
 // ...and hold a burst back by this long (a token bucket's burst, minus the
 // tokens that refill in this time, goes at once).
 inline constexpr std::int64_t kBurstGuardUs = 25'000;

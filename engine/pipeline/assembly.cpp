@@ -205,7 +205,8 @@ EngineOptions options_of(const config::Config& config, const ConfigOverrides& ov
   EngineOptions options = runtime::engine_options(config);
   if (overrides.workers) options.workers = *overrides.workers;
   if (overrides.database) options.database = *overrides.database;
-  options.clock = overrides.clock ? overrides.clock : SystemClock::instance();
+  // An engine's own clock, since anchoring it to the database steps it.
+  options.clock = overrides.clock ? overrides.clock : std::make_shared<const SystemClock>();
   options.worker_id = overrides.worker_id;
   options.seed = overrides.seed;
   return options;

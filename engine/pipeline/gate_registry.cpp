@@ -73,7 +73,7 @@ Result<GateRegistry::OwnerLimits> GateRegistry::build_limits(const std::string& 
   std::int64_t min_per = 0;
   for (const auto& l : specs) {
     if (l.scope != config::LimitScope::kProcess) continue;
-    const std::int64_t per = l.per.count() + l.per.count() / limit::kJitterMarginDivisor;
+    const std::int64_t per = l.per.count() + limit::jitter_margin_us(l.per.count());
     journal.keep_us = std::max(journal.keep_us, per);
     min_rate = min_rate == 0 ? l.rate : std::min(min_rate, l.rate);
     min_per = min_per == 0 ? per : std::min(min_per, per);

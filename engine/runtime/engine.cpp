@@ -5,6 +5,7 @@
 #include <random>
 
 #include "runtime/args_check.hpp"
+#include "runtime/clock_watch.hpp"
 #include "runtime/engine_impl.hpp"
 
 namespace ratchet {
@@ -55,6 +56,30 @@ Status check_spec(const config::JobTypeSpec& s) {
     return fail(Error::invalid_argument("job type \"" + s.name + "\": attempts must be at least 1"));
   }
   if (s.queue.empty()) return fail(Error::invalid_argument("job type \"" + s.name + "\": queue is empty"));
+  return {};
+}
+
+// Every process on this machine sharing the database reads one timeline:
+// the base the database holds for this boot (ratchet/clock.hpp).
+Status anchor_clock(store::Store& store, const Clock& clock) {
+  const auto* system = dynamic_cast<const SystemClock*>(&clock);
+  if (system == nullptr) return {};
+  const std::string boot = SystemClock::boot_id();
+  if (boot.empty()) return {};
+  const std::int64_t wall =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(SystemClock::wall_base()).count();
+  auto stored = store.read([&](store::JobStore& s) { return s.stored_clock_base(boot); });
+  if (!stored) return fail(stored.error());
+  std::int64_t base = 0;
+  if (*stored) {
+    base = **stored;
+  } else {
+    auto made = store.write([&](store::JobStore& s) { return s.machine_clock_base(boot, wall); });
+    if (!made) return fail(made.error());
+    base = *made;
+  }
+  system->anchor(std::chrono::duration_cast<Duration>(std::chrono::nanoseconds(base)));
+  runtime::ClockWatch{}.check(*system);
   return {};
 }
 
@@ -297,7 +322,8 @@ namespace runtime {
 Result<std::unique_ptr<Engine>> open_engine(EngineOptions options, EngineWiring wiring) {
   if (auto st = check_options(options); !st) return fail(st.error());
   auto impl = std::make_unique<Engine::Impl>();
-  if (!options.clock) options.clock = SystemClock::instance();
+  // An engine's own clock, since anchoring it to the database steps it.
+  if (!options.clock) options.clock = std::make_shared<const SystemClock>();
   if (options.worker_id.empty()) options.worker_id = default_worker_id();
   std::uint64_t seed =
       options.seed != 0 ? options.seed : (std::uint64_t{std::random_device{}()} << 32) ^ ::getpid();
@@ -308,6 +334,7 @@ Result<std::unique_ptr<Engine>> open_engine(EngineOptions options, EngineWiring 
   db.clock = options.clock;
   auto store = store::Store::open(db);
   if (!store) return fail(store.error());
+  if (auto st = anchor_clock(**store, *options.clock); !st) return fail(st.error());
   impl->clock = options.clock;
   impl->options = std::move(options);
   impl->store = std::move(*store);

@@ -257,6 +257,7 @@ void Scheduler::finished(ClaimKey key, const Ending& end, const Result<store::Le
 void Scheduler::heartbeat_loop(std::stop_token stop) {
   const Clock& clock = *env_.run.clock;
   while (clock.wait_until(clock.now() + options_.heartbeat, stop)) {
+    clock_watch_.check(clock);
     std::vector<ClaimKey> claims;
     std::uint64_t asked_through = 0;
     // The renewal protects every lease it renews: it may wait for a locked

@@ -36,6 +36,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/clock_watch.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/job_types.hpp"
 
@@ -115,6 +116,7 @@ class Scheduler {
 
   std::jthread dispatcher_;
   std::jthread heartbeat_;
+  ClockWatch clock_watch_;  // heartbeat thread only
   std::vector<std::thread> workers_;
 };
 

@@ -189,6 +189,12 @@ class JobStore {
   std::int64_t pending(const std::vector<std::string>& types, const std::vector<std::string>& queues);
   void add_timeline(JobId id, Micros at, const std::string& kind, const std::string& detail);
 
+  // The base of the timeline of the machine's boot `boot_id`: the one stored,
+  // or `wall_base_ns` when this is the first process of that boot (the base
+  // of an earlier boot is dropped).
+  std::int64_t machine_clock_base(const std::string& boot_id, std::int64_t wall_base_ns);
+  std::optional<std::int64_t> stored_clock_base(const std::string& boot_id);
+
  private:
   SQLite::Statement& stmt(const char* sql);  // prepared once per connection
   std::vector<std::int64_t> pending_priorities();

@@ -112,6 +112,12 @@ CREATE INDEX limiter_journal_owner_at ON limiter_journal(owner, at_us);
 CREATE TABLE limiter_leases (owner TEXT NOT NULL, instance TEXT NOT NULL, until_us INTEGER NOT NULL,
   calls INTEGER NOT NULL, PRIMARY KEY (owner, instance)) WITHOUT ROWID;
 )sql"},
+      // The base of the running boot's timeline (ratchet/clock.hpp): every
+      // process on the machine reads its time as CLOCK_BOOTTIME plus this,
+      // so they agree, and a wall-clock step moves none of them.
+      {6, R"sql(
+CREATE TABLE machine_clock (boot_id TEXT PRIMARY KEY, base_ns INTEGER NOT NULL) WITHOUT ROWID;
+)sql"},
   };
   return kMigrations;
 }

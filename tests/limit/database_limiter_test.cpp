@@ -310,7 +310,7 @@ TEST(MakeLimiter, DatabaseScope_KeepsTheJitterMarginOfProcessScope) {
   EXPECT_EQ(first.at_us, kT0);
   // As in process scope: a start that reaches the server a little late must
   // still leave a whole window to the next one.
-  EXPECT_EQ(second.at_us, kT0 + kSec + kSec / kJitterMarginDivisor);
+  EXPECT_EQ(second.at_us, kT0 + kSec + kJitterFloorUs);
 }
 
 TEST(MakeLimiter, DatabaseScopeWithoutAConnectionIsRefused) {
