@@ -108,6 +108,10 @@ Result<std::unique_ptr<Engine>> Engine::open(EngineOptions options) {
 
 const std::string& Engine::worker_id() const { return impl_->options.worker_id; }
 
+std::optional<Error> Engine::write_failure() const {
+  return impl_->store->write_failure(3, std::chrono::seconds(5));
+}
+
 Status Engine::define(std::string type, JobHandler handler, JobTypeOptions options) {
   if (!handler) return fail(Error::invalid_argument("job type \"" + type + "\": the handler is empty"));
   auto spec = spec_from(std::move(type), options);

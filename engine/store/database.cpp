@@ -63,7 +63,19 @@ Error database_error(const std::filesystem::path& path, std::string_view doing, 
       m += "cannot open the file (" + what + "); check that its folder exists and is writable";
       break;
     case SQLITE_FULL: m += "the disk is full (" + what + "); free some space"; break;
-    case SQLITE_IOERR: m += "an I/O error occurred (" + what + "); check the disk"; break;
+    case SQLITE_IOERR: {
+      const auto* se = dynamic_cast<const SQLite::Exception*>(&e);
+      const int extended = se != nullptr ? se->getExtendedErrorCode() : 0;
+      if (extended == SQLITE_IOERR_WRITE || extended == SQLITE_IOERR_TRUNCATE) {
+        // A write() refused with ENOSPC or EFBIG reaches SQLite as this.
+        m += "writing to the disk failed (" + what +
+             "): the disk is full, a file size limit (ulimit -f) was reached, or the disk is failing; "
+             "free some space or check the disk";
+      } else {
+        m += "an I/O error occurred (" + what + "); check the disk";
+      }
+      break;
+    }
     default: m += what; break;
   }
   return Error::database(std::move(m));

@@ -24,6 +24,14 @@ bool is_busy(const std::exception& e) {
   return code == SQLITE_BUSY || code == SQLITE_LOCKED;
 }
 
+// Failures that waiting for a lock does not cure.
+bool is_disk_failure(const std::exception& e) {
+  const auto* se = dynamic_cast<const SQLite::Exception*>(&e);
+  if (se == nullptr) return false;
+  const int code = se->getErrorCode() & 0xff;
+  return code == SQLITE_FULL || code == SQLITE_IOERR || code == SQLITE_READONLY || code == SQLITE_CANTOPEN;
+}
+
 void run_prepared(SQLite::Statement& s) {
   s.reset();
   s.exec();
@@ -160,6 +168,7 @@ bool Store::begin_batch(std::deque<Op*>& batch, std::stop_token stop) {
       const Error error = database_error(options_.path, "starting a write", e);
       if (!is_busy(e) || stop.stop_requested()) {
         for (Op* op : batch) op->error = error;
+        note_batch(false, is_disk_failure(e) ? std::optional<Error>(error) : std::nullopt);
         return false;
       }
       // Another connection holds the write lock past the busy timeout. A
@@ -211,6 +220,7 @@ void Store::commit_batch(std::deque<Op*>& batch, std::stop_token stop) {
     }
   };
   if (!begin_batch(batch, stop)) return;
+  std::optional<Error> disk_error;
   for (Op* op : batch) {
     try {
       run_prepared(*savepoint_);
@@ -220,6 +230,7 @@ void Store::commit_batch(std::deque<Op*>& batch, std::stop_token stop) {
       op->error = dynamic_cast<const SQLite::Exception*>(&e) != nullptr
                       ? database_error(options_.path, "writing", e)
                       : Error::internal(std::string("a database write failed: ") + e.what());
+      if (is_disk_failure(e)) disk_error = op->error;
       try {
         run_prepared(*rollback_to_);
         run_prepared(*release_);
@@ -231,13 +242,37 @@ void Store::commit_batch(std::deque<Op*>& batch, std::stop_token stop) {
   try {
     wdb_->exec("COMMIT");
   } catch (const std::exception& e) {
-    fail_all(database_error(options_.path, "committing", e));
+    const Error error = database_error(options_.path, "committing", e);
+    fail_all(error);
+    if (is_disk_failure(e)) disk_error = error;
     try {
       wdb_->exec("ROLLBACK");
     } catch (const std::exception&) {
       // Nothing left to roll back.
     }
+    note_batch(false, disk_error);
+    return;
   }
+  note_batch(!disk_error, disk_error);
+}
+
+void Store::note_batch(bool committed, const std::optional<Error>& disk_error) {
+  std::lock_guard lock(mu_);
+  if (disk_error) {
+    if (disk_failures_++ == 0) disk_failing_since_ = std::chrono::steady_clock::now();
+    disk_error_ = disk_error;
+  } else if (committed) {
+    disk_failures_ = 0;
+    disk_error_.reset();
+  }
+}
+
+std::optional<Error> Store::write_failure(int in_a_row,
+                                          std::chrono::steady_clock::duration for_at_least) const {
+  std::lock_guard lock(mu_);
+  if (!disk_error_ || disk_failures_ < in_a_row) return std::nullopt;
+  if (std::chrono::steady_clock::now() - disk_failing_since_ < for_at_least) return std::nullopt;
+  return disk_error_;
 }
 
 Status Store::read_impl(const std::function<void(JobStore&)>& body) {

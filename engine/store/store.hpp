@@ -27,6 +27,13 @@
 // for the last write of a job, so that it takes its next job while the commit
 // is on its way.
 //
+// A database that refuses writes for a reason waiting does not cure (the
+// disk or the file size limit is full, an I/O error, the file was made
+// read-only) fails each batch at once; the writer goes on with the next one,
+// since space may come back. write_failure() says when every commit has
+// failed so for a while, so that a host can stop and say why instead of
+// trying for ever.
+//
 // Ownership: Store owns both connections and the writer thread; destroying it
 // finishes queued writes and joins the thread. Thread-safety: write() and
 // read() may be called from any thread; fn runs on the writer thread (write)
@@ -86,6 +93,11 @@ class Store {
   // Commits made by the writer thread so far (for benchmarks and tests).
   std::uint64_t commits() const;
 
+  // The last error, when at least `in_a_row` batches in a row, over at least
+  // `for_at_least`, failed for a reason of the disk or the file (see above)
+  // and none committed since; nullopt otherwise.
+  std::optional<Error> write_failure(int in_a_row, std::chrono::steady_clock::duration for_at_least) const;
+
  private:
   // One queued write. The caller sleeps on its own condition variable (a
   // semaphore's spin-and-yield costs more than it saves on a busy machine).
@@ -112,6 +124,8 @@ class Store {
   // Takes a lock for the batch; false when every op of it failed meanwhile.
   bool begin_batch(std::deque<Op*>& batch, std::stop_token stop);
   void set_stalled(bool stalled);
+  // After each batch: whether it committed, or the disk error it failed with.
+  void note_batch(bool committed, const std::optional<Error>& disk_error);
   // Tells op's caller it is done (error set or not); op may be gone after.
   static void finish_op(Op* op);
   Status read_impl(const std::function<void(JobStore&)>& body);
@@ -129,6 +143,10 @@ class Store {
   std::condition_variable_any cv_;
   std::deque<Op*> queue_;
   std::uint64_t commits_ = 0;
+  // The batches failed in a row for a disk reason, since when, and the last error.
+  int disk_failures_ = 0;
+  std::chrono::steady_clock::time_point disk_failing_since_{};
+  std::optional<Error> disk_error_;
   bool stalled_ = false;
   mutable std::condition_variable_any stall_cv_;
   std::jthread thread_;  // last: joins before the members above go away

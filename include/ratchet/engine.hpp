@@ -177,6 +177,15 @@ class RATCHET_API Engine {
   // is read for that at most once a second (of the engine's clock).
   std::vector<PluginCallStats> call_stats();
 
+  // The database's last error when it has refused every write for at least
+  // 5 s (3 transactions in a row or more) for a reason that waiting for a
+  // lock does not cure: the disk or the file size limit is full, an I/O
+  // error, the file became read-only. Nothing written is lost (a refused
+  // transaction leaves nothing behind); the engine goes on trying, since
+  // space may come back, and a host that would rather stop calls stop() and
+  // reports the error. nullopt while writes succeed.
+  std::optional<Error> write_failure() const;
+
   // This engine's lease owner name.
   const std::string& worker_id() const;
 

@@ -458,7 +458,7 @@ TEST(Fault, WriteLockHeldPastBusyTimeout_NoLeaseExpiryNoStepRunsAgain) {
 
 // ---------------------------------------------------------------- full disk
 
-TEST(Fault, DatabaseCannotGrow_RunFailsClearlyOrGoesOnThenCompletesWithoutLoss) {
+TEST(Fault, DatabaseCannotGrow_RunStopsSayingWhyThenCompletesWithoutLoss) {
   Workbench w;
   const int jobs = scaled(600);
   w.write_config(std::string(kEngine) + "workers = 4\n", limit("rotten_tomatoes", 50, "burst = 1"),
@@ -484,8 +484,9 @@ TEST(Fault, DatabaseCannotGrow_RunFailsClearlyOrGoesOnThenCompletesWithoutLoss) 
   full.fsize_limit = db_bytes;  // no file of the run (database, WAL, log) may grow past the database's size
   const auto t0 = Clock::now();
   auto child = w.run({"--until-empty"}, full);
-  // It either ends (non-zero, saying why) or keeps trying; one that keeps
-  // trying is asked to stop after 8 s and must then exit.
+  // It must end by itself (exit 1, naming the database and the disk) once
+  // every write has failed for 5 s; one that keeps trying is asked to stop
+  // after 8 s, so the rest of the scenario still runs.
   int rc = child->wait(bound_ms(8000));
   bool kept_going = false;
   if (rc == -1) {
@@ -510,8 +511,12 @@ TEST(Fault, DatabaseCannotGrow_RunFailsClearlyOrGoesOnThenCompletesWithoutLoss) 
       rc, since_ms(t0), done, jobs,
       error_line.empty() ? "(no disk error logged)" : error_line.substr(0, 300).c_str());
   EXPECT_NE(rc, -1) << "the run exits (by itself or on SIGTERM) with the disk full";
+  EXPECT_FALSE(kept_going) << "a run whose every write fails stops by itself: " << err.substr(0, 4000);
+  EXPECT_EQ(rc, 1) << "and says so with exit 1";
   EXPECT_LT(done, jobs) << "the limit was hit";
   EXPECT_FALSE(error_line.empty()) << "the run says the disk is the problem: " << err.substr(0, 4000);
+  EXPECT_NE(err.find("ratchet: database \"" + w.db().string() + "\""), std::string::npos)
+      << "the last line names the database: " << err.substr(0, 4000);
   {
     Invariants mid = w.check(kTwoSteps);
     EXPECT_EQ(mid.integrity, "ok") << "after the failed writes";

@@ -111,6 +111,7 @@ int run(const RunFlags& f, const Globals& g) {
   auto last_status = start;
   const auto tick = live ? std::chrono::milliseconds(250) : std::chrono::milliseconds(200);
   bool stop_requested = false;
+  std::optional<Error> write_failure;
   std::optional<ProgressSample> last;
   while (true) {
     int sig = wait_signal(signals, tick);
@@ -137,8 +138,15 @@ int run(const RunFlags& f, const Globals& g) {
       }
       if (f.until_empty && s->pending == 0) break;
     }
+    // A database that refuses every write (a full disk) makes no progress
+    // however long the run waits: stop, and say why.
+    if ((write_failure = engine->write_failure())) break;
   }
 
+  if (write_failure) {
+    status->finish();
+    spdlog::error("stopping: every write to the database failed for 5 s: {}", write_failure->message());
+  }
   if (stop_requested) {
     status->finish();
     spdlog::info(
@@ -171,6 +179,11 @@ int run(const RunFlags& f, const Globals& g) {
   std::int64_t dead = last ? last->dead : 0;
   spdlog::info("stopped after {:.1f}s: {} job{} finished ({} dead), {} still pending", secs, done,
                done == 1 ? "" : "s", dead, last ? last->pending : 0);
+  if (write_failure) {
+    return report(*write_failure,
+                  "nothing committed is lost: run `ratchet run` again once the database can be written; "
+                  "jobs that were running are taken over when their lease expires");
+  }
   if (dead > 0) {
     spdlog::error(
         "{} job{} ended dead; `ratchet jobs list --state dead` shows them, `ratchet jobs retry --dead` "
@@ -189,7 +202,8 @@ void add_run(CLI::App& app, const Globals& globals, Action& action) {
       "run",
       "Start the workers and run jobs until stopped. SIGINT/SIGTERM: stop claiming, let running steps finish "
       "within the grace period ([engine] shutdown_grace), release the rest with their checkpoints (a second "
-      "signal exits at once). SIGHUP: reload the config file. Exits 1 if a job ended dead during the run.");
+      "signal exits at once). SIGHUP: reload the config file. Exits 1 if a job ended dead during the run, or "
+      "when every write to the database failed for 5 s (a full disk).");
   add_config_option(*cmd, f->config);
   cmd->add_flag("--until-empty", f->until_empty,
                 "Stop when no job is pending (scheduled, available, running or retryable)");
