@@ -157,7 +157,7 @@ for t in "${targets[@]}"; do
   fi
   TIMEFORMAT='%U %S'
   { time (
-    [ -n "$cg" ] && echo "$BASHPID" >"$cg/tasks"
+    if [ -n "$cg" ]; then echo "$BASHPID" 2>/dev/null >"$cg/tasks" || true; fi
     nice -n 19 afl-fuzz -V "$seconds" -i "$root/tests/fuzz/corpus/$t" -o "$out" -x "$dict" -m none \
       -t 2000 -- "$build/tests/fuzz/fuzz_$t" >"$out/afl.log" 2>&1
   ); } 2>"$out/cpu" || {
@@ -171,7 +171,8 @@ for t in "${targets[@]}"; do
   if [ -n "$cg" ]; then
     # Stragglers of the run (a fork server on its way out) are gone first.
     for _ in 1 2 3 4 5; do [ -s "$cg/tasks" ] || break; sleep 0.2; done
-    cpu=$(($(cat "$cg/cpuacct.usage") / 1000000000))
+    usage=$(cat "$cg/cpuacct.usage" 2>/dev/null || echo 0)
+    [ "$usage" -gt 0 ] && cpu=$((usage / 1000000000))
     rmdir "$cg" 2>/dev/null || true
   fi
   crashes=$(stat_of "$stats" saved_crashes)
