@@ -70,7 +70,11 @@ struct EngineOptions {
   // process; false: no handler, every crash is judged as an outside kill.
   bool record_crashes = true;
   std::vector<std::string> queues;  // queues this engine works; empty: all
-  // Time source for run-at, leases, backoff and parking. Null: the system clock.
+  // Time source for run-at, leases, backoff and parking. Null: a SystemClock
+  // of the engine's own. A SystemClock (own or passed here) is anchored at
+  // open to the timeline the database holds for this boot
+  // (ratchet/clock.hpp), so a SystemClock shared with other code moves with
+  // it; a FakeClock or a host's own Clock is used as it is.
   std::shared_ptr<const Clock> clock;
   // This engine's lease owner name; empty: "<hostname>:<pid>:<random>".
   std::string worker_id;
