@@ -45,14 +45,19 @@ function(ratchet_plugin name)
   target_link_libraries(${name} PRIVATE ratchet_build_flags ratchet_plugin_sdk ${ARG_DEPS})
 endfunction()
 
-# ratchet_test(NAME SOURCES ... [DEPS ...])
-# A GoogleTest binary whose tests CTest discovers one by one.
+# ratchet_test(NAME SOURCES ... [DEPS ...] [TEST_FILTER gtest-filter] [PROPERTIES ...])
+# A GoogleTest binary whose tests CTest discovers one by one (those the
+# filter selects, when given).
 function(ratchet_test name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;PROPERTIES" ${ARGN})
+  cmake_parse_arguments(ARG "" "TEST_FILTER" "SOURCES;DEPS;PROPERTIES" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ratchet_build_flags GTest::gtest GTest::gtest_main ${ARG_DEPS})
   # ratchet_test_paths.hpp: RATCHET_PLUGIN_DIR, RATCHET_SOURCE_DIR, RATCHET_BINARY_DIR;
   # tests/support: helpers every test folder may use.
   target_include_directories(${name} PRIVATE "${PROJECT_BINARY_DIR}/test_include" "${PROJECT_SOURCE_DIR}/tests/support")
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES ${ARG_PROPERTIES})
+  set(filter)
+  if(ARG_TEST_FILTER)
+    set(filter TEST_FILTER "${ARG_TEST_FILTER}")
+  endif()
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 ${filter} PROPERTIES ${ARG_PROPERTIES})
 endfunction()

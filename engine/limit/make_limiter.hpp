@@ -20,7 +20,7 @@ namespace ratchet::limit {
 // period, and at least kJitterFloorUs (a loaded machine delays a call's bytes
 // by that much), but never more than a tenth of a short period.
 inline constexpr std::int64_t kJitterMarginDivisor = 100;
-inline constexpr std::int64_t kJitterFloorUs = 25'000;
+inline constexpr std::int64_t kJitterFloorUs = 50'000;
 constexpr std::int64_t jitter_margin_us(std::int64_t per_us) {
   const std::int64_t floor = per_us / 10 < kJitterFloorUs ? per_us / 10 : kJitterFloorUs;
   const std::int64_t share = per_us / kJitterMarginDivisor;
