@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <expected>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stop_token>
@@ -54,6 +55,13 @@ struct Request {
   // as X-Api-Key): like Authorization, Proxy-Authorization and Cookie, they
   // are never sent to another origin on a redirect.
   std::vector<std::string> secret_headers{};
+  // Asked once the connection for the first hop is made (or reused), right
+  // before its request leaves: the last moment to decide that the request
+  // goes at all, after whatever connecting and the TLS handshake took. An
+  // answer (a reason) holds the request back: nothing is sent, and perform()
+  // fails with kHeldBack and that reason. Called on the thread that runs
+  // perform(); it must not throw. Later hops of a redirect are not asked.
+  std::function<std::optional<std::string>()> before_send{};
 };
 
 struct Response {

@@ -319,7 +319,27 @@ struct Hop {
   std::string url;
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
+  // The first hop's Request::before_send; null for the hops after it.
+  const std::function<std::optional<std::string>()>* before_send = nullptr;
 };
+
+// Request::before_send, asked from libcurl's pre-request callback.
+struct SendCheck {
+  const std::function<std::optional<std::string>()>* ask = nullptr;
+  std::optional<std::string> held;  // the reason it gave to hold the request back
+};
+
+int on_prereq(void* user, char* /*primary_ip*/, char* /*local_ip*/, int /*primary_port*/,
+              int /*local_port*/) {
+  auto* check = static_cast<SendCheck*>(user);
+  try {
+    check->held = (*check->ask)();
+  } catch (...) {
+    // Nothing may unwind through libcurl; not knowing is no reason to send.
+    check->held = "the check before sending failed";
+  }
+  return check->held ? CURL_PREREQFUNC_ABORT : CURL_PREREQFUNC_OK;
+}
 
 // What one hop came to: a response, and where it redirects to, if anywhere.
 struct HopReply {
@@ -398,6 +418,12 @@ std::expected<HopReply, TransportError> CurlClient::Hops::send(const Hop& hop,
   set(CURLOPT_WRITEDATA, &sink);
   set(CURLOPT_HEADERFUNCTION, &on_header);
   set(CURLOPT_HEADERDATA, &sink);
+  SendCheck check;
+  if (hop.before_send && *hop.before_send) {
+    check.ask = hop.before_send;
+    set(CURLOPT_PREREQFUNCTION, &on_prereq);
+    set(CURLOPT_PREREQDATA, &check);
+  }
   const bool sends_body =
       !hop.body.empty() || hop.method == "POST" || hop.method == "PUT" || hop.method == "PATCH";
   if (hop.method == "HEAD") {
@@ -466,6 +492,7 @@ std::expected<HopReply, TransportError> CurlClient::Hops::send(const Hop& hop,
 
   if (cancelled) return fail_with(TransportError::kCancelled, "cancelled while in flight");
   if (multi_failed) return fail_with(TransportError::kOther, "libcurl's transfer loop failed");
+  if (check.held) return fail_with(TransportError::kHeldBack, "held back before it was sent: " + *check.held);
   if (result == CURLE_OK) {
     sink.response.status = static_cast<int>(status);
     sink.response.headers = Headers(std::move(sink.fields));
@@ -518,7 +545,7 @@ std::expected<Response, TransportError> CurlClient::perform(const Request& req, 
 
   const auto timeout = req.timeout.value_or(options_.timeout);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  Hop hop{req.method, req.url, req.headers, req.body};
+  Hop hop{req.method, req.url, req.headers, req.body, &req.before_send};
   Hops hops(*this, stop);
   for (int redirects = 0;; ++redirects) {
     const auto left =
@@ -574,6 +601,7 @@ std::expected<Response, TransportError> CurlClient::perform(const Request& req, 
       });
     }
     hop.url = next_url;
+    hop.before_send = nullptr;
     where = req.method + " " + redact_url(req.url) + " (redirected to " + redact_url(hop.url) + ")";
   }
 }

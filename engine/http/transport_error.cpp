@@ -11,6 +11,7 @@ std::string_view to_string(TransportError::Kind kind) noexcept {
     case TransportError::kTooManyRedirects: return "too_many_redirects";
     case TransportError::kCancelled: return "cancelled";
     case TransportError::kInvalidUrl: return "invalid_url";
+    case TransportError::kHeldBack: return "held_back";
     case TransportError::kOther: return "other";
   }
   return "unknown";
@@ -22,6 +23,7 @@ Error to_error(const TransportError& e) {
     case TransportError::kCancelled: return Error::cancelled(e.message);
     case TransportError::kConnect: return Error::unavailable(e.message);
     case TransportError::kInvalidUrl: return Error::invalid_argument(e.message);
+    case TransportError::kHeldBack: return Error::unavailable(e.message);
     case TransportError::kTls:
     case TransportError::kTooLarge:
     case TransportError::kTooManyRedirects:

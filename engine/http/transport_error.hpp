@@ -24,6 +24,7 @@ struct TransportError {
     kTooManyRedirects,  // more than max_redirects redirects
     kCancelled,         // the caller's stop_token was triggered
     kInvalidUrl,        // malformed URL, a scheme other than http/https, or a malformed request
+    kHeldBack,          // Request::before_send held it back: connected, nothing sent
     kOther,             // anything else libcurl reports
   };
 

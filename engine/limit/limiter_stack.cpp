@@ -24,7 +24,11 @@ std::mutex& start_mutex() {
 }  // namespace
 
 Reservation::Reservation(Reservation&& other) noexcept
-    : slots_(std::move(other.slots_)), at_us_(other.at_us_), held_(other.held_), started_(other.started_) {
+    : slots_(std::move(other.slots_)),
+      at_us_(other.at_us_),
+      counted_us_(other.counted_us_),
+      held_(other.held_),
+      started_(other.started_) {
   other.slots_.clear();
   other.held_ = false;
 }
@@ -34,6 +38,7 @@ Reservation& Reservation::operator=(Reservation&& other) noexcept {
     (void)cancel();
     slots_ = std::move(other.slots_);
     at_us_ = other.at_us_;
+    counted_us_ = other.counted_us_;
     held_ = other.held_;
     started_ = other.started_;
     other.slots_.clear();
@@ -45,6 +50,7 @@ Reservation& Reservation::operator=(Reservation&& other) noexcept {
 Reservation::~Reservation() { (void)cancel(); }
 
 TimePoint Reservation::at() const { return from_micros(at_us_); }
+TimePoint Reservation::counted_at() const { return from_micros(counted_us_); }
 
 Status Reservation::cancel() {
   Status out;
@@ -155,6 +161,11 @@ Result<bool> LimiterStack::start(Reservation& r, TimePoint now) {
     }
   }
   if (done == r.slots_.size()) {
+    // A database-scope limiter counts at its own reading of the clock, taken
+    // once it holds the lock: the latest of them is when the call counts.
+    r.counted_us_ = now_us;
+    for (const auto& [limiter, slot] : r.slots_) r.counted_us_ = std::max(r.counted_us_, slot.at_us);
+    r.at_us_ = r.counted_us_;
     r.held_ = false;
     r.started_ = true;
     return true;
@@ -167,6 +178,27 @@ Result<bool> LimiterStack::start(Reservation& r, TimePoint now) {
   if (!fresh) return fail(fresh.error());
   r = std::move(*fresh);
   return false;
+}
+
+Result<bool> LimiterStack::recount(Reservation& r, TimePoint now) {
+  if (r.held_) return start(r, now);
+  if (!r.started_) return fail(Error::invalid_argument("a limiter reservation was recounted after cancel"));
+  const std::int64_t now_us = to_micros(now);
+  // Every limiter takes a start given back at its slot's time (the call
+  // never reached the server); one that cannot undo it exactly keeps it
+  // counted, slower for a while, never faster.
+  Status out;
+  for (auto& [limiter, slot] : r.slots_) {
+    Status s = limiter->cancel(slot);
+    if (!s && out) out = std::move(s);
+  }
+  r.slots_.clear();
+  r.started_ = false;
+  if (!out) return fail(out.error());
+  auto fresh = reserve_from(now_us, now_us);
+  if (!fresh) return fail(fresh.error());
+  r = std::move(*fresh);
+  return start(r, now);
 }
 
 bool LimiterStack::holds_slots_of(const Reservation& r) const {

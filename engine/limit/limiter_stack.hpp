@@ -11,6 +11,13 @@
 // A Reservation gives its slots back when destroyed unless started, so a job
 // that gives up (cancelled, failed elsewhere) never leaks capacity.
 //
+// A start is counted when the call's request leaves, not when the call was
+// admitted: a worker descheduled in between, or a slow connect or TLS
+// handshake, would otherwise put the request at the server later than
+// counted, closer to the next one than the limit allows. So the caller asks
+// again right before the request goes; a start counted too long before is
+// counted anew then (recount), or waits if that no longer fits.
+//
 // Thread-safety: LimiterStack is safe to share between threads; a Reservation
 // belongs to one caller at a time.
 #pragma once
@@ -34,6 +41,7 @@ class Reservation {
   ~Reservation();
 
   TimePoint at() const;                // when the call may start
+  TimePoint counted_at() const;        // started: when its start is counted
   bool held() const { return held_; }  // reserved, not yet started or cancelled
   bool started() const { return started_; }
 
@@ -45,7 +53,8 @@ class Reservation {
   friend class LimiterStack;
   std::vector<std::pair<std::shared_ptr<Limiter>, Slot>> slots_;
   std::int64_t at_us_ = 0;
-  bool held_ = false;  // reserved (possibly on an empty stack) and not yet started or cancelled
+  std::int64_t counted_us_ = 0;  // started: the time every limiter counts it at
+  bool held_ = false;            // reserved (possibly on an empty stack) and not yet started or cancelled
   bool started_ = false;
 };
 
@@ -63,6 +72,14 @@ class LimiterStack {
   // changes), or when a slot used late could not be honoured without breaking
   // a limit: `r` then holds a new, later time to wait for.
   Result<bool> start(Reservation& r, TimePoint now);
+
+  // Counts the started call of `r` at `now` instead of when it was counted:
+  // its request did not leave then. Its starts are given back and the call
+  // is started anew at now, as a call of its own: true when it may go now
+  // (r.counted_at() == now or later, the time a limiter read its own clock
+  // at); false when the limits no longer leave room now: `r` then holds a
+  // slot for a later time, to start() once it has come.
+  Result<bool> recount(Reservation& r, TimePoint now);
 
   // The time reserve(now) would answer, without reserving anything.
   Result<TimePoint> earliest(TimePoint now);

@@ -9,23 +9,78 @@
 
 namespace ratchet::pipeline {
 
+namespace {
+
+// How often a request held back for an ended lease looks for its renewal.
+constexpr auto kLeasePoll = std::chrono::milliseconds(10);
+
+}  // namespace
+
 CallServices::CallServices(http::Client& client, retry::CallGate& gate, const Clock& clock,
-                           Duration attempt_timeout, const SecretMask& secrets, std::stop_token stop)
+                           Duration attempt_timeout, const SecretMask& secrets, std::stop_token stop,
+                           limit::Reservation* first, LeaseUntil lease_until)
     : client_(client),
       gate_(gate),
       clock_(clock),
       attempt_timeout_(attempt_timeout),
       secrets_(secrets),
-      stop_(std::move(stop)) {}
+      stop_(std::move(stop)),
+      first_(first),
+      lease_until_(std::move(lease_until)) {}
 
-std::optional<std::string> CallServices::admit_extra_request() {
+std::expected<http::Response, http::TransportError> CallServices::send(http::Request& req,
+                                                                       limit::Reservation* counted) {
+  using http::TransportError;
+  const TimePoint deadline = clock_.now() + attempt_timeout_;
+  for (;;) {
+    std::optional<TimePoint> room_at;
+    bool lease_ended = false;
+    req.before_send = [&]() -> std::optional<std::string> {
+      const TimePoint now = clock_.now();
+      if (lease_until_) {
+        const TimePoint until = lease_until_();
+        if (until != TimePoint{} && now >= until) {
+          lease_ended = true;
+          return std::string("the run's lease ran out before the request was sent");
+        }
+      }
+      if (counted) {
+        auto c = gate_.confirm_send(*counted, now);
+        if (!c) return c.error().message();
+        if (*c) {
+          room_at = **c;
+          return std::string("the rate limits had no room left when the request was to leave");
+        }
+      }
+      return std::nullopt;
+    };
+    auto reply = client_.perform(req, stop_);
+    if (reply || reply.error().kind != TransportError::kHeldBack || (!lease_ended && !room_at)) return reply;
+    spdlog::debug("{}; held back, nothing sent", reply.error().message);
+    const TimePoint until = room_at ? *room_at : clock_.now() + kLeasePoll;
+    if (until > deadline) {
+      return std::unexpected(
+          TransportError{TransportError::kTimeout,
+                         reply.error().message + ", and the attempt's timeout ends before that can change"});
+    }
+    if (!clock_.wait_until(until, stop_)) {
+      return std::unexpected(
+          TransportError{TransportError::kCancelled, reply.error().message + "; cancelled while held back"});
+    }
+    req.timeout = std::max(std::chrono::milliseconds(1),
+                           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_.now()));
+  }
+}
+
+std::optional<std::string> CallServices::admit_extra_request(limit::Reservation& counted) {
   retry::StepCall extra(clock_.now());
   for (;;) {
     if (stop_.stop_requested()) return "cancelled while waiting for a rate-limit slot";
     auto admission = gate_.admit(extra, clock_.now());
     if (auto* go = std::get_if<retry::CallGate::Go>(&admission)) {
-      // The slot is counted at admission; the ticket only guards the
-      // concurrency permit and breaker probe, released with it here.
+      // The slot is counted (confirmed when the request leaves); the ticket
+      // only guards the concurrency permit and breaker probe, released here.
+      counted = std::move(go->counted);
       gate_.record(extra, std::move(go->ticket), retry::Outcome::ok(), {}, clock_.now());
       return std::nullopt;
     }
@@ -38,8 +93,10 @@ std::optional<std::string> CallServices::admit_extra_request() {
 
 plugin_host::HttpResult CallServices::http(std::string_view plugin, const plugin_host::HttpRequest& request) {
   plugin_host::HttpResult result;
+  limit::Reservation extra;
+  limit::Reservation* counted = requests_ == 0 ? first_ : &extra;
   if (requests_++ > 0) {
-    if (auto refused = admit_extra_request()) {
+    if (auto refused = admit_extra_request(extra)) {
       result.error = plugin_host::TransportError::kRefused;
       result.message = *refused;
       return result;
@@ -54,7 +111,7 @@ plugin_host::HttpResult CallServices::http(std::string_view plugin, const plugin
     if (secrets_.holds_secret(value)) req.secret_headers.push_back(name);
   }
   req.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(attempt_timeout_);
-  auto reply = client_.perform(req, stop_);
+  auto reply = send(req, counted);
   last_headers_.clear();
   if (!reply) {
     using K = http::TransportError::Kind;
@@ -66,6 +123,7 @@ plugin_host::HttpResult CallServices::http(std::string_view plugin, const plugin
       case K::kTls: result.error = plugin_host::TransportError::kTls; break;
       case K::kTooLarge: result.error = plugin_host::TransportError::kTooLarge; break;
       case K::kCancelled: result.error = plugin_host::TransportError::kCancelled; break;
+      case K::kHeldBack: result.error = plugin_host::TransportError::kRefused; break;
       default: result.error = plugin_host::TransportError::kOther; break;
     }
     result.message = secrets_.mask(reply.error().message);

@@ -11,7 +11,18 @@
 // The first request of a call runs on the limiter slot the call was admitted
 // with; every further request of the same call takes a slot of its own
 // through the plugin's gate, waiting in place (bounded by the step's
-// max_wait), because the server counts requests, not operations. The last
+// max_wait), because the server counts requests, not operations.
+//
+// Right before a request leaves (connected, nothing sent yet) two things are
+// checked again, since connecting may take long and the thread may have been
+// descheduled or stopped since the call was admitted:
+//   - the run's lease still holds (now < lease_until): a run whose lease has
+//     run out may have been taken over, and another process may have run
+//     and committed this very step. The request waits, unsent, until the
+//     heartbeat renews the lease, or the run is stopped (lost);
+//   - its limiter start is recent (CallGate::confirm_send): a request that
+//     leaves late is counted anew, and waits, unsent, if it no longer fits.
+// Either wait is bounded by the attempt's timeout. The last
 // response's status and headers are kept so the step caller can hand them
 // to the gate (learning limits from them) once the plugin returns.
 //
@@ -19,6 +30,8 @@
 // Thread-safety: used by the one thread that runs the plugin operation.
 #pragma once
 
+#include <expected>
+#include <functional>
 #include <optional>
 #include <set>
 #include <stop_token>
@@ -26,6 +39,7 @@
 #include <vector>
 
 #include "http/client.hpp"
+#include "limit/limiter_stack.hpp"
 #include "limit/rate_headers.hpp"
 #include "pipeline/secret_mask.hpp"
 #include "plugin_host/host_services.hpp"
@@ -36,8 +50,15 @@ namespace ratchet::pipeline {
 
 class CallServices final : public plugin_host::HostServices {
  public:
+  // Until when the run's lease is known to hold (an epoch value: unknown).
+  using LeaseUntil = std::function<TimePoint()>;
+
+  // `first` is the limiter start the call was admitted with (Go::counted);
+  // null or empty: its first request is not checked against the limits.
+  // An empty `lease_until`: no lease to check.
   CallServices(http::Client& client, retry::CallGate& gate, const Clock& clock, Duration attempt_timeout,
-               const SecretMask& secrets, std::stop_token stop);
+               const SecretMask& secrets, std::stop_token stop, limit::Reservation* first = nullptr,
+               LeaseUntil lease_until = {});
 
   plugin_host::HttpResult http(std::string_view plugin, const plugin_host::HttpRequest& request) override;
   void log(std::string_view plugin, plugin_host::LogLevel level, std::string_view message) override;
@@ -52,7 +73,10 @@ class CallServices final : public plugin_host::HostServices {
 
  private:
   // Takes a limiter slot for a request after the first, waiting in place.
-  std::optional<std::string> admit_extra_request();
+  std::optional<std::string> admit_extra_request(limit::Reservation& counted);
+  // Sends `req`, holding it back (unsent) while the lease has run out or its
+  // start must be counted anew and wait; `counted` may be null.
+  std::expected<http::Response, http::TransportError> send(http::Request& req, limit::Reservation* counted);
 
   http::Client& client_;
   retry::CallGate& gate_;
@@ -60,6 +84,8 @@ class CallServices final : public plugin_host::HostServices {
   Duration attempt_timeout_;
   const SecretMask& secrets_;
   std::stop_token stop_;
+  limit::Reservation* first_;
+  LeaseUntil lease_until_;
   int requests_ = 0;
   int last_status_ = 0;
   std::vector<limit::HttpHeader> last_headers_;

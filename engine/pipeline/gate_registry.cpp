@@ -189,6 +189,16 @@ Result<std::shared_ptr<retry::CallGate>> GateRegistry::gate(const std::string& p
   if (p.limits.journal) gp.limiters.push_back(p.limits.journal);
   gp.concurrency = p.concurrency;
   gp.seed = seed_ ^ std::hash<std::string>{}(plugin + "." + operation);
+  // Half the tightest jitter margin at most: the other half is the way to the server.
+  auto slack_for = [&gp](const std::vector<config::LimitSpec>& limits) {
+    for (const auto& l : limits) {
+      gp.send_slack = std::min<Duration>(
+          gp.send_slack, std::chrono::microseconds(limit::jitter_margin_us(l.per.count()) / 2));
+    }
+  };
+  slack_for(policy.limits);
+  if (auto spec = config_->plugins.find(plugin); spec != config_->plugins.end())
+    slack_for(spec->second.policy.limits);
   auto previous = p.operation_limits.find(operation);
   if (has_override) {
     OwnerLimits* old = previous != p.operation_limits.end() ? &previous->second : nullptr;

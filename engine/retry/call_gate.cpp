@@ -117,6 +117,7 @@ CallGate::Admission CallGate::admit(StepCall& step, TimePoint now) {
   auto started = stack_.start(step.reservation_, now);
   if (!started) return Fail{started.error().with_context("rate limiter")};
   if (!*started) return wait_for_slot(step.reservation_.at());
+  limit::Reservation counted = std::move(step.reservation_);
   step.reservation_ = limit::Reservation();
 
   // 6: go.
@@ -125,7 +126,16 @@ CallGate::Admission CallGate::admit(StepCall& step, TimePoint now) {
   Duration budget = parts_.request_timeout;
   if (spec.per_try_timeout) budget = std::min<Duration>(budget, *spec.per_try_timeout);
   if (deadline) budget = std::min<Duration>(budget, *deadline - now);
-  return Go{std::move(ticket), budget};
+  return Go{std::move(ticket), budget, std::move(counted)};
+}
+
+Result<std::optional<TimePoint>> CallGate::confirm_send(limit::Reservation& counted, TimePoint now) {
+  if (counted.started() && now - counted.counted_at() <= parts_.send_slack) return std::nullopt;
+  if (!counted.started() && !counted.held()) return std::nullopt;  // counted nowhere: no limits
+  auto go = stack_.recount(counted, now);
+  if (!go) return fail(go.error().with_context("rate limiter"));
+  if (*go) return std::nullopt;
+  return counted.at();
 }
 
 CallGate::Verdict CallGate::record(StepCall& step, Ticket ticket, const Outcome& outcome,

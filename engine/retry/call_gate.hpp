@@ -31,8 +31,9 @@
 //      the slot stays reserved in the StepCall, so the step comes back to it in order.
 //      Waits for slots add to RetryState::throttled_wait; past max_wait -> Fail (kThrottled)
 //   6. otherwise -> Go: the call may start now; the slot is counted. Each attempt takes
-//      a new slot. Go::timeout is the time this attempt may take (per_try_timeout,
-//      the plugin's request timeout and the deadline's remainder).
+//      a new slot. Right before the request leaves, confirm_send(go.counted) counts it
+//      anew if it is leaving late (connecting took long, the thread was descheduled). Go::timeout is the time
+//      this attempt may take (per_try_timeout, the plugin's request timeout and the deadline's remainder).
 // record(step, ticket, outcome, headers, now): reads the reply's rate headers
 // into the learned pace, tells the breaker, and decides (retry/retry_decision.hpp):
 //   Done | RetryAt{t, throttled} | Fail{error}
@@ -84,6 +85,10 @@ struct CallGateParts {
   std::shared_ptr<limit::ConcurrencyLimiter> concurrency;  // null: no cap
   limit::RateHeaderOptions headers;                        // max wait a header may impose
   std::uint64_t seed = 0x5eed;                             // jitter randomness
+  // How long after its counted start a request may still leave as counted
+  // (see confirm_send): well inside the jitter margin of the limits, which
+  // also has to cover the way to the server.
+  Duration send_slack = std::chrono::milliseconds(5);
 };
 
 // One step call's state across attempts and parks.
@@ -129,6 +134,9 @@ class CallGate {
   struct Go {
     Ticket ticket;
     Duration timeout;  // this attempt's time budget
+    // The call's start as the limiters count it: pass it to confirm_send()
+    // right before the request leaves.
+    limit::Reservation counted{};
   };
   struct Wait {
     std::optional<TimePoint> until;  // nullopt: until a permit or probe frees up
@@ -158,6 +166,15 @@ class CallGate {
   Verdict record(StepCall& step, Ticket ticket, const Outcome& outcome,
                  std::span<const limit::HttpHeader> headers, TimePoint now,
                  limit::PaceHint* hint_out = nullptr);
+
+  // Asked right before the request of a call admitted with `counted` (Go::
+  // counted, or another request's) leaves. A start counted more than
+  // send_slack before `now` is counted anew at `now` (the limits hold at the
+  // server only if a call counts when it gets there); a request that no
+  // longer fits then must wait. Returns nullopt: send it now; a time: send
+  // nothing before it, then ask again (`counted` holds its slot meanwhile,
+  // and gives it back if dropped).
+  Result<std::optional<TimePoint>> confirm_send(limit::Reservation& counted, TimePoint now);
 
   const CallGateParts& parts() const { return parts_; }
 

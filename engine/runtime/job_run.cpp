@@ -207,7 +207,9 @@ nlohmann::json JobRun::call_step(const std::string& name, const std::string& plu
                      "no plugin host is configured, so " + plugin + "." + operation + " cannot be called");
   }
   TimePoint started = env_.clock->now();
-  StepCall call{plugin, operation, args, job_.id, name, idempotency_key(name), job_.attempt, max_wait};
+  StepCall call{plugin,       operation, args,
+                job_.id,      name,      idempotency_key(name),
+                job_.attempt, max_wait,  [this] { return lease_until(); }};
   // Steps of one job may run on threads of their own (run_dag).
   store::CrashRecorder::Scope on_this_thread(env_.crashes, job_.id);
   while (true) {

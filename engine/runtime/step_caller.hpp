@@ -31,6 +31,9 @@ struct StepCall {
   std::string idempotency_key;       // "<job id>:<step>", stable across attempts
   int attempt = 0;                   // job attempt
   std::optional<Duration> max_wait;  // the step's bound on throttling waits, if declared
+  // Until when the run's lease is known to hold, read right before each
+  // request leaves: past it another process may own the job. Empty: no lease.
+  std::function<TimePoint()> lease_until{};
 };
 
 class CallOutcome {

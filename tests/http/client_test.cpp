@@ -15,6 +15,8 @@
 #include <chrono>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
 #include <thread>
 
 #include "mock_portal/bodies.hpp"
@@ -368,6 +370,46 @@ TEST_F(ClientTest, Perform_StopAlreadyRequested_NothingSent) {
   EXPECT_EQ(server_->stats().portals.at("imdb").requests, 0);
 }
 
+TEST_F(ClientTest, Perform_BeforeSendHoldsItBack_ConnectedButNothingReachesTheServer) {
+  start();
+  auto client = make_client();
+  Request req{.url = server_->base_url() + "/imdb/movies/Up"};
+  int asked = 0;
+  req.before_send = [&]() -> std::optional<std::string> {
+    ++asked;
+    return "the run's lease has ended";
+  };
+  auto r = client->perform(req);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, TransportError::kHeldBack);
+  EXPECT_NE(r.error().message.find("the run's lease has ended"), std::string::npos) << r.error().message;
+  EXPECT_EQ(asked, 1);
+  EXPECT_EQ(server_->stats().portals.at("imdb").requests, 0);
+  // Asked after connecting: on a reused connection too, and a yes sends it.
+  req.before_send = [&]() -> std::optional<std::string> {
+    ++asked;
+    return std::nullopt;
+  };
+  for (int i = 0; i < 2; ++i) {
+    auto ok = client->perform(req);
+    ASSERT_TRUE(ok) << ok.error().message;
+    EXPECT_EQ(ok->status, 200);
+  }
+  EXPECT_EQ(asked, 3);
+  EXPECT_EQ(server_->stats().portals.at("imdb").requests, 2);
+}
+
+TEST_F(ClientTest, Perform_BeforeSendThrows_HeldBackNotSent) {
+  start();
+  auto client = make_client();
+  Request req{.url = server_->base_url() + "/imdb/movies/Up"};
+  req.before_send = []() -> std::optional<std::string> { throw std::runtime_error("boom"); };
+  auto r = client->perform(req);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, TransportError::kHeldBack);
+  EXPECT_EQ(server_->stats().portals.at("imdb").requests, 0);
+}
+
 TEST_F(ClientTest, Perform_SequentialRequests_ReuseOneConnection) {
   start();
   auto client = make_client();
@@ -618,6 +660,25 @@ TEST(ClientRedirect, MethodAndBody_FollowTheStatusRules) {
     EXPECT_EQ(echoed["method"], c.method) << c.status;
     EXPECT_EQ(echoed["body"], c.body) << c.status;
   }
+}
+
+TEST(ClientRedirect, BeforeSend_AskedForTheFirstHopOnly) {
+  LocalServer target(echo_everything());
+  LocalServer first(redirect_to([&] { return target.url() + "/final"; }));
+  auto client = Client::create({});
+  ASSERT_TRUE(client);
+  int asked = 0;
+  Request req{.url = first.url() + "/start"};
+  req.before_send = [&]() -> std::optional<std::string> {
+    ++asked;
+    return std::nullopt;
+  };
+  auto r = (*client)->perform(req);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(asked, 1);
+  EXPECT_EQ(first.requests(), 1);
+  EXPECT_EQ(target.requests(), 1);
 }
 
 TEST(ClientRedirect, BeyondTheLimitAcrossHosts_FailsWithTooManyRedirects) {

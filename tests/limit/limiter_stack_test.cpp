@@ -92,6 +92,52 @@ TEST(LimiterStack_Start, AHolderAfterALateStartWaitsForEveryLimiterInPlace) {
   EXPECT_TRUE(*stack.start(second, clock.now()));
 }
 
+// A call admitted at t0 whose request only leaves at t0 + 300 ms: counted
+// at t0, the next call would reach the server 700 ms after it, inside a
+// 1/1s window. Recounted when it leaves, the next one waits a full second.
+TEST(LimiterStack_Recount, ALateRequestIsCountedWhenItLeaves) {
+  FakeClock clock;
+  const TimePoint t0 = clock.now();
+  auto window = std::make_shared<SlidingWindowLimiter>(1, to_micros(1s));
+  auto bucket = std::make_shared<TokenBucketLimiter>(1, to_micros(1s), 1);
+  LimiterStack stack({window, bucket});
+  auto r = must(stack.reserve(clock.now()));
+  ASSERT_TRUE(*stack.start(r, clock.now()));
+  EXPECT_EQ(r.counted_at(), t0);
+  clock.advance(300ms);
+  ASSERT_TRUE(*stack.recount(r, clock.now()));
+  EXPECT_TRUE(r.started());
+  EXPECT_EQ(r.counted_at(), t0 + 300ms);
+  EXPECT_EQ(*stack.earliest(clock.now()), t0 + 1300ms);
+  // Still one call counted in each: a second call at +1.3 s fits both.
+  clock.advance(1s);
+  EXPECT_TRUE(*stack.try_acquire(clock.now()));
+}
+
+// A counted at t0 but still not sent at t0 + 1050 ms, while B (+100 ms) and
+// C (+1 s, once A's count left the window) went: sent now, A would make
+// three within a second at the server. Recounted, it waits for B to leave.
+TEST(LimiterStack_Recount, NoRoomLeftWhenItLeaves_HoldsALaterSlotToStartThen) {
+  FakeClock clock;
+  const TimePoint t0 = clock.now();
+  LimiterStack stack({std::make_shared<SlidingWindowLimiter>(2, to_micros(1s))});
+  auto a = must(stack.reserve(clock.now()));
+  ASSERT_TRUE(*stack.start(a, clock.now()));
+  clock.advance(100ms);
+  ASSERT_TRUE(*stack.try_acquire(clock.now()));
+  auto c = must(stack.reserve(clock.now()));
+  EXPECT_EQ(c.at(), t0 + 1s);
+  clock.set(t0 + 1s);
+  ASSERT_TRUE(*stack.start(c, clock.now()));
+  clock.set(t0 + 1050ms);
+  EXPECT_FALSE(*stack.recount(a, clock.now()));
+  EXPECT_TRUE(a.held());
+  EXPECT_EQ(a.at(), t0 + 1100ms);
+  clock.set(a.at());
+  ASSERT_TRUE(*stack.start(a, clock.now()));
+  EXPECT_EQ(a.counted_at(), t0 + 1100ms);
+}
+
 TEST(LimiterStack_TryAcquire, RefusesWithoutHoldingAnything) {
   FakeClock clock;
   auto a = std::make_shared<SlidingWindowLimiter>(1, to_micros(1s));

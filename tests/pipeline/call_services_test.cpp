@@ -1,0 +1,212 @@
+// What CallServices checks right before a plugin's request leaves: that the
+// limiter start it was admitted with is recent (a request leaving late is
+// counted anew, or waits unsent), and that the run's lease still holds. A
+// fake clock stands for the time a descheduled or stopped worker loses; a
+// cpp-httplib server on a loopback port counts what really arrives.
+#include "pipeline/call_services.hpp"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <thread>
+
+#include "limit/micros.hpp"
+#include "limit/sliding_window.hpp"
+#include "retry/call_gate.hpp"
+
+namespace ratchet::pipeline {
+namespace {
+
+using namespace std::chrono_literals;
+using Gate = retry::CallGate;
+
+class CountingServer {
+ public:
+  CountingServer() {
+    server_.Get(".*", [this](const httplib::Request&, httplib::Response& res) {
+      ++requests_;
+      res.set_content("{}", "application/json");
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (!server_.is_running() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(1ms);
+  }
+  ~CountingServer() {
+    server_.stop();
+    thread_.join();
+  }
+  CountingServer(const CountingServer&) = delete;
+  CountingServer& operator=(const CountingServer&) = delete;
+
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/movies/Up"; }
+  int requests() const { return requests_.load(); }
+
+ private:
+  httplib::Server server_;
+  std::thread thread_;
+  int port_ = 0;
+  std::atomic<int> requests_{0};
+};
+
+class CallServicesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto c = http::Client::create({});
+    ASSERT_TRUE(c) << c.error().to_string();
+    client_ = std::move(*c);
+  }
+
+  std::unique_ptr<Gate> gate_with(std::int64_t rate, Duration per) {
+    retry::CallGateParts parts;
+    parts.retry.attempts = 1;
+    parts.limiters.push_back(std::make_shared<limit::SlidingWindowLimiter>(rate, limit::to_micros(per)));
+    return std::make_unique<Gate>(std::move(parts));
+  }
+
+  // Admits one call now; the test fails if it would have to wait.
+  Gate::Go admit(Gate& gate) {
+    retry::StepCall step(clock_.now());
+    auto a = gate.admit(step, clock_.now());
+    EXPECT_TRUE(std::holds_alternative<Gate::Go>(a)) << "the call was not admitted at once";
+    return std::move(std::get<Gate::Go>(a));
+  }
+
+  // When the gate would let one more call start.
+  TimePoint next_admission(Gate& gate) {
+    retry::StepCall step(clock_.now());
+    auto a = gate.admit(step, clock_.now());
+    if (std::holds_alternative<Gate::Go>(a)) return clock_.now();
+    auto* w = std::get_if<Gate::Wait>(&a);
+    if (w == nullptr || !w->until) {
+      ADD_FAILURE() << "expected a wait for a rate-limit slot";
+      return {};
+    }
+    return *w->until;
+  }
+
+  plugin_host::HttpRequest get() const {
+    plugin_host::HttpRequest r;
+    r.url = server_.url();
+    return r;
+  }
+
+  FakeClock clock_;
+  CountingServer server_;
+  std::unique_ptr<http::Client> client_;
+  SecretMask secrets_;
+};
+
+// Admitted at t0, the request only leaves at t0 + 300 ms (the worker lost
+// the CPU, or connecting took that long). Counted at t0, the next call could
+// leave at t0 + 1 s: 700 ms after this one at the server, under 1/1s.
+TEST_F(CallServicesTest, RequestLeavingLate_IsCountedWhenItLeaves) {
+  auto gate = gate_with(1, 1s);
+  const TimePoint t0 = clock_.now();
+  auto go = admit(*gate);
+  clock_.advance(300ms);
+  CallServices services(*client_, *gate, clock_, 10s, secrets_, {}, &go.counted);
+  auto r = services.http("p", get());
+  ASSERT_EQ(r.error, plugin_host::TransportError::kNone) << r.message;
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(go.counted.counted_at(), t0 + 300ms);
+  EXPECT_EQ(next_admission(*gate), t0 + 1300ms);
+}
+
+TEST_F(CallServicesTest, RequestLeavingOnTime_KeepsItsCount) {
+  auto gate = gate_with(1, 1s);
+  const TimePoint t0 = clock_.now();
+  auto go = admit(*gate);
+  clock_.advance(2ms);  // within the slack
+  CallServices services(*client_, *gate, clock_, 10s, secrets_, {}, &go.counted);
+  auto r = services.http("p", get());
+  ASSERT_EQ(r.error, plugin_host::TransportError::kNone) << r.message;
+  EXPECT_EQ(go.counted.counted_at(), t0);
+  EXPECT_EQ(next_admission(*gate), t0 + 1s);
+}
+
+// A was admitted at t0 and still had not left at t0 + 1050 ms, while B
+// (t0 + 100 ms) and C (t0 + 1 s, once A's count left the window) went. Sent
+// then, A would be the third request within a second at the server.
+TEST_F(CallServicesTest, NoRoomWhenItLeavesLate_WaitsUnsentUntilThereIs) {
+  auto gate = gate_with(2, 1s);
+  const TimePoint t0 = clock_.now();
+  auto a = admit(*gate);
+  clock_.advance(100ms);
+  auto b = admit(*gate);
+  EXPECT_EQ(next_admission(*gate), t0 + 1s);
+  clock_.set(t0 + 1s);
+  auto c = admit(*gate);
+  clock_.set(t0 + 1050ms);
+  CallServices services(*client_, *gate, clock_, 10s, secrets_, {}, &a.counted);
+  auto sent = std::async(std::launch::async, [&] { return services.http("p", get()); });
+  // Nothing leaves while the fake time stands before B's count leaves the window.
+  EXPECT_EQ(sent.wait_for(200ms), std::future_status::timeout);
+  EXPECT_EQ(server_.requests(), 0);
+  clock_.set(t0 + 1100ms);
+  auto r = sent.get();
+  ASSERT_EQ(r.error, plugin_host::TransportError::kNone) << r.message;
+  EXPECT_EQ(server_.requests(), 1);
+  EXPECT_EQ(a.counted.counted_at(), t0 + 1100ms);
+}
+
+TEST_F(CallServicesTest, NoRoomWithinTheAttemptsTimeout_FailsUnsent) {
+  auto gate = gate_with(1, 1s);
+  const TimePoint t0 = clock_.now();
+  auto a = admit(*gate);
+  clock_.set(t0 + 1s);
+  auto b = admit(*gate);  // A's count has left the window
+  clock_.set(t0 + 1050ms);
+  // Recounted now, A would wait for B's count to leave: 950 ms, past 200 ms.
+  CallServices services(*client_, *gate, clock_, 200ms, secrets_, {}, &a.counted);
+  auto r = services.http("p", get());
+  EXPECT_EQ(r.error, plugin_host::TransportError::kTimeout) << r.message;
+  EXPECT_EQ(server_.requests(), 0);
+}
+
+// The run was stopped (SIGSTOP) past its lease between admission and send:
+// another process may own the job now and have run this step. The request
+// waits unsent until the heartbeat renews the lease...
+TEST_F(CallServicesTest, LeaseRanOutBeforeSending_WaitsUnsentUntilRenewed) {
+  auto gate = gate_with(100, 1s);
+  const TimePoint t0 = clock_.now();
+  std::atomic<std::int64_t> lease_until_us{limit::to_micros(t0 + 1s)};
+  auto go = admit(*gate);
+  clock_.set(t0 + 2s);
+  CallServices services(*client_, *gate, clock_, 30s, secrets_, {}, &go.counted,
+                        [&] { return limit::from_micros(lease_until_us.load()); });
+  auto sent = std::async(std::launch::async, [&] { return services.http("p", get()); });
+  EXPECT_EQ(sent.wait_for(200ms), std::future_status::timeout);
+  EXPECT_EQ(server_.requests(), 0);
+  lease_until_us = limit::to_micros(t0 + 40s);
+  // The held request looks again on its next poll of the (fake) clock.
+  for (int i = 0; i < 100 && sent.wait_for(10ms) == std::future_status::timeout; ++i) clock_.advance(10ms);
+  auto r = sent.get();
+  ASSERT_EQ(r.error, plugin_host::TransportError::kNone) << r.message;
+  EXPECT_EQ(server_.requests(), 1);
+}
+
+// ...or the run is stopped as lost: then it is never sent.
+TEST_F(CallServicesTest, LeaseRanOutAndTheRunIsLost_NeverSent) {
+  auto gate = gate_with(100, 1s);
+  const TimePoint t0 = clock_.now();
+  auto go = admit(*gate);
+  clock_.set(t0 + 2s);
+  std::stop_source lost;
+  CallServices services(*client_, *gate, clock_, 30s, secrets_, lost.get_token(), &go.counted,
+                        [&] { return t0 + 1s; });
+  auto sent = std::async(std::launch::async, [&] { return services.http("p", get()); });
+  EXPECT_EQ(sent.wait_for(200ms), std::future_status::timeout);
+  lost.request_stop();
+  auto r = sent.get();
+  EXPECT_EQ(r.error, plugin_host::TransportError::kCancelled) << r.message;
+  EXPECT_EQ(server_.requests(), 0);
+}
+
+}  // namespace
+}  // namespace ratchet::pipeline
