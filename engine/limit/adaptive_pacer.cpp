@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <string>
 
 #include "common/duration.hpp"
@@ -344,6 +345,28 @@ Result<UseResult> AdaptivePacer::start(Slot& slot, std::int64_t now_us) {
     return fail(Error::invalid_argument("a limiter slot was used before its time (a bug in the caller)"));
   }
   std::lock_guard lock(mu_);
+  return start_locked(slot, now_us);
+}
+
+Result<UseResult> AdaptivePacer::restart(Slot& slot, std::int64_t now_us) {
+  if (now_us < slot.at_us) {
+    return fail(
+        Error::invalid_argument("a limiter start was recounted before it was made (a bug in the caller)"));
+  }
+  std::lock_guard lock(mu_);
+  if (slot.started) {
+    // Taken back exactly when it is still the latest start; otherwise the
+    // pace counts it beside the new one.
+    if (started_tat_ == slot.started_after_us) started_tat_ = slot.started_before_us;
+    auto seen = std::find(starts_.rbegin(), starts_.rend(), slot.at_us);
+    if (seen != starts_.rend()) starts_.erase(std::next(seen).base());
+    ++outstanding_;  // a slot held again, until start_locked uses it
+    slot.started = false;
+  }
+  return start_locked(slot, now_us);
+}
+
+UseResult AdaptivePacer::start_locked(Slot& slot, std::int64_t now_us) {
   ramp_locked(now_us);
   if (slot.generation != generation_ || now_us < resume_us_) {
     const std::int64_t turn = new_turn_locked(slot, now_us);

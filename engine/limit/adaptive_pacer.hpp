@@ -93,6 +93,7 @@ class AdaptivePacer final : public Limiter {
   Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) override;
   Result<std::int64_t> ready_at(Slot& slot, std::int64_t now_us) override;
   Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
+  Result<UseResult> restart(Slot& slot, std::int64_t now_us) override;
   Status cancel(const Slot& slot) override;
   std::string describe() const override;
 
@@ -111,6 +112,7 @@ class AdaptivePacer final : public Limiter {
   std::int64_t interval_at_locked(std::int64_t t_us) const;
   // A new turn for a slot spaced for an old pace (see the header comment).
   std::int64_t new_turn_locked(Slot& slot, std::int64_t now_us);
+  UseResult start_locked(Slot& slot, std::int64_t now_us);
   void start_ramp_locked(std::int64_t from_us, std::int64_t interval_us);
 
   const PacerOptions options_;

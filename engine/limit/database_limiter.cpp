@@ -267,6 +267,19 @@ struct DatabaseLimiter::Impl {
     return UseResult::kStarted;
   }
 
+  // Turns a started slot back into the slot it was (held for its time):
+  // its start leaves the calls started, its entry among the slots granted
+  // stays. A token bucket takes it back exactly only while it is the latest.
+  void take_back_start(Slot& slot) {
+    if (!slot.started) return;
+    slot.started = false;
+    if (algorithm == config::LimitAlgorithm::kTokenBucket) {
+      if (read_started_tat() == slot.started_after_us) write_started_tat(slot.started_before_us);
+    } else if (algorithm == config::LimitAlgorithm::kSlidingWindow) {
+      remove("limiter_starts", slot.at_us);
+    }
+  }
+
   void give_back(const Slot& slot) {
     if (algorithm == config::LimitAlgorithm::kTokenBucket) {
       if (slot.started && read_started_tat() == slot.started_after_us)
@@ -364,6 +377,17 @@ Result<UseResult> DatabaseLimiter::start(Slot& slot, std::int64_t now_us) {
   }
   // Counted when the call really goes: after any wait for the lock.
   return impl_->transact("start a call", [&] { return impl_->use(slot, impl_->fresh(now_us)); });
+}
+
+Result<UseResult> DatabaseLimiter::restart(Slot& slot, std::int64_t now_us) {
+  if (now_us < slot.at_us) {
+    return fail(
+        Error::invalid_argument("a limiter start was recounted before it was made (a bug in the caller)"));
+  }
+  return impl_->transact("count a call again", [&] {
+    impl_->take_back_start(slot);
+    return impl_->use(slot, impl_->fresh(now_us));
+  });
 }
 
 Status DatabaseLimiter::cancel(const Slot& slot) {

@@ -86,6 +86,7 @@ class DatabaseLimiter final : public Limiter {
   Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) override;
   Result<std::int64_t> ready_at(Slot& slot, std::int64_t now_us) override;
   Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
+  Result<UseResult> restart(Slot& slot, std::int64_t now_us) override;
   Status cancel(const Slot& slot) override;
   std::string describe() const override;
 

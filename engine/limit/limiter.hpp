@@ -78,6 +78,15 @@ class Limiter {
   // ready_at(), a limiter that admits by the calls started always starts it.
   virtual Result<UseResult> start(Slot& slot, std::int64_t now_us) = 0;
 
+  // The call started on `slot` did not go when it was counted (its request
+  // had not left yet): counts it at now_us instead (now_us >= the time it
+  // was counted), as start() would a slot held for that earlier time, so it
+  // keeps its place among the slots granted after it. kMoved as for start().
+  // A limiter that cannot take back the earlier start exactly keeps it
+  // counted too: slower for a while, never faster. The default gives the
+  // start back (cancel) and starts the slot again.
+  virtual Result<UseResult> restart(Slot& slot, std::int64_t now_us);
+
   // Gives back a slot that was reserved and not started, or started at
   // slot.at_us (a call that never reached the server). Giving back a token
   // bucket slot that later slots depend on keeps the limit but loses the slot.

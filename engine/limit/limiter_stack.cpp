@@ -11,6 +11,12 @@ Result<std::int64_t> Limiter::ready_at(Slot& slot, std::int64_t now_us) {
   return std::max(now_us, slot.at_us);
 }
 
+Result<UseResult> Limiter::restart(Slot& slot, std::int64_t now_us) {
+  if (Status s = cancel(slot); !s) return fail(s.error());
+  slot.started = false;
+  return start(slot, now_us);
+}
+
 namespace {
 
 // Starts are checked against every limiter of a stack, then made in each:
@@ -183,22 +189,36 @@ Result<bool> LimiterStack::start(Reservation& r, TimePoint now) {
 Result<bool> LimiterStack::recount(Reservation& r, TimePoint now) {
   if (r.held_) return start(r, now);
   if (!r.started_) return fail(Error::invalid_argument("a limiter reservation was recounted after cancel"));
-  const std::int64_t now_us = to_micros(now);
-  // Every limiter takes a start given back at its slot's time (the call
-  // never reached the server); one that cannot undo it exactly keeps it
-  // counted, slower for a while, never faster.
-  Status out;
-  for (auto& [limiter, slot] : r.slots_) {
-    Status s = limiter->cancel(slot);
-    if (!s && out) out = std::move(s);
+  const std::int64_t now_us = std::max(to_micros(now), r.counted_us_);
+  std::lock_guard serial(start_mutex());
+  std::int64_t later = 0;
+  std::size_t done = 0;
+  for (; done < r.slots_.size(); ++done) {
+    auto& [limiter, slot] = r.slots_[done];
+    auto u = limiter->restart(slot, now_us);
+    if (!u) return fail(u.error());
+    if (*u == UseResult::kMoved) {
+      later = slot.at_us;
+      break;
+    }
   }
-  r.slots_.clear();
+  if (done == r.slots_.size()) {
+    r.counted_us_ = now_us;
+    for (const auto& [limiter, slot] : r.slots_) r.counted_us_ = std::max(r.counted_us_, slot.at_us);
+    r.at_us_ = r.counted_us_;
+    return true;
+  }
+  // One limiter has no room now: the call does not go now. Every slot is
+  // given back (those started now, those still counted at the earlier time,
+  // the moved one) and reserved anew for the time that limiter named.
+  r.held_ = true;
   r.started_ = false;
-  if (!out) return fail(out.error());
-  auto fresh = reserve_from(now_us, now_us);
+  Status st = r.cancel();
+  if (!st) return fail(st.error());
+  auto fresh = reserve_from(now_us, later);
   if (!fresh) return fail(fresh.error());
   r = std::move(*fresh);
-  return start(r, now);
+  return false;
 }
 
 bool LimiterStack::holds_slots_of(const Reservation& r) const {

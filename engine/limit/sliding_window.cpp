@@ -56,6 +56,23 @@ Result<UseResult> SlidingWindowLimiter::start(Slot& slot, std::int64_t now_us) {
     return fail(Error::invalid_argument("a limiter slot was used before its time (a bug in the caller)"));
   }
   std::lock_guard lock(mu_);
+  return start_locked(slot, now_us);
+}
+
+Result<UseResult> SlidingWindowLimiter::restart(Slot& slot, std::int64_t now_us) {
+  if (now_us < slot.at_us) {
+    return fail(
+        Error::invalid_argument("a limiter start was recounted before it was made (a bug in the caller)"));
+  }
+  std::lock_guard lock(mu_);
+  // The start leaves the calls started; its entry in the granted log stays,
+  // as the slot it was, until start_locked moves it to its new time.
+  if (slot.started) erase_one(started_, slot.at_us);
+  slot.started = false;
+  return start_locked(slot, now_us);
+}
+
+UseResult SlidingWindowLimiter::start_locked(Slot& slot, std::int64_t now_us) {
   // The calls started decide; the granted slots only say when to come (see
   // TokenBucketLimiter::start). A slot used on time always fits.
   const std::int64_t at = sliding_earliest(started_, rate_, per_, std::max(now_us, advance(now_us)));

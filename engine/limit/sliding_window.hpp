@@ -23,12 +23,14 @@ class SlidingWindowLimiter final : public Limiter {
   Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) override;
   Result<std::int64_t> ready_at(Slot& slot, std::int64_t now_us) override;
   Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
+  Result<UseResult> restart(Slot& slot, std::int64_t now_us) override;
   Status cancel(const Slot& slot) override;
   void count_started(std::span<const std::int64_t> starts_us) override;
   std::string describe() const override;
 
  private:
   std::int64_t advance(std::int64_t now_us);  // raises the high-water mark and prunes; needs mu_
+  UseResult start_locked(Slot& slot, std::int64_t now_us);
   static void insert(std::deque<std::int64_t>& log, std::int64_t at_us);
   static bool erase_one(std::deque<std::int64_t>& log, std::int64_t at_us);
 

@@ -40,6 +40,23 @@ Result<UseResult> TokenBucketLimiter::start(Slot& slot, std::int64_t now_us) {
     return fail(Error::invalid_argument("a limiter slot was used before its time (a bug in the caller)"));
   }
   std::lock_guard lock(mu_);
+  return start_locked(slot, now_us);
+}
+
+Result<UseResult> TokenBucketLimiter::restart(Slot& slot, std::int64_t now_us) {
+  if (now_us < slot.at_us) {
+    return fail(
+        Error::invalid_argument("a limiter start was recounted before it was made (a bug in the caller)"));
+  }
+  std::lock_guard lock(mu_);
+  // Taken back exactly when it is still the latest start; otherwise it stays
+  // in the bucket beside the new one.
+  if (slot.started && started_tat_ == slot.started_after_us) started_tat_ = slot.started_before_us;
+  slot.started = false;
+  return start_locked(slot, now_us);
+}
+
+UseResult TokenBucketLimiter::start_locked(Slot& slot, std::int64_t now_us) {
   // The bucket holds what really started; the granted slots only say when
   // to come. A start at its slot's time always fits (the slots were granted
   // with every earlier slot counted), and a late one fits when the room is

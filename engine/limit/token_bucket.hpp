@@ -26,11 +26,14 @@ class TokenBucketLimiter final : public Limiter {
   Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) override;
   Result<std::int64_t> ready_at(Slot& slot, std::int64_t now_us) override;
   Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
+  Result<UseResult> restart(Slot& slot, std::int64_t now_us) override;
   Status cancel(const Slot& slot) override;
   void count_started(std::span<const std::int64_t> starts_us) override;
   std::string describe() const override;
 
  private:
+  UseResult start_locked(Slot& slot, std::int64_t now_us);  // needs mu_
+
   const std::int64_t rate_;
   const std::int64_t per_;
   const std::int64_t burst_;

@@ -32,6 +32,7 @@ std::expected<http::Response, http::TransportError> CallServices::send(http::Req
                                                                        limit::Reservation* counted) {
   using http::TransportError;
   const TimePoint deadline = clock_.now() + attempt_timeout_;
+  held_until_.reset();
   for (;;) {
     std::optional<TimePoint> room_at;
     bool lease_ended = false;
@@ -55,13 +56,23 @@ std::expected<http::Response, http::TransportError> CallServices::send(http::Req
       return std::nullopt;
     };
     auto reply = client_.perform(req, stop_);
-    if (reply || reply.error().kind != TransportError::kHeldBack || (!lease_ended && !room_at)) return reply;
+    if (reply || reply.error().kind != TransportError::kHeldBack) return reply;
+    if (!lease_ended && !room_at) {
+      // The limiter could not be asked (its database failed): not a wait.
+      return std::unexpected(TransportError{TransportError::kOther, reply.error().message});
+    }
     spdlog::debug("{}; held back, nothing sent", reply.error().message);
     const TimePoint until = room_at ? *room_at : clock_.now() + kLeasePoll;
     if (until > deadline) {
-      return std::unexpected(
-          TransportError{TransportError::kTimeout,
-                         reply.error().message + ", and the attempt's timeout ends before that can change"});
+      if (room_at) {
+        // Throttling, not a failure: the step waits for that room as for any
+        // other slot (parked when it is far), without using up an attempt.
+        held_until_ = room_at;
+        return reply;
+      }
+      return std::unexpected(TransportError{
+          TransportError::kTimeout,
+          reply.error().message + ", and the attempt's timeout ends before the lease was renewed"});
     }
     if (!clock_.wait_until(until, stop_)) {
       return std::unexpected(
@@ -123,7 +134,13 @@ plugin_host::HttpResult CallServices::http(std::string_view plugin, const plugin
       case K::kTls: result.error = plugin_host::TransportError::kTls; break;
       case K::kTooLarge: result.error = plugin_host::TransportError::kTooLarge; break;
       case K::kCancelled: result.error = plugin_host::TransportError::kCancelled; break;
-      case K::kHeldBack: result.error = plugin_host::TransportError::kRefused; break;
+      case K::kHeldBack:
+        result.error = plugin_host::TransportError::kRefused;
+        if (held_until_) {
+          result.retry_after = std::chrono::ceil<std::chrono::milliseconds>(
+              std::max<Duration>(*held_until_ - clock_.now(), Duration::zero()));
+        }
+        break;
       default: result.error = plugin_host::TransportError::kOther; break;
     }
     result.message = secrets_.mask(reply.error().message);

@@ -22,7 +22,9 @@
 //     heartbeat renews the lease, or the run is stopped (lost);
 //   - its limiter start is recent (CallGate::confirm_send): a request that
 //     leaves late is counted anew, and waits, unsent, if it no longer fits.
-// Either wait is bounded by the attempt's timeout. The last
+// Either wait is bounded by the attempt's timeout. Room that comes later
+// than that is answered as a refusal with its time (the plugin reports the
+// call throttled, and the step waits for it without using up an attempt). The last
 // response's status and headers are kept so the step caller can hand them
 // to the gate (learning limits from them) once the plugin returns.
 //
@@ -86,6 +88,7 @@ class CallServices final : public plugin_host::HostServices {
   std::stop_token stop_;
   limit::Reservation* first_;
   LeaseUntil lease_until_;
+  std::optional<TimePoint> held_until_;  // the last request was held back for room until then
   int requests_ = 0;
   int last_status_ = 0;
   std::vector<limit::HttpHeader> last_headers_;

@@ -301,6 +301,33 @@ TEST(DatabaseLimiter_Sliding, StartAfterWaitingForTheLock_IsCountedWhenTheCallGo
   EXPECT_EQ(second.at_us, kT0 + 30'000 + kSec);
 }
 
+// Process A admitted a call at t0 and its request only leaves at +300 ms;
+// B, on another connection, asks meanwhile. A's start recounted when it
+// leaves moves every process's next slot, and counts once.
+TEST(DatabaseLimiter_Sliding, StartRecountedWhenTheRequestLeaves_CountsThenForEveryConnection) {
+  testing::LimiterTables db;
+  auto clock = std::make_shared<FakeClock>(from_micros(kT0));
+  DatabaseLimiterOptions options;
+  options.clock = clock;
+  const auto s = spec(config::LimitAlgorithm::kSlidingWindow, 1, 1s);
+  auto a = DatabaseLimiter::open(s, "k", db.connect(), options);
+  auto b = DatabaseLimiter::open(s, "k", db.connect(), options);
+  ASSERT_TRUE(a && b);
+  LimiterStack in_a({*a});
+  LimiterStack in_b({*b});
+  auto r = in_a.reserve(clock->now());
+  ASSERT_TRUE(r);
+  ASSERT_TRUE(*in_a.start(*r, clock->now()));
+  EXPECT_EQ(*in_b.earliest(clock->now()), from_micros(kT0 + kSec));
+  clock->advance(300ms);
+  ASSERT_TRUE(*in_a.recount(*r, clock->now()));
+  EXPECT_EQ(r->counted_at(), from_micros(kT0 + 300'000));
+  EXPECT_EQ(*in_b.earliest(clock->now()), from_micros(kT0 + 1'300'000));
+  clock->set(from_micros(kT0 + 1'300'000));
+  EXPECT_TRUE(*in_b.try_acquire(clock->now()))
+      << "A's start at t0 was given back, not kept beside the new one";
+}
+
 TEST(MakeLimiter, DatabaseScope_KeepsTheJitterMarginOfProcessScope) {
   testing::LimiterTables db;
   auto l = make_limiter(spec(config::LimitAlgorithm::kSlidingWindow, 1, 1s), "k", db.connect());

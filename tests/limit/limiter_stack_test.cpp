@@ -114,6 +114,28 @@ TEST(LimiterStack_Recount, ALateRequestIsCountedWhenItLeaves) {
   EXPECT_TRUE(*stack.try_acquire(clock.now()));
 }
 
+// A recounted call keeps its place: B, queued behind it, does not take the
+// window from it; B waits the few milliseconds A left late, in its place.
+TEST(LimiterStack_Recount, KeepsItsPlaceAheadOfTheSlotsGrantedAfterIt) {
+  FakeClock clock;
+  const TimePoint t0 = clock.now();
+  auto window = std::make_shared<SlidingWindowLimiter>(1, to_micros(1s));
+  auto bucket = std::make_shared<TokenBucketLimiter>(1, to_micros(1s), 1);
+  LimiterStack stack({window, bucket});
+  auto a = must(stack.reserve(clock.now()));
+  ASSERT_TRUE(*stack.start(a, clock.now()));
+  auto b = must(stack.reserve(clock.now()));
+  EXPECT_EQ(b.at(), t0 + 1s);
+  clock.advance(10ms);
+  ASSERT_TRUE(*stack.recount(a, clock.now()));
+  EXPECT_EQ(a.counted_at(), t0 + 10ms);
+  clock.set(b.at());
+  EXPECT_FALSE(*stack.start(b, clock.now()));
+  EXPECT_EQ(b.at(), t0 + 1010ms);
+  clock.set(b.at());
+  EXPECT_TRUE(*stack.start(b, clock.now()));
+}
+
 // A counted at t0 but still not sent at t0 + 1050 ms, while B (+100 ms) and
 // C (+1 s, once A's count left the window) went: sent now, A would make
 // three within a second at the server. Recounted, it waits for B to leave.

@@ -155,7 +155,9 @@ TEST_F(CallServicesTest, NoRoomWhenItLeavesLate_WaitsUnsentUntilThereIs) {
   EXPECT_EQ(a.counted.counted_at(), t0 + 1100ms);
 }
 
-TEST_F(CallServicesTest, NoRoomWithinTheAttemptsTimeout_FailsUnsent) {
+// The room comes after the attempt's timeout: the request is refused unsent,
+// with the time the room comes, which the plugin reports as throttling.
+TEST_F(CallServicesTest, NoRoomWithinTheAttemptsTimeout_RefusedUnsentWithWhenThereIsRoom) {
   auto gate = gate_with(1, 1s);
   const TimePoint t0 = clock_.now();
   auto a = admit(*gate);
@@ -165,7 +167,8 @@ TEST_F(CallServicesTest, NoRoomWithinTheAttemptsTimeout_FailsUnsent) {
   // Recounted now, A would wait for B's count to leave: 950 ms, past 200 ms.
   CallServices services(*client_, *gate, clock_, 200ms, secrets_, {}, &a.counted);
   auto r = services.http("p", get());
-  EXPECT_EQ(r.error, plugin_host::TransportError::kTimeout) << r.message;
+  EXPECT_EQ(r.error, plugin_host::TransportError::kRefused) << r.message;
+  EXPECT_EQ(r.retry_after, 950ms);
   EXPECT_EQ(server_.requests(), 0);
 }
 
