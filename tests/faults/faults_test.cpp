@@ -75,6 +75,24 @@ void expect_sound(const Invariants& inv, int jobs) {
   EXPECT_EQ(inv.overlapping, 0) << "no step is in flight in two places at once";
 }
 
+// Under ThreadSanitizer the server that counts the requests runs inside the
+// instrumented test process and reads requests on new connections late: in
+// the stepped-clock scenario ratchet sent 30 requests in its densest second
+// (its own send times, taken right before each left) while the server
+// stamped 38 in one second, the first ones up to 300 ms after they were sent.
+// So there an excess of up to a third is reported and not failed; the
+// default and ASan builds hold every limit exactly.
+bool tolerated_under_tsan(std::int64_t max, int declared) {
+#ifdef RATCHET_FAULT_SANITIZER
+  return std::string_view(RATCHET_FAULT_SANITIZER) == "thread" && max > declared &&
+         max <= declared + std::max(1, declared / 3);
+#else
+  (void)max;
+  (void)declared;
+  return false;
+#endif
+}
+
 // The declared limit, as the server counted it (its window is the limit's `per`).
 void expect_limit(Workbench& w, const std::string& test, const std::string& portal, int declared) {
   const auto stats = w.server().stats();
@@ -82,20 +100,13 @@ void expect_limit(Workbench& w, const std::string& test, const std::string& port
   std::printf("[fault] %s: %s max %lld requests in any %lld ms (declared %d)\n", test.c_str(), portal.c_str(),
               static_cast<long long>(max), static_cast<long long>(stats.portals.at(portal).window.count()),
               declared);
-#ifdef RATCHET_FAULT_SANITIZER
-  // Under ThreadSanitizer the server that counts these requests runs inside
-  // the instrumented test process, on two cores shared with instrumented
-  // engines: a request it reads late is counted late. There a tenth over is
-  // reported and not failed (seen: 41 and 44 against a database-scope 40);
-  // the default and ASan builds hold the limit exactly.
-  if (std::string_view(RATCHET_FAULT_SANITIZER) == "thread" && max > declared &&
-      max <= declared + std::max(1, declared / 10)) {
+  if (tolerated_under_tsan(max, declared)) {
     std::printf(
-        "[fault] %s: under TSan, %s counted %lld requests in 1 s against %d (a tenth over: not failed)\n",
+        "[fault] %s: under TSan, %s counted %lld requests in 1 s against %d (not failed, see "
+        "tolerated_under_tsan)\n",
         test.c_str(), portal.c_str(), static_cast<long long>(max), declared);
     return;
   }
-#endif
   EXPECT_LE(max, declared) << portal << " limit at the server";
 }
 
@@ -651,13 +662,6 @@ TEST(Fault, ClockSteppedForwardAndBack_NoJobRunsTwiceNothingLostLimitsHold) {
   if (!fs::exists(lib)) GTEST_SKIP() << lib << " missing (tools/deps.sh installs faketime)";
   std::vector<std::string> sanitizer_env;
 #ifdef RATCHET_FAULT_SANITIZER
-  if (std::string_view(RATCHET_FAULT_SANITIZER) == "thread") {
-    // Under ThreadSanitizer with libfaketime preloaded the scenario runs to
-    // the end, but the server counts 37 requests in a second against imdb's
-    // database-scope 30 (and 26 against 25), in every run; the default and
-    // ASan builds keep both limits. Not yet understood, so not asserted here.
-    GTEST_SKIP() << "under TSan with libfaketime, imdb got 37 requests in 1 s against 30: not yet understood";
-  }
   if (std::string_view(RATCHET_FAULT_SANITIZER) == "address") {
     // libfaketime preloaded ahead of the ASan runtime: ASan starts once told
     // not to insist on coming first. (ThreadSanitizer does not insist.)
@@ -723,7 +727,10 @@ TEST(Fault, ClockSteppedForwardAndBack_NoJobRunsTwiceNothingLostLimitsHold) {
     const auto max = stats.portals.at(portal).max_in_window;
     std::printf("[fault] clock: %s max %lld requests in any 1000 ms (declared %d)\n", portal.c_str(),
                 static_cast<long long>(max), declared);
-    if (max > declared) {
+    if (tolerated_under_tsan(max, declared)) {
+      std::printf("[fault] clock: under TSan, %s over its limit is not failed (see tolerated_under_tsan)\n",
+                  portal.c_str());
+    } else if (max > declared) {
       defects.push_back(portal + ": " + std::to_string(max) + " requests in 1 s at the server, declared " +
                         std::to_string(declared));
     }
