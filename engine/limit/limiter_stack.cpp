@@ -155,11 +155,23 @@ Result<bool> LimiterStack::start(Reservation& r, TimePoint now) {
     r.at_us_ = ready;  // a short wait, in place
     return false;
   }
+  return use_slots(r, now_us, &Limiter::start);
+}
+
+Result<bool> LimiterStack::recount(Reservation& r, TimePoint now) {
+  if (r.held_) return start(r, now);
+  if (!r.started_) return fail(Error::invalid_argument("a limiter reservation was recounted after cancel"));
+  const std::int64_t now_us = std::max(to_micros(now), r.counted_us_);
+  std::lock_guard serial(start_mutex());
+  return use_slots(r, now_us, &Limiter::restart);
+}
+
+Result<bool> LimiterStack::use_slots(Reservation& r, std::int64_t now_us, UseSlot use) {
   std::int64_t later = 0;
   std::size_t done = 0;
   for (; done < r.slots_.size(); ++done) {
     auto& [limiter, slot] = r.slots_[done];
-    auto u = limiter->start(slot, now_us);
+    auto u = ((*limiter).*use)(slot, now_us);
     if (!u) return fail(u.error());
     if (*u == UseResult::kMoved) {
       later = slot.at_us;
@@ -176,40 +188,8 @@ Result<bool> LimiterStack::start(Reservation& r, TimePoint now) {
     r.started_ = true;
     return true;
   }
-  // One limiter could not honour a late start: give back every slot (the
-  // started ones too; the call does not happen now) and reserve them all anew.
-  Status st = r.cancel();
-  if (!st) return fail(st.error());
-  auto fresh = reserve_from(now_us, later);
-  if (!fresh) return fail(fresh.error());
-  r = std::move(*fresh);
-  return false;
-}
-
-Result<bool> LimiterStack::recount(Reservation& r, TimePoint now) {
-  if (r.held_) return start(r, now);
-  if (!r.started_) return fail(Error::invalid_argument("a limiter reservation was recounted after cancel"));
-  const std::int64_t now_us = std::max(to_micros(now), r.counted_us_);
-  std::lock_guard serial(start_mutex());
-  std::int64_t later = 0;
-  std::size_t done = 0;
-  for (; done < r.slots_.size(); ++done) {
-    auto& [limiter, slot] = r.slots_[done];
-    auto u = limiter->restart(slot, now_us);
-    if (!u) return fail(u.error());
-    if (*u == UseResult::kMoved) {
-      later = slot.at_us;
-      break;
-    }
-  }
-  if (done == r.slots_.size()) {
-    r.counted_us_ = now_us;
-    for (const auto& [limiter, slot] : r.slots_) r.counted_us_ = std::max(r.counted_us_, slot.at_us);
-    r.at_us_ = r.counted_us_;
-    return true;
-  }
   // One limiter has no room now: the call does not go now. Every slot is
-  // given back (those started now, those still counted at the earlier time,
+  // given back (those started now, those still counted at an earlier time,
   // the moved one) and reserved anew for the time that limiter named.
   r.held_ = true;
   r.started_ = false;

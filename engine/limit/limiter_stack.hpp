@@ -96,6 +96,11 @@ class LimiterStack {
 
  private:
   Result<Reservation> reserve_from(std::int64_t now_us, std::int64_t t_us);
+  // Uses every slot of `r` at now_us (Limiter::start, or restart for a
+  // recount); when one limiter has no room, gives them all back and reserves
+  // anew. Needs the start mutex.
+  using UseSlot = Result<UseResult> (Limiter::*)(Slot&, std::int64_t);
+  Result<bool> use_slots(Reservation& r, std::int64_t now_us, UseSlot use);
   // The earliest time >= t_us that every limiter allows, reserving nothing.
   Result<std::int64_t> agree(std::int64_t now_us, std::int64_t t_us);
 
