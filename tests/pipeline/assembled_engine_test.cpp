@@ -238,7 +238,14 @@ steps = [{ name = "netflix", call = "netflix.get_rating", args = { name = "{{arg
   const auto makespan = std::chrono::steady_clock::now() - began;
   (*engine)->stop();
   ASSERT_TRUE(other_took.has_value()) << "the netflix job never completed";
-  EXPECT_LT(*other_took, 350ms) << "a job on an idle plugin waited behind jobs waiting for imdb's permit";
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+  // Instrumented, the engine's own work takes several times as long (368 ms
+  // seen under TSan); the bound stays well under the 1.91 s of a worker held.
+  constexpr auto kBound = 1000ms;
+#else
+  constexpr auto kBound = 350ms;
+#endif
+  EXPECT_LT(*other_took, kBound) << "a job on an idle plugin waited behind jobs waiting for imdb's permit";
   for (JobId id : imdb) EXPECT_EQ((*engine)->get(id)->state, JobState::kCompleted) << id;
   // Six calls one after another take 2.4 s; waiting for a fallback time
   // (the request timeout) instead of a resume would take far longer.
