@@ -27,8 +27,8 @@
 
 #include "ratchet/engine.hpp"
 #include "runtime/engine_impl.hpp"
-#include "store/database.hpp"
-#include "store/store.hpp"
+#include "store/sqlite/database.hpp"
+#include "store/sqlite/sqlite_store.hpp"
 
 namespace {
 
@@ -209,7 +209,7 @@ void million(const fs::path& dir) {
     }
     ratchet::store::DatabaseOptions so;
     so.path = db;
-    auto store = ratchet::store::Store::open(so);
+    auto store = ratchet::store::SqliteStore::open(so);
     if (!store) std::exit(1);
     double ms = claim_ms(**store, 16, 200);
     if (ms <= 0) std::exit(1);

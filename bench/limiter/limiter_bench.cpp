@@ -5,7 +5,6 @@
 //   build/default/bench/limiter/limiter_bench
 #include <benchmark/benchmark.h>
 
-#include <SQLiteCpp/SQLiteCpp.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -19,6 +18,8 @@
 #include "limit/sliding_window.hpp"
 #include "limit/token_bucket.hpp"
 #include "retry/call_gate.hpp"
+#include "store/open_store.hpp"
+#include "store/sqlite/sqlite_limiter_tables.hpp"
 
 namespace ratchet::limit {
 namespace {
@@ -108,26 +109,17 @@ void BM_Uncontended_DatabaseSlidingWindow(benchmark::State& state) {
   const auto path =
       std::filesystem::temp_directory_path() / ("ratchet-bench-" + std::to_string(::getpid()) + ".db");
   {
-    SQLite::Database db(path.string(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
-    db.exec("PRAGMA journal_mode=WAL");
-    db.exec(
-        "CREATE TABLE IF NOT EXISTS limiter_state (key TEXT PRIMARY KEY, tat_us INTEGER, window_start_us "
-        "INTEGER, "
-        "window_count INTEGER, updated_us INTEGER NOT NULL, started_tat_us INTEGER);"
-        "CREATE TABLE IF NOT EXISTS limiter_calls (key TEXT NOT NULL, at_us INTEGER NOT NULL);"
-        "CREATE INDEX IF NOT EXISTS limiter_calls_key_at ON limiter_calls(key, at_us);"
-        "CREATE TABLE IF NOT EXISTS limiter_starts (key TEXT NOT NULL, at_us INTEGER NOT NULL);"
-        "CREATE INDEX IF NOT EXISTS limiter_starts_key_at ON limiter_starts(key, at_us);");
+    // The store's own migration makes the tables.
+    store::StoreOptions o;
+    o.database = path.string();
+    if (auto created = store::open_store(o); !created)
+      state.SkipWithError(created.error().to_string().c_str());
   }
   config::LimitSpec spec;
   spec.rate = 1000;
   spec.per = std::chrono::seconds(1);
   spec.scope = config::LimitScope::kDatabase;
-  ConnectionFactory connect = [&]() -> Result<std::unique_ptr<SQLite::Database>> {
-    auto db = std::make_unique<SQLite::Database>(path.string(), SQLite::OPEN_READWRITE, 5000);
-    db->exec("PRAGMA synchronous=NORMAL");
-    return db;
-  };
+  ConnectionFactory connect = store::sqlite_limiter_tables(path, std::chrono::seconds(5));
   {
     auto l = DatabaseLimiter::open(spec, "bench", connect);
     std::int64_t now = kT0;

@@ -53,7 +53,7 @@ enum class LimitAlgorithm {
 
 enum class LimitScope {
   kProcess,   // state in memory, per process
-  kDatabase,  // state in the SQLite file: shared by processes, survives restarts
+  kDatabase,  // state in the engine's database: shared by processes and hosts, survives restarts
 };
 
 struct LimitSpec {

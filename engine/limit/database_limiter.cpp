@@ -1,7 +1,5 @@
 #include "limit/database_limiter.hpp"
 
-#include <SQLiteCpp/SQLiteCpp.h>
-
 #include <algorithm>
 #include <vector>
 
@@ -13,20 +11,6 @@
 
 namespace ratchet::limit {
 
-ConnectionFactory connect_to(std::filesystem::path path, std::chrono::milliseconds busy_timeout) {
-  return [path = std::move(path), busy_timeout]() -> Result<std::unique_ptr<SQLite::Database>> {
-    try {
-      auto db = std::make_unique<SQLite::Database>(path.string(), SQLite::OPEN_READWRITE,
-                                                   static_cast<int>(busy_timeout.count()));
-      db->exec("PRAGMA synchronous=NORMAL");
-      return db;
-    } catch (const SQLite::Exception& e) {
-      return fail(Error::database("cannot open the limiter database " + path.string() + ": " + e.what() +
-                                  " (check the [engine] database path and its permissions)"));
-    }
-  };
-}
-
 struct DatabaseLimiter::Impl {
   config::LimitAlgorithm algorithm;
   std::int64_t rate;
@@ -36,144 +20,67 @@ struct DatabaseLimiter::Impl {
   Gcra gcra;
   std::string key;
   std::shared_ptr<const Clock> clock;
-  std::unique_ptr<SQLite::Database> db;
+  std::unique_ptr<store::LimiterTables> db;
   std::mutex mu;
 
   // The time a call starting now is counted at: the caller's reading, or the
   // clock's if that is later (the caller may have waited for the lock).
   std::int64_t fresh(std::int64_t now) const { return clock ? std::max(now, to_micros(clock->now())) : now; }
 
-  void prune(const char* table, std::int64_t before) {
-    SQLite::Statement del(*db, std::string("DELETE FROM ") + table + " WHERE key = ? AND at_us < ?");
-    del.bind(1, key);
-    del.bind(2, before);
-    del.exec();
+  static store::LimiterLog log_of(bool started_only) {
+    return started_only ? store::LimiterLog::kStarts : store::LimiterLog::kCalls;
   }
 
   // Raises the shared high-water mark to now and prunes history that no
   // longer counts; returns the mark. Inside a transaction.
   std::int64_t advance(std::int64_t now) {
-    SQLite::Statement read(*db, "SELECT updated_us FROM limiter_state WHERE key = ?");
-    read.bind(1, key);
-    std::int64_t hw = now;
-    bool have_row = read.executeStep();
-    if (have_row) hw = std::max(hw, read.getColumn(0).getInt64());
-    if (!have_row) {
-      SQLite::Statement ins(*db, "INSERT INTO limiter_state(key, updated_us) VALUES(?, ?)");
-      ins.bind(1, key);
-      ins.bind(2, hw);
-      ins.exec();
+    const std::optional<std::int64_t> stored = db->high_water(key);
+    const std::int64_t hw = stored ? std::max(now, *stored) : now;
+    if (!stored) {
+      db->create_state(key, hw);
     } else if (hw == now) {
-      SQLite::Statement up(*db, "UPDATE limiter_state SET updated_us = ? WHERE key = ? AND updated_us < ?");
-      up.bind(1, hw);
-      up.bind(2, key);
-      up.bind(3, hw);
-      if (up.exec() > 0 && algorithm != config::LimitAlgorithm::kTokenBucket) {
+      if (db->raise_high_water(key, hw) && algorithm != config::LimitAlgorithm::kTokenBucket) {
         // Entries at or before hw - per are outside every interval that holds
         // a time >= hw (the same boundary as the in-memory log).
         const std::int64_t horizon =
             algorithm == config::LimitAlgorithm::kSlidingWindow ? hw - per + 1 : floor_div(hw, per) * per;
-        prune("limiter_calls", horizon);
-        if (algorithm == config::LimitAlgorithm::kSlidingWindow) prune("limiter_starts", horizon);
+        db->prune(store::LimiterLog::kCalls, key, horizon);
+        if (algorithm == config::LimitAlgorithm::kSlidingWindow)
+          db->prune(store::LimiterLog::kStarts, key, horizon);
       }
     }
     return hw;
   }
 
-  // The table of every slot granted, or (started_only) of the calls started.
-  static const char* log_table(bool started_only) {
-    return started_only ? "limiter_starts" : "limiter_calls";
-  }
-
-  // Entries after `after`, sorted.
+  // Entries after `after`, sorted, of every slot granted or (started_only) of the calls started.
   std::vector<std::int64_t> load_log(std::int64_t after, bool started_only) {
-    SQLite::Statement q(*db, std::string("SELECT at_us FROM ") + log_table(started_only) +
-                                 " WHERE key = ? AND at_us > ? ORDER BY at_us");
-    q.bind(1, key);
-    q.bind(2, after);
-    std::vector<std::int64_t> log;
-    while (q.executeStep()) log.push_back(q.getColumn(0).getInt64());
-    return log;
+    return db->entries_after(log_of(started_only), key, after);
   }
 
   // Entries in (after, before), counted up to `cap`.
   std::int64_t count_between(std::int64_t after, std::int64_t before, std::int64_t cap, bool started_only) {
-    SQLite::Statement q(*db, std::string("SELECT COUNT(*) FROM (SELECT 1 FROM ") + log_table(started_only) +
-                                 " WHERE key = ? AND at_us > ? AND at_us < ? LIMIT ?)");
-    q.bind(1, key);
-    q.bind(2, after);
-    q.bind(3, before);
-    q.bind(4, cap);
-    q.executeStep();
-    return q.getColumn(0).getInt64();
+    return db->count_between(log_of(started_only), key, after, before, cap);
   }
 
   std::int64_t window_count(std::int64_t k) {
-    SQLite::Statement q(*db, "SELECT COUNT(*) FROM limiter_calls WHERE key = ? AND at_us >= ? AND at_us < ?");
-    q.bind(1, key);
-    q.bind(2, k * per);
-    q.bind(3, (k + 1) * per);
-    q.executeStep();
-    return q.getColumn(0).getInt64();
+    return db->count_in(store::LimiterLog::kCalls, key, k * per, (k + 1) * per);
   }
 
-  void add(const char* table, std::int64_t at) {
-    SQLite::Statement ins(*db, std::string("INSERT INTO ") + table + "(key, at_us) VALUES(?, ?)");
-    ins.bind(1, key);
-    ins.bind(2, at);
-    ins.exec();
-  }
-
-  void remove(const char* table, std::int64_t at) {
-    SQLite::Statement del(*db, std::string("DELETE FROM ") + table + " WHERE rowid IN (SELECT rowid FROM " +
-                                   table + " WHERE key = ? AND at_us = ? LIMIT 1)");
-    del.bind(1, key);
-    del.bind(2, at);
-    del.exec();
-  }
-
-  void add_call(std::int64_t at) { add("limiter_calls", at); }
-  void remove_call(std::int64_t at) { remove("limiter_calls", at); }
+  void add_call(std::int64_t at) { db->add(store::LimiterLog::kCalls, key, at); }
+  void remove_call(std::int64_t at) { db->remove_one(store::LimiterLog::kCalls, key, at); }
+  void add_start(std::int64_t at) { db->add(store::LimiterLog::kStarts, key, at); }
+  void remove_start(std::int64_t at) { db->remove_one(store::LimiterLog::kStarts, key, at); }
 
   // Moves a granted slot from `from` to `to` (re-adding it when it was
   // pruned, i.e. granted more than a window ago).
   void move_call(std::int64_t from, std::int64_t to) {
-    SQLite::Statement up(*db,
-                         "UPDATE limiter_calls SET at_us = ? WHERE rowid IN "
-                         "(SELECT rowid FROM limiter_calls WHERE key = ? AND at_us = ? LIMIT 1)");
-    up.bind(1, to);
-    up.bind(2, key);
-    up.bind(3, from);
-    if (up.exec() == 0) add_call(to);
+    if (!db->move_one(store::LimiterLog::kCalls, key, from, to)) add_call(to);
   }
 
-  std::int64_t read_tat() {
-    SQLite::Statement q(*db, "SELECT tat_us FROM limiter_state WHERE key = ?");
-    q.bind(1, key);
-    if (!q.executeStep() || q.getColumn(0).isNull()) return Gcra::kIdle;
-    return q.getColumn(0).getInt64();
-  }
-
-  void write_tat(std::int64_t tat) {
-    SQLite::Statement up(*db, "UPDATE limiter_state SET tat_us = ? WHERE key = ?");
-    up.bind(1, tat);
-    up.bind(2, key);
-    up.exec();
-  }
-
-  std::int64_t read_started_tat() {
-    SQLite::Statement q(*db, "SELECT started_tat_us FROM limiter_state WHERE key = ?");
-    q.bind(1, key);
-    if (!q.executeStep() || q.getColumn(0).isNull()) return Gcra::kIdle;
-    return q.getColumn(0).getInt64();
-  }
-
-  void write_started_tat(std::int64_t tat) {
-    SQLite::Statement up(*db, "UPDATE limiter_state SET started_tat_us = ? WHERE key = ?");
-    up.bind(1, tat);
-    up.bind(2, key);
-    up.exec();
-  }
+  std::int64_t read_tat() { return db->tat(key).value_or(Gcra::kIdle); }
+  void write_tat(std::int64_t tat) { db->set_tat(key, tat); }
+  std::int64_t read_started_tat() { return db->started_tat(key).value_or(Gcra::kIdle); }
+  void write_started_tat(std::int64_t tat) { db->set_started_tat(key, tat); }
 
   // The earliest time >= t (t >= high-water mark) a sliding-window start
   // fits among every slot granted (started_only: among the calls started).
@@ -259,7 +166,7 @@ struct DatabaseLimiter::Impl {
         move_call(slot.at_us, std::max(at, now));
         slot.at_us = std::max(at, now);
         if (at > now) return UseResult::kMoved;
-        add("limiter_starts", now);
+        add_start(now);
         slot.started = true;
         return UseResult::kStarted;
       }
@@ -276,7 +183,7 @@ struct DatabaseLimiter::Impl {
     if (algorithm == config::LimitAlgorithm::kTokenBucket) {
       if (read_started_tat() == slot.started_after_us) write_started_tat(slot.started_before_us);
     } else if (algorithm == config::LimitAlgorithm::kSlidingWindow) {
-      remove("limiter_starts", slot.at_us);
+      remove_start(slot.at_us);
     }
   }
 
@@ -289,36 +196,31 @@ struct DatabaseLimiter::Impl {
       write_tat(tat);
     } else {
       remove_call(slot.at_us);
-      if (slot.started && algorithm == config::LimitAlgorithm::kSlidingWindow)
-        remove("limiter_starts", slot.at_us);
+      if (slot.started && algorithm == config::LimitAlgorithm::kSlidingWindow) remove_start(slot.at_us);
     }
   }
 
-  // Runs `body` in one BEGIN IMMEDIATE transaction, converting SQLite errors.
+  // Runs `body` in one transaction serialised with every other decision on
+  // the key (store/limiter_tables.hpp), converting the backend's errors.
   template <typename F>
   auto transact(const char* what, F&& body) -> Result<decltype(body())> {
     std::lock_guard lock(mu);
-    try {
-      SQLite::Transaction tx(*db, SQLite::TransactionBehavior::IMMEDIATE);
-      if constexpr (std::is_void_v<decltype(body())>) {
-        body();
-        tx.commit();
-        return {};
-      } else {
-        auto out = body();
-        tx.commit();
-        return out;
-      }
-    } catch (const SQLite::Exception& e) {
-      return fail(Error::database(
-          std::string("limiter ") + key + ": cannot " + what + " in " + db->getFilename() + ": " + e.what() +
-          " (is the database migrated and not locked for longer than the busy timeout?)"));
+    using T = decltype(body());
+    if constexpr (std::is_void_v<T>) {
+      if (auto st = db->transact(key, what, body); !st)
+        return fail(st.error().with_context("limiter " + key));
+      return {};
+    } else {
+      std::optional<T> out;
+      if (auto st = db->transact(key, what, [&] { out.emplace(body()); }); !st)
+        return fail(st.error().with_context("limiter " + key));
+      return std::move(*out);
     }
   }
 };
 
 DatabaseLimiter::DatabaseLimiter(const config::LimitSpec& spec, std::string key,
-                                 std::unique_ptr<SQLite::Database> db, DatabaseLimiterOptions options)
+                                 std::unique_ptr<store::LimiterTables> db, DatabaseLimiterOptions options)
     : impl_(std::make_unique<Impl>()) {
   impl_->algorithm = spec.algorithm;
   impl_->rate = spec.rate;
@@ -338,7 +240,7 @@ DatabaseLimiter::DatabaseLimiter(const config::LimitSpec& spec, std::string key,
 DatabaseLimiter::~DatabaseLimiter() = default;
 
 Result<std::shared_ptr<DatabaseLimiter>> DatabaseLimiter::open(const config::LimitSpec& spec, std::string key,
-                                                               const ConnectionFactory& connect,
+                                                               const store::LimiterTablesFactory& connect,
                                                                DatabaseLimiterOptions options) {
   if (auto why = limit_out_of_bounds(spec))
     return fail(Error::invalid_argument("limiter " + key + ": " + *why));

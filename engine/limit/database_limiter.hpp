@@ -1,19 +1,15 @@
-// Database-scope limiter: the limiter's state lives in the SQLite file, so
-// every process that shares the database sees one limit, and the state
-// survives restarts (a daily quota does not reset when the engine restarts).
+// Database-scope limiter: the limiter's state lives in the engine's database,
+// so every process and host that shares the database sees one limit, and the
+// state survives restarts (a daily quota does not reset when the engine
+// restarts).
 //
-// Tables (created by the store's migration; see tests/limit/limiter_tables.hpp):
-//   limiter_state(key, tat_us, window_start_us, window_count, updated_us, started_tat_us)
-//       one row per key: the token bucket's TAT of the slots granted and of
-//       the calls started, and the latest `now` seen (the high-water mark
-//       that makes pruning safe across processes)
-//   limiter_calls(key, at_us)
-//       the sliding-window and fixed-window log of every slot granted (a
-//       started one at the time its call started); future rows are reservations
-//   limiter_starts(key, at_us)
-//       the sliding window's calls started, at the times they started
-// Every decision is one BEGIN IMMEDIATE transaction, so processes serialize
-// on the database's write lock (waiting up to the busy timeout).
+// The rows (store/limiter_tables.hpp, kept by the store's backend): per key,
+// the token bucket's TAT of the slots granted and of the calls started and
+// the latest `now` seen (the high-water mark that makes pruning safe across
+// processes); the log of every slot granted (a started one at the time its
+// call started; future rows are reservations); and the sliding window's log
+// of the calls started. Every decision is one transaction that no other
+// decision on the key interleaves with, so processes serialise on it.
 //
 // A start is counted at the time it really happens: the limiter reads its
 // clock inside the transaction, after any wait for the lock, so a caller
@@ -47,21 +43,12 @@
 #include "config/spec.hpp"
 #include "limit/limiter.hpp"
 #include "ratchet/clock.hpp"
-
-namespace SQLite {
-class Database;
-}
+#include "store/limiter_tables.hpp"
 
 namespace ratchet::limit {
 
-// Opens a new connection to the shared database (with a busy timeout set).
-using ConnectionFactory = std::function<Result<std::unique_ptr<SQLite::Database>>()>;
-
-// A factory that opens `path` read-write with the given busy timeout. Commits
-// do not wait for fsync (synchronous=NORMAL, as the store's own connection),
-// so that a call does not leave a disk flush later than it was counted.
-ConnectionFactory connect_to(std::filesystem::path path,
-                             std::chrono::milliseconds busy_timeout = std::chrono::seconds(5));
+// Opens a new connection to the shared database's limiter state.
+using ConnectionFactory = store::LimiterTablesFactory;
 
 struct DatabaseLimiterOptions {
   // Read inside each start (see above); null: the caller's `now` is taken as is.
@@ -91,7 +78,7 @@ class DatabaseLimiter final : public Limiter {
   std::string describe() const override;
 
  private:
-  DatabaseLimiter(const config::LimitSpec& spec, std::string key, std::unique_ptr<SQLite::Database> db,
+  DatabaseLimiter(const config::LimitSpec& spec, std::string key, std::unique_ptr<store::LimiterTables> db,
                   DatabaseLimiterOptions options);
 
   struct Impl;

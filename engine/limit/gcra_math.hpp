@@ -1,6 +1,6 @@
 // The generic cell rate algorithm (GCRA), the exact form of a token bucket of
 // rate `rate` per `per` and size `burst`, as pure arithmetic on the
-// theoretical arrival time (TAT). Shared by the in-memory and SQLite limiters.
+// theoretical arrival time (TAT). Shared by the in-memory and database-scope limiters.
 //
 // The emission interval is per / rate rounded UP to a microsecond, so rounding
 // can only make the limiter slower than declared, never faster.

@@ -1,5 +1,5 @@
 // Conversions between ratchet::TimePoint and the whole microseconds since the
-// Unix epoch in which limiters keep their state (in memory and in SQLite).
+// Unix epoch in which limiters keep their state (in memory and in the database).
 //
 // A time is rounded up to the next microsecond so a limiter never grants a
 // start earlier than the caller asked for.

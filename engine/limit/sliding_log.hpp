@@ -4,7 +4,7 @@
 // Equivalently, any rate + 1 consecutive starts span at least `per`. Future
 // entries in the log are reservations, so the same rule covers them. These
 // are pure functions over any random-access sorted sequence of microsecond
-// times; the in-memory and the SQLite limiters share them.
+// times; the in-memory and the database-scope limiters share them.
 #pragma once
 
 #include <algorithm>

@@ -1,7 +1,5 @@
 #include "limit/start_journal.hpp"
 
-#include <SQLiteCpp/SQLiteCpp.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <random>
@@ -19,20 +17,15 @@ std::string random_instance() {
   return text;
 }
 
-Error journal_error(const std::string& owner, const char* what, const std::exception& e) {
-  return Error::database("limiter history of " + owner + ": cannot " + what + ": " + e.what() +
-                         " (is the database migrated and not locked for longer than the busy timeout?)");
-}
-
 }  // namespace
 
-StartJournal::StartJournal(std::string owner, Options options, std::unique_ptr<SQLite::Database> db)
+StartJournal::StartJournal(std::string owner, Options options, std::unique_ptr<store::LimiterTables> db)
     : owner_(std::move(owner)), instance_(random_instance()), db_(std::move(db)), options_(options) {}
 
 Result<std::shared_ptr<StartJournal>> StartJournal::open(std::string owner, Options options,
                                                          const ConnectionFactory& connect,
                                                          std::int64_t now_us) {
-  std::unique_ptr<SQLite::Database> db;
+  std::unique_ptr<store::LimiterTables> db;
   if (connect) {
     auto opened = connect();
     if (!opened) return fail(opened.error().with_context("limiter history of " + owner));
@@ -48,74 +41,37 @@ StartJournal::~StartJournal() { (void)save(); }
 Status StartJournal::load(std::int64_t now_us) {
   if (!db_) return {};
   const std::int64_t since = now_us - options_.keep_us;
-  try {
-    SQLite::Transaction tx(*db_, SQLite::TransactionBehavior::IMMEDIATE);
-    SQLite::Statement prune(*db_, "DELETE FROM limiter_journal WHERE owner = ? AND at_us <= ?");
-    prune.bind(1, owner_);
-    prune.bind(2, since);
-    prune.exec();
-    SQLite::Statement starts(*db_, "SELECT at_us FROM limiter_journal WHERE owner = ? ORDER BY at_us");
-    starts.bind(1, owner_);
-    while (starts.executeStep()) recent_.push_back(starts.getColumn(0).getInt64());
-    // A lease still open is a process that died (or runs beside this one):
-    // its unsaved calls count at the lease's end, and nothing starts before it.
-    SQLite::Statement leases(*db_,
-                             "SELECT until_us, calls FROM limiter_leases WHERE owner = ? AND until_us > ?");
-    leases.bind(1, owner_);
-    leases.bind(2, since);
-    while (leases.executeStep()) {
-      const std::int64_t until = leases.getColumn(0).getInt64();
-      const std::int64_t calls = leases.getColumn(1).getInt64();
-      not_before_ = std::max(not_before_, until);
-      recent_.insert(std::upper_bound(recent_.begin(), recent_.end(), until), static_cast<std::size_t>(calls),
-                     until);
-    }
-    SQLite::Statement old(*db_, "DELETE FROM limiter_leases WHERE owner = ? AND until_us <= ?");
-    old.bind(1, owner_);
-    old.bind(2, since);
-    old.exec();
-    tx.commit();
-  } catch (const SQLite::Exception& e) {
-    return fail(journal_error(owner_, "read it", e));
+  std::vector<std::int64_t> saved;
+  std::vector<std::pair<std::int64_t, std::int64_t>> leases;
+  auto st = db_->transact("journal/" + owner_, "read it", [&] {
+    db_->journal_prune(owner_, since);
+    saved = db_->journal_starts(owner_);
+    leases = db_->journal_leases(owner_, since);
+    db_->journal_drop_leases(owner_, since);
+  });
+  if (!st) return fail(st.error().with_context("limiter history of " + owner_));
+  recent_.assign(saved.begin(), saved.end());
+  // A lease still open is a process that died (or runs beside this one):
+  // its unsaved calls count at the lease's end, and nothing starts before it.
+  for (const auto& [until, calls] : leases) {
+    not_before_ = std::max(not_before_, until);
+    recent_.insert(std::upper_bound(recent_.begin(), recent_.end(), until), static_cast<std::size_t>(calls),
+                   until);
   }
   return {};
 }
 
 Status StartJournal::write(std::int64_t now_us, bool take_lease) {
-  try {
-    SQLite::Transaction tx(*db_, SQLite::TransactionBehavior::IMMEDIATE);
-    SQLite::Statement ins(*db_, "INSERT INTO limiter_journal(owner, at_us) VALUES(?, ?)");
-    for (std::int64_t at : unsaved_) {
-      ins.bind(1, owner_);
-      ins.bind(2, at);
-      ins.exec();
-      ins.reset();
-    }
-    SQLite::Statement prune(*db_, "DELETE FROM limiter_journal WHERE owner = ? AND at_us <= ?");
-    prune.bind(1, owner_);
-    prune.bind(2, now_us - options_.keep_us);
-    prune.exec();
+  auto st = db_->transact("journal/" + owner_, "save it", [&] {
+    for (std::int64_t at : unsaved_) db_->journal_add(owner_, at);
+    db_->journal_prune(owner_, now_us - options_.keep_us);
     if (take_lease) {
-      SQLite::Statement lease(
-          *db_,
-          "INSERT INTO limiter_leases(owner, instance, until_us, calls) VALUES(?, ?, ?, ?) "
-          "ON CONFLICT(owner, instance) DO UPDATE SET until_us = excluded.until_us, "
-          "calls = excluded.calls");
-      lease.bind(1, owner_);
-      lease.bind(2, instance_);
-      lease.bind(3, now_us + options_.lease_us);
-      lease.bind(4, options_.lease_calls);
-      lease.exec();
+      db_->journal_take_lease(owner_, instance_, now_us + options_.lease_us, options_.lease_calls);
     } else {
-      SQLite::Statement end(*db_, "DELETE FROM limiter_leases WHERE owner = ? AND instance = ?");
-      end.bind(1, owner_);
-      end.bind(2, instance_);
-      end.exec();
+      db_->journal_end_lease(owner_, instance_);
     }
-    tx.commit();
-  } catch (const SQLite::Exception& e) {
-    return fail(journal_error(owner_, "save it", e));
-  }
+  });
+  if (!st) return fail(st.error().with_context("limiter history of " + owner_));
   unsaved_.clear();
   lease_open_ = take_lease;
   lease_until_ = take_lease ? now_us + options_.lease_us : 0;

@@ -1,6 +1,6 @@
 // The recent call starts of one owner of process-scope limits (a plugin, or
 // one of its operations), kept so that those limits hold across a reload and
-// a restart (design.md points 5 and 11): the server keeps counting the calls
+// a restart (docs/semantics.md points 5 and 11): the server keeps counting the calls
 // made before either, so the limiters after it must count them too.
 //
 // It sits in the owner's limiter stack as one more Limiter that never limits
@@ -8,8 +8,8 @@
 // last `keep_us` to limiters built later (history()), which take them as
 // their own past (Limiter::count_started).
 //
-// Saved in the database file the engine has open (tables limiter_journal and
-// limiter_leases, store migration 4), so that the next process resumes the
+// Saved in the database the engine has open (the journal of
+// store/limiter_tables.hpp), so that the next process resumes the
 // windows. A write per call would double the engine's writes; instead a start
 // that finds no lease left saves the starts not yet saved and takes a lease
 // on the next `lease_calls` starts within `lease_us`, before its own call
@@ -75,14 +75,14 @@ class StartJournal final : public Limiter {
   std::string describe() const override;
 
  private:
-  StartJournal(std::string owner, Options options, std::unique_ptr<SQLite::Database> db);
+  StartJournal(std::string owner, Options options, std::unique_ptr<store::LimiterTables> db);
   Status load(std::int64_t now_us);                    // needs mu_ (or no sharing yet)
   Status write(std::int64_t now_us, bool take_lease);  // needs mu_
   void prune(std::int64_t now_us);                     // needs mu_
 
   const std::string owner_;
   std::string instance_;  // this journal's lease, apart from other processes'
-  std::unique_ptr<SQLite::Database> db_;
+  std::unique_ptr<store::LimiterTables> db_;
   mutable std::mutex mu_;
   Options options_;
   std::deque<std::int64_t> recent_;  // sorted starts within keep_us

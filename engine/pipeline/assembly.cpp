@@ -5,8 +5,8 @@
 #include <algorithm>
 
 #include "config/plugin_check.hpp"
-#include "limit/database_limiter.hpp"
 #include "runtime/engine_impl.hpp"
+#include "store/open_store.hpp"
 
 namespace ratchet::pipeline {
 
@@ -16,6 +16,19 @@ Error config_error(const std::vector<config::Diagnostic>& diagnostics) {
   for (const auto& d : diagnostics) message += "\n  " + d.to_string();
   return Error::config(std::move(message));
 }
+
+namespace {
+
+// The database-scope limiters' connections: to the engine's database, with
+// the busy timeout the file declares.
+store::StoreOptions limiter_store(const std::filesystem::path& database, const config::Config& config) {
+  store::StoreOptions s;
+  s.database = database.string();
+  s.busy_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(config.engine.busy_timeout);
+  return s;
+}
+
+}  // namespace
 
 Result<std::shared_ptr<Assembly>> Assembly::create(std::unique_ptr<config::ConfigSource> source,
                                                    std::filesystem::path database,
@@ -45,8 +58,7 @@ Result<std::shared_ptr<Assembly>> Assembly::create(std::unique_ptr<config::Confi
   if (auto problems = config::check_plugin_calls(*config, provided, a->host_->folder()); !problems.empty())
     return fail(config_error(problems));
 
-  auto connect = limit::connect_to(
-      database, std::chrono::duration_cast<std::chrono::milliseconds>(config->engine.busy_timeout));
+  auto connect = store::limiter_tables_for(limiter_store(database, *config));
   a->caller_ =
       std::make_shared<PluginStepCaller>(a->host_, config, std::move(connect), std::move(clock), seed);
   return a;
@@ -57,8 +69,7 @@ std::shared_ptr<Assembly> Assembly::without_plugins(std::unique_ptr<config::Conf
   std::shared_ptr<Assembly> a(new Assembly());
   a->source_ = std::move(source);
   config::ConfigPtr config = a->source_->current();
-  auto connect = limit::connect_to(
-      database, std::chrono::duration_cast<std::chrono::milliseconds>(config->engine.busy_timeout));
+  auto connect = store::limiter_tables_for(limiter_store(database, *config));
   a->inspect_gates_ = std::make_unique<GateRegistry>(config, std::move(connect), seed);
   return a;
 }

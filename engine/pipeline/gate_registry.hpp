@@ -8,7 +8,7 @@
 //
 // Reconfiguring keeps the gates of every plugin whose call policy did not
 // change and rebuilds the others; the new policy applies from the next call.
-// A declared limit holds across both (design.md point 11): a rebuilt plugin
+// A declared limit holds across both (docs/semantics.md point 11): a rebuilt plugin
 // keeps each limiter whose limit is unchanged, with its window, and a
 // changed limit starts from the calls already counted. Process-scope limits
 // record their owner's recent starts (limit/start_journal.hpp) in the

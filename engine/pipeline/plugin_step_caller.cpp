@@ -143,7 +143,7 @@ std::vector<std::shared_ptr<PluginStepCaller::StepEntry>> PluginStepCaller::eras
 
 void PluginStepCaller::forget(JobId job, int attempt) {
   // Destroyed after the lock: a dropped step gives its reserved slot back,
-  // which a database-scope limiter writes to SQLite.
+  // which a database-scope limiter writes to the database.
   std::vector<std::shared_ptr<StepEntry>> dropped;
   std::lock_guard lock(mu_);
   dropped = erase_steps(job, attempt, [](const StepEntry&) { return true; });

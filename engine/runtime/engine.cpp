@@ -188,8 +188,11 @@ Status Engine::start() {
   runtime::SchedulerOptions so{impl_->options.workers, impl_->options.heartbeat, impl_->options.poll_interval,
                                impl_->options.queues, impl_->options.max_lease_expiries};
   if (impl_->options.record_crashes && !impl_->crashes) {
-    impl_->crashes = store::CrashRecorder::open(store::crash_record_path(impl_->options.database),
-                                                impl_->options.worker_id);
+    // A server database has no file to keep the record beside.
+    if (!store::is_server_url(impl_->options.database.string())) {
+      impl_->crashes = store::CrashRecorder::open(store::crash_record_path(impl_->options.database),
+                                                  impl_->options.worker_id);
+    }
   }
   runtime::ExecutorEnv env;
   env.run = runtime::RunEnv{impl_->store.get(),
@@ -323,6 +326,15 @@ void Engine::unsubscribe(Subscription id) { impl_->events.unsubscribe(id); }
 
 namespace runtime {
 
+store::StoreOptions store_options(const EngineOptions& options) {
+  store::StoreOptions s;
+  s.database = options.database.string();
+  s.synchronous_full = options.synchronous_full;
+  s.busy_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options.busy_timeout);
+  s.clock = options.clock;
+  return s;
+}
+
 Result<std::unique_ptr<Engine>> open_engine(EngineOptions options, EngineWiring wiring) {
   if (auto st = check_options(options); !st) return fail(st.error());
   auto impl = std::make_unique<Engine::Impl>();
@@ -331,12 +343,7 @@ Result<std::unique_ptr<Engine>> open_engine(EngineOptions options, EngineWiring 
   if (options.worker_id.empty()) options.worker_id = default_worker_id();
   std::uint64_t seed =
       options.seed != 0 ? options.seed : (std::uint64_t{std::random_device{}()} << 32) ^ ::getpid();
-  store::DatabaseOptions db;
-  db.path = options.database;
-  db.synchronous_full = options.synchronous_full;
-  db.busy_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options.busy_timeout);
-  db.clock = options.clock;
-  auto store = store::Store::open(db);
+  auto store = store::open_store(store_options(options));
   if (!store) return fail(store.error());
   if (auto st = anchor_clock(**store, *options.clock); !st) return fail(st.error());
   impl->clock = options.clock;
@@ -352,7 +359,8 @@ EngineOptions engine_options(const config::Config& config) {
   const config::EngineSpec& e = config.engine;
   EngineOptions o;
   o.database = e.database;
-  if (o.database.is_relative() && !config.file.empty()) o.database = config.file.parent_path() / o.database;
+  if (!store::is_server_url(o.database.string()) && o.database.is_relative() && !config.file.empty())
+    o.database = config.file.parent_path() / o.database;
   o.workers = e.workers;
   o.synchronous_full = e.synchronous_full;
   o.busy_timeout = e.busy_timeout;

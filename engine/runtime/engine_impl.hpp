@@ -20,6 +20,7 @@
 #include "runtime/step_caller.hpp"
 #include "runtime/template_renderer.hpp"
 #include "store/crash_record.hpp"
+#include "store/open_store.hpp"
 #include "store/store.hpp"
 
 namespace ratchet {
@@ -71,6 +72,8 @@ Result<std::unique_ptr<Engine>> open_engine(EngineOptions options, EngineWiring 
 // The engine section of a config as options; a relative database path
 // resolves against the config file's folder.
 EngineOptions engine_options(const config::Config& config);
+// The store settings of `options`.
+store::StoreOptions store_options(const EngineOptions& options);
 
 // Opens the engine the config describes and defines its declarative job
 // types. `clock` null: the system clock.

@@ -1,6 +1,9 @@
-// Every SQL statement on jobs, steps, attempt errors and the timeline, as
-// methods over one connection. Methods do not open transactions: the caller
-// (the Writer's group commit, or a read snapshot) provides one.
+// The store's interface for jobs, steps and checkpoints, attempt errors, the
+// timeline, leases and claims: every backend (store/sqlite/, store/postgres/)
+// implements JobStore, and the runtime sees only this file and store.hpp.
+// Methods do not open transactions: the Store that hands a JobStore to a
+// write or a read provides one (the writer's group transaction, or a read
+// snapshot).
 //
 // The fence. Every claim of a job takes a claim token: the job's previous
 // token plus one, so tokens only grow, and two claims of one job never share
@@ -14,11 +17,16 @@
 // run whose lease expired can no longer commit anything for that job, and
 // the run that took the job over is the only one that can.
 //
-// Times are Unix microseconds passed in by the caller (from its Clock).
-// SQLite exceptions propagate; the Writer turns them into Error values.
+// Claim order is part of the contract: due jobs by priority (lower first),
+// resumed jobs (parked or released mid-run) before fresh ones, then by
+// run-at and id. A job whose lease expired is judged by the quarantine
+// rules (store/quarantine_rules.hpp) before it is claimed again.
 //
-// Ownership: borrows the connection, which must outlive it. Thread-safety:
-// one thread at a time (it caches prepared statements).
+// Times are Unix microseconds passed in by the caller (from its Clock).
+// A backend's failures propagate as exceptions out of these methods; the
+// Store that ran them turns them into Error values.
+//
+// Thread-safety: one thread at a time (a backend caches prepared statements).
 #pragma once
 
 #include <cstdint>
@@ -30,15 +38,11 @@
 #include <utility>
 #include <vector>
 
-#include <SQLiteCpp/Database.h>
-#include <SQLiteCpp/Statement.h>
 #include <nlohmann/json.hpp>
 
 #include "ratchet/job.hpp"
 
 namespace ratchet::store {
-
-class Quarantine;
 
 using Micros = std::int64_t;
 
@@ -148,66 +152,53 @@ struct AttemptFailure {
 
 class JobStore {
  public:
-  explicit JobStore(SQLite::Database& db);
-  ~JobStore();
+  virtual ~JobStore() = default;
 
-  Inserted insert(const NewJob& job, Micros now);
-  ClaimResult claim(const ClaimRequest& req);
+  virtual Inserted insert(const NewJob& job, Micros now) = 0;
+  virtual ClaimResult claim(const ClaimRequest& req) = 0;
   // Renews the leases of `claims` (job id and claim token, all of `owner`)
   // to lease_until; returns those still held, with their cancel flag, in the
   // same order (absent ones were lost).
-  std::vector<Renewed> renew(const std::string& owner,
-                             const std::vector<std::pair<JobId, std::int64_t>>& claims, Micros lease_until,
-                             Micros now);
+  virtual std::vector<Renewed> renew(const std::string& owner,
+                                     const std::vector<std::pair<JobId, std::int64_t>>& claims,
+                                     Micros lease_until, Micros now) = 0;
   // Commits a finished step's output and renews the lease to lease_until.
-  LeaseWrite checkpoint(const StepDone& step, Micros lease_until, Micros now);
-  LeaseWrite complete(JobId id, const Fence& fence, const std::string& result_json, Micros now);
-  LeaseWrite fail_attempt(const AttemptFailure& failure);
-  LeaseWrite park(JobId id, const Fence& fence, Micros until, const std::string& reason, Micros now);
+  virtual LeaseWrite checkpoint(const StepDone& step, Micros lease_until, Micros now) = 0;
+  virtual LeaseWrite complete(JobId id, const Fence& fence, const std::string& result_json, Micros now) = 0;
+  virtual LeaseWrite fail_attempt(const AttemptFailure& failure) = 0;
+  virtual LeaseWrite park(JobId id, const Fence& fence, Micros until, const std::string& reason,
+                          Micros now) = 0;
   // Moves a job parked by `attempt` to `now` when its time is later: what it
   // waited for freed up sooner. False if it is not parked by that attempt.
-  bool resume_parked(JobId id, int attempt, Micros now);
+  virtual bool resume_parked(JobId id, int attempt, Micros now) = 0;
   // Gives a running job back (engine stopping) without using up its attempt.
-  LeaseWrite release(JobId id, const Fence& fence, const std::string& reason, Micros now);
-  LeaseWrite finish_cancelled(JobId id, const Fence& fence, Micros now);
+  virtual LeaseWrite release(JobId id, const Fence& fence, const std::string& reason, Micros now) = 0;
+  virtual LeaseWrite finish_cancelled(JobId id, const Fence& fence, Micros now) = 0;
 
   // Host actions. Each returns the state the job is in afterwards, or
   // nullopt when there is no such job.
-  std::optional<JobState> cancel(JobId id, Micros now);
-  std::optional<JobState> retry(JobId id, Micros now, int max_attempts_floor);
+  virtual std::optional<JobState> cancel(JobId id, Micros now) = 0;
+  virtual std::optional<JobState> retry(JobId id, Micros now, int max_attempts_floor) = 0;
   // Deletes up to `limit` terminal jobs that finished before
   // finished_before (oldest first), with their rows; returns how many. The
   // caller purges in chunks, one transaction each, so that no transaction
   // holds the write lock for long.
-  std::int64_t purge(Micros finished_before, int limit);
+  virtual std::int64_t purge(Micros finished_before, int limit) = 0;
 
-  std::optional<JobRecord> get(JobId id);
-  std::vector<JobRecord> list(const JobFilter& filter);
-  std::vector<std::pair<JobState, std::int64_t>> counts();
+  virtual std::optional<JobRecord> get(JobId id) = 0;
+  virtual std::vector<JobRecord> list(const JobFilter& filter) = 0;
+  virtual std::vector<std::pair<JobState, std::int64_t>> counts() = 0;
   // Whether any job of these types (and queues; empty: any) is pending or
   // running: 1 or 0.
-  std::int64_t pending(const std::vector<std::string>& types, const std::vector<std::string>& queues);
-  void add_timeline(JobId id, Micros at, const std::string& kind, const std::string& detail);
+  virtual std::int64_t pending(const std::vector<std::string>& types,
+                               const std::vector<std::string>& queues) = 0;
+  virtual void add_timeline(JobId id, Micros at, const std::string& kind, const std::string& detail) = 0;
 
   // The base of the timeline of the machine's boot `boot_id`: the one stored,
   // or `wall_base_ns` when this is the first process of that boot (the base
   // of an earlier boot is dropped).
-  std::int64_t machine_clock_base(const std::string& boot_id, std::int64_t wall_base_ns);
-  std::optional<std::int64_t> stored_clock_base(const std::string& boot_id);
-
- private:
-  SQLite::Statement& stmt(const char* sql);  // prepared once per connection
-  std::vector<std::int64_t> pending_priorities();
-  // Due jobs in claim order: by priority, resumed before fresh, then by time;
-  // each with whether it is a resumed one.
-  std::vector<std::pair<JobId, bool>> due_ids(const ClaimRequest& req,
-                                              const std::vector<std::int64_t>& priorities);
-  std::optional<Micros> next_run_at(Micros now, const std::vector<std::int64_t>& priorities);
-  std::map<std::string, nlohmann::json> load_checkpoints(JobId id);
-
-  SQLite::Database& db_;
-  std::unordered_map<std::string, std::unique_ptr<SQLite::Statement>> cache_;
-  std::unique_ptr<Quarantine> quarantine_;
+  virtual std::int64_t machine_clock_base(const std::string& boot_id, std::int64_t wall_base_ns) = 0;
+  virtual std::optional<std::int64_t> stored_clock_base(const std::string& boot_id) = 0;
 };
 
 }  // namespace ratchet::store

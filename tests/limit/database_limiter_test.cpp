@@ -134,7 +134,8 @@ TEST(DatabaseLimiter_Open, MissingTablesAreAClearDatabaseError) {
               ("ratchet-limit-no-tables-" + std::to_string(::getpid()) + ".db");
   std::filesystem::remove(path);
   { SQLite::Database create(path.string(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE); }
-  auto l = DatabaseLimiter::open(spec(config::LimitAlgorithm::kSlidingWindow, 1, 1s), "k", connect_to(path));
+  auto l = DatabaseLimiter::open(spec(config::LimitAlgorithm::kSlidingWindow, 1, 1s), "k",
+                                 store::sqlite_limiter_tables(path, std::chrono::seconds(5)));
   ASSERT_TRUE(l);
   auto r = (*l)->reserve(kT0, kT0);
   ASSERT_FALSE(r);
@@ -144,8 +145,9 @@ TEST(DatabaseLimiter_Open, MissingTablesAreAClearDatabaseError) {
 }
 
 TEST(DatabaseLimiter_Open, UnopenableFileIsADatabaseError) {
-  auto l = DatabaseLimiter::open(spec(config::LimitAlgorithm::kSlidingWindow, 1, 1s), "k",
-                                 connect_to("/nonexistent-dir/ratchet.db"));
+  auto l = DatabaseLimiter::open(
+      spec(config::LimitAlgorithm::kSlidingWindow, 1, 1s), "k",
+      store::sqlite_limiter_tables("/nonexistent-dir/ratchet.db", std::chrono::seconds(5)));
   ASSERT_FALSE(l);
   EXPECT_EQ(l.error().code(), ErrorCode::kDatabase);
 }

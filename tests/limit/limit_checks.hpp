@@ -1,5 +1,5 @@
 // Test helper: checks a list of call start times against what one declared
-// limit promises (design.md point 5), independently of the limiter code.
+// limit promises (docs/semantics.md point 5), independently of the limiter code.
 #pragma once
 
 #include <algorithm>

@@ -1,15 +1,16 @@
-// Test helper: a temporary SQLite database holding the limiter tables exactly
-// as the store's migration creates them, removed when the helper goes away.
+// Test helper: a temporary SQLite database holding the limiter tables, made
+// by the store's own migration, removed when the helper goes away.
 #pragma once
-
-#include <SQLiteCpp/SQLiteCpp.h>
 
 #include <unistd.h>
 #include <atomic>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 
 #include "limit/database_limiter.hpp"
+#include "store/open_store.hpp"
+#include "store/sqlite/sqlite_limiter_tables.hpp"
 
 namespace ratchet::limit::testing {
 
@@ -20,21 +21,11 @@ class LimiterTables {
     path_ = std::filesystem::temp_directory_path() /
             ("ratchet-limit-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".db");
     std::filesystem::remove(path_);
-    SQLite::Database db(path_.string(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
-    db.exec("PRAGMA journal_mode=WAL");
-    db.exec(
-        "CREATE TABLE limiter_state (key TEXT PRIMARY KEY, tat_us INTEGER, window_start_us INTEGER, "
-        "window_count INTEGER, updated_us INTEGER NOT NULL, started_tat_us INTEGER);");
-    db.exec("CREATE TABLE limiter_calls (key TEXT NOT NULL, at_us INTEGER NOT NULL);");
-    db.exec("CREATE INDEX limiter_calls_key_at ON limiter_calls(key, at_us);");
-    db.exec("CREATE TABLE limiter_starts (key TEXT NOT NULL, at_us INTEGER NOT NULL);");
-    db.exec("CREATE INDEX limiter_starts_key_at ON limiter_starts(key, at_us);");
-    db.exec("CREATE TABLE limiter_journal (owner TEXT NOT NULL, at_us INTEGER NOT NULL);");
-    db.exec("CREATE INDEX limiter_journal_owner_at ON limiter_journal(owner, at_us);");
-    db.exec(
-        "CREATE TABLE limiter_leases (owner TEXT NOT NULL, instance TEXT NOT NULL, until_us INTEGER NOT "
-        "NULL, "
-        "calls INTEGER NOT NULL, PRIMARY KEY (owner, instance)) WITHOUT ROWID;");
+    // The store's own migration creates the tables.
+    store::StoreOptions o;
+    o.database = path_.string();
+    auto created = store::open_store(o);
+    if (!created) throw std::runtime_error(created.error().to_string());
   }
   ~LimiterTables() {
     std::error_code ec;
@@ -46,16 +37,9 @@ class LimiterTables {
   LimiterTables& operator=(const LimiterTables&) = delete;
 
   const std::filesystem::path& path() const { return path_; }
-  ConnectionFactory connect() const { return connect_to(path_, std::chrono::seconds(5)); }
-
-  // A connection that skips fsync, for tests that make thousands of decisions.
-  ConnectionFactory fast_connect() const {
-    return [path = path_]() -> Result<std::unique_ptr<SQLite::Database>> {
-      auto db = std::make_unique<SQLite::Database>(path.string(), SQLite::OPEN_READWRITE, 5000);
-      db->exec("PRAGMA synchronous=OFF");
-      return db;
-    };
-  }
+  ConnectionFactory connect() const { return store::sqlite_limiter_tables(path_, std::chrono::seconds(5)); }
+  // (WAL commits do not wait for fsync, so thousands of decisions stay quick.)
+  ConnectionFactory fast_connect() const { return connect(); }
 
  private:
   std::filesystem::path path_;

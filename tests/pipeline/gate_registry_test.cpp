@@ -1,4 +1,4 @@
-// A declared limit holds across a reload and a restart (design.md points 5
+// A declared limit holds across a reload and a restart (docs/semantics.md points 5
 // and 11): the server keeps counting the calls made before either, so the
 // gates built after them admit only what fits with those calls counted.
 // Driven by a FakeClock; admissions are counted at one instant.
@@ -15,7 +15,8 @@
 
 #include "config/load.hpp"
 #include "limit/micros.hpp"
-#include "store/database.hpp"
+#include "store/sqlite/database.hpp"
+#include "store/sqlite/sqlite_limiter_tables.hpp"
 
 namespace ratchet::pipeline {
 namespace {
@@ -39,7 +40,9 @@ class DatabaseFile {
   DatabaseFile(const DatabaseFile&) = delete;
   DatabaseFile& operator=(const DatabaseFile&) = delete;
 
-  limit::ConnectionFactory connect() const { return limit::connect_to(path_); }
+  limit::ConnectionFactory connect() const {
+    return store::sqlite_limiter_tables(path_, std::chrono::seconds(5));
+  }
 
  private:
   void remove() {

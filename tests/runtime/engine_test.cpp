@@ -12,7 +12,7 @@
 
 #include "engine_fixture.hpp"
 #include "runtime/job_run.hpp"
-#include "store/store.hpp"
+#include "store/sqlite/sqlite_store.hpp"
 
 namespace ratchet::testing {
 namespace {
@@ -495,7 +495,7 @@ TEST_F(EngineFixture, LeaseExpired_JobOfAVanishedWorker_IsTakenOverAndResumesAft
   {
     store::DatabaseOptions dbo;
     dbo.path = dir_.file("engine.db");
-    auto ghost = store::Store::open(dbo);
+    auto ghost = store::SqliteStore::open(dbo);
     ASSERT_TRUE(ghost);
     store::Micros now = store::to_micros(clock_->now());
     auto c = (*ghost)->write([&](store::JobStore& s) {
@@ -543,7 +543,7 @@ TEST_F(EngineFixture, LeaseExpired_RunStalledPastItsLease_CommitsNothingOnceItsO
   // claims the job again.
   store::DatabaseOptions dbo;
   dbo.path = dir_.file("engine.db");
-  auto other = store::Store::open(dbo);
+  auto other = store::SqliteStore::open(dbo);
   ASSERT_TRUE(other);
   const store::Micros later = store::to_micros(clock_->now() + 31s);
   auto c = (*other)->write([&](store::JobStore& s) {

@@ -1,4 +1,4 @@
-#include "store/database.hpp"
+#include "store/sqlite/database.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -9,7 +9,7 @@
 #include <iterator>
 #include <thread>
 
-#include "store/store.hpp"
+#include "store/sqlite/sqlite_store.hpp"
 #include "temp_dir.hpp"
 
 namespace ratchet::store {
@@ -136,7 +136,7 @@ class StoreWriteLocked : public ::testing::Test {
   void SetUp() override {
     auto o = opts(path_);
     o.clock = clock_;
-    auto s = Store::open(o);
+    auto s = SqliteStore::open(o);
     ASSERT_TRUE(s) << s.error().to_string();
     store_ = std::move(*s);
     other_.exec("BEGIN IMMEDIATE");
@@ -221,7 +221,7 @@ TEST_F(StoreWriteLocked, Write_WithoutLeaseQueuedDuringAStall_FailsAfterTheBusyT
 
 TEST(StoreWriteAsync, Queued_DoneRunsOnceCommittedAndReadersSeeTheChange) {
   testing::TempDir dir;
-  auto store = Store::open(opts(dir.file("async.db")));
+  auto store = SqliteStore::open(opts(dir.file("async.db")));
   ASSERT_TRUE(store) << store.error().to_string();
   std::promise<std::optional<Error>> done;
   JobId id = 0;

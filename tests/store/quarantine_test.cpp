@@ -13,7 +13,7 @@
 
 #include "store/crash_record.hpp"
 #include "store/job_store.hpp"
-#include "store/store.hpp"
+#include "store/sqlite/sqlite_store.hpp"
 #include "temp_dir.hpp"
 
 namespace ratchet::store {
@@ -28,7 +28,7 @@ class QuarantineTest : public ::testing::Test {
   void SetUp() override {
     DatabaseOptions o;
     o.path = dir_.file("jobs.db");
-    auto s = Store::open(o);
+    auto s = SqliteStore::open(o);
     ASSERT_TRUE(s) << s.error().to_string();
     store_ = std::move(*s);
   }

@@ -1,4 +1,4 @@
-#include "store/database.hpp"
+#include "store/sqlite/database.hpp"
 
 #include <fcntl.h>
 #include <sqlite3.h>
@@ -11,7 +11,7 @@
 #include <cstring>
 #include <string>
 
-#include "store/schema.hpp"
+#include "store/sqlite/schema.hpp"
 
 namespace ratchet::store {
 namespace {

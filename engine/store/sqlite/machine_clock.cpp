@@ -1,18 +1,18 @@
 // One timeline per boot for every process sharing the database
 // (ratchet/clock.hpp says why).
-#include "store/job_store.hpp"
-#include "store/statement_use.hpp"
+#include "store/sqlite/sqlite_job_store.hpp"
+#include "store/sqlite/statement_use.hpp"
 
 namespace ratchet::store {
 
-std::optional<std::int64_t> JobStore::stored_clock_base(const std::string& boot_id) {
+std::optional<std::int64_t> SqliteJobStore::stored_clock_base(const std::string& boot_id) {
   Use get(stmt("SELECT base_ns FROM machine_clock WHERE boot_id = ?"));
   get->bind(1, boot_id);
   if (get->executeStep()) return get->getColumn(0).getInt64();
   return std::nullopt;
 }
 
-std::int64_t JobStore::machine_clock_base(const std::string& boot_id, std::int64_t wall_base_ns) {
+std::int64_t SqliteJobStore::machine_clock_base(const std::string& boot_id, std::int64_t wall_base_ns) {
   if (auto stored = stored_clock_base(boot_id)) return *stored;
   Use drop(stmt("DELETE FROM machine_clock"));
   drop->exec();

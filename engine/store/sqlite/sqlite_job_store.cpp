@@ -1,11 +1,12 @@
-#include "store/job_store.hpp"
+#include "store/sqlite/sqlite_job_store.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <string_view>
 
-#include "store/quarantine.hpp"
-#include "store/statement_use.hpp"
+#include "store/sqlite/quarantine.hpp"
+#include "store/sqlite/statement_use.hpp"
+#include "store/stored_json.hpp"
 
 namespace ratchet::store {
 namespace {
@@ -16,38 +17,6 @@ constexpr const char* kJobColumns =
     "finished_us";
 
 std::string text_or_empty(const SQLite::Column& c) { return c.isNull() ? std::string() : c.getString(); }
-
-// JSON text nested deeper than this is not parsed: copying, dumping or
-// destroying the value would recurse once per level, past the stack. It is
-// far above what ratchet writes itself (arguments stop at 64 levels), so
-// only a row written by something else reaches it.
-constexpr int kMaxStoredDepth = 1000;
-
-// Why the stored JSON text is not loaded; empty when it is fine to parse.
-std::string stored_json_problem(std::string_view text) {
-  int depth = 0;
-  int deepest = 0;
-  bool in_string = false;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  if (deepest <= kMaxStoredDepth) return {};
-  return "nested " + std::to_string(deepest) + " levels deep, past the " + std::to_string(kMaxStoredDepth) +
-         " levels ratchet reads back";
-}
 
 nlohmann::json json_or_null(const SQLite::Column& c, std::string* problem = nullptr) {
   if (c.isNull()) return nullptr;
@@ -97,24 +66,17 @@ nlohmann::json string_array(const std::vector<std::string>& v) {
 
 }  // namespace
 
-Micros to_micros(TimePoint t) {
-  return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
-}
+SqliteJobStore::SqliteJobStore(SQLite::Database& db)
+    : db_(db), quarantine_(std::make_unique<Quarantine>(db)) {}
+SqliteJobStore::~SqliteJobStore() = default;
 
-TimePoint from_micros(Micros us) {
-  return TimePoint(std::chrono::duration_cast<Duration>(std::chrono::microseconds(us)));
-}
-
-JobStore::JobStore(SQLite::Database& db) : db_(db), quarantine_(std::make_unique<Quarantine>(db)) {}
-JobStore::~JobStore() = default;
-
-SQLite::Statement& JobStore::stmt(const char* sql) {
+SQLite::Statement& SqliteJobStore::stmt(const char* sql) {
   auto it = cache_.find(sql);
   if (it == cache_.end()) it = cache_.emplace(sql, std::make_unique<SQLite::Statement>(db_, sql)).first;
   return *it->second;
 }
 
-Inserted JobStore::insert(const NewJob& job, Micros now) {
+Inserted SqliteJobStore::insert(const NewJob& job, Micros now) {
   if (!job.unique_key.empty()) {
     Use q(
         stmt("SELECT id FROM jobs WHERE unique_key = ? AND state IN "
@@ -143,7 +105,7 @@ Inserted JobStore::insert(const NewJob& job, Micros now) {
   return {db_.getLastInsertRowid(), false};
 }
 
-std::map<std::string, nlohmann::json> JobStore::load_checkpoints(JobId id) {
+std::map<std::string, nlohmann::json> SqliteJobStore::load_checkpoints(JobId id) {
   std::map<std::string, nlohmann::json> out;
   Use q(stmt("SELECT name, output FROM steps WHERE job_id = ? AND state = 'completed'"));
   q->bind(1, id);
@@ -157,7 +119,7 @@ std::map<std::string, nlohmann::json> JobStore::load_checkpoints(JobId id) {
 #define RATCHET_PENDING \
   "FROM jobs INDEXED BY jobs_due WHERE state IN ('scheduled', 'available', 'retryable') "
 
-std::vector<std::int64_t> JobStore::pending_priorities() {
+std::vector<std::int64_t> SqliteJobStore::pending_priorities() {
   std::vector<std::int64_t> out;
   Use first(stmt("SELECT min(priority) " RATCHET_PENDING));
   if (!first->executeStep() || first->getColumn(0).isNull()) return out;
@@ -173,8 +135,8 @@ std::vector<std::int64_t> JobStore::pending_priorities() {
   }
 }
 
-std::vector<std::pair<JobId, bool>> JobStore::due_ids(const ClaimRequest& req,
-                                                      const std::vector<std::int64_t>& priorities) {
+std::vector<std::pair<JobId, bool>> SqliteJobStore::due_ids(const ClaimRequest& req,
+                                                            const std::vector<std::int64_t>& priorities) {
   std::vector<std::pair<JobId, bool>> ids;
   Use q(stmt("SELECT id " RATCHET_PENDING
              "AND priority = ?1 AND resume = ?2 AND run_at_us <= ?3 AND suspect = 0 "
@@ -204,7 +166,7 @@ std::vector<std::pair<JobId, bool>> JobStore::due_ids(const ClaimRequest& req,
   return ids;
 }
 
-std::optional<Micros> JobStore::next_run_at(Micros now, const std::vector<std::int64_t>& priorities) {
+std::optional<Micros> SqliteJobStore::next_run_at(Micros now, const std::vector<std::int64_t>& priorities) {
   std::optional<Micros> next;
   Use q(stmt("SELECT min(run_at_us) " RATCHET_PENDING "AND priority = ? AND resume = ? AND run_at_us > ?"));
   for (std::int64_t priority : priorities) {
@@ -224,7 +186,7 @@ std::optional<Micros> JobStore::next_run_at(Micros now, const std::vector<std::i
 
 #undef RATCHET_PENDING
 
-ClaimResult JobStore::claim(const ClaimRequest& req) {
+ClaimResult SqliteJobStore::claim(const ClaimRequest& req) {
   ClaimResult result;
   // Jobs whose worker vanished: the quarantine judges whom the crash is
   // counted against (a job that keeps crashing its process ends dead instead
@@ -332,9 +294,9 @@ void bind_fence(SQLite::Statement& s, JobId id, const Fence& fence, Micros now) 
 
 }  // namespace
 
-std::vector<Renewed> JobStore::renew(const std::string& owner,
-                                     const std::vector<std::pair<JobId, std::int64_t>>& claims,
-                                     Micros lease_until, Micros now) {
+std::vector<Renewed> SqliteJobStore::renew(const std::string& owner,
+                                           const std::vector<std::pair<JobId, std::int64_t>>& claims,
+                                           Micros lease_until, Micros now) {
   std::vector<Renewed> held;
   for (const auto& [id, token] : claims) {
     Use u(stmt("UPDATE jobs SET lease_expires_us = ?5, updated_us = ?4" RATCHET_FENCED
@@ -350,7 +312,7 @@ std::vector<Renewed> JobStore::renew(const std::string& owner,
   return held;
 }
 
-LeaseWrite JobStore::checkpoint(const StepDone& step, Micros lease_until, Micros now) {
+LeaseWrite SqliteJobStore::checkpoint(const StepDone& step, Micros lease_until, Micros now) {
   auto held = renew(step.fence.owner, {{step.id, step.fence.token}}, lease_until, now);
   if (held.empty()) return {};
   // A completed step is never overwritten: its first committed output stands.
@@ -369,7 +331,8 @@ LeaseWrite JobStore::checkpoint(const StepDone& step, Micros lease_until, Micros
   return {true, held.front().cancel_requested};
 }
 
-LeaseWrite JobStore::complete(JobId id, const Fence& fence, const std::string& result_json, Micros now) {
+LeaseWrite SqliteJobStore::complete(JobId id, const Fence& fence, const std::string& result_json,
+                                    Micros now) {
   Use u(
       stmt("UPDATE jobs SET state = 'completed', result = ?5, lease_owner = NULL, lease_expires_us = NULL, "
            "updated_us = ?4, finished_us = ?4" RATCHET_FENCED));
@@ -378,7 +341,7 @@ LeaseWrite JobStore::complete(JobId id, const Fence& fence, const std::string& r
   return {u->exec() == 1, false};
 }
 
-LeaseWrite JobStore::fail_attempt(const AttemptFailure& f) {
+LeaseWrite SqliteJobStore::fail_attempt(const AttemptFailure& f) {
   Use u(
       stmt("UPDATE jobs SET state = ?5, run_at_us = COALESCE(?6, run_at_us), lease_owner = NULL, "
            "lease_expires_us = NULL, last_error = ?7, updated_us = ?4, finished_us = ?8" RATCHET_FENCED
@@ -431,7 +394,8 @@ LeaseWrite JobStore::fail_attempt(const AttemptFailure& f) {
   return {true, false};
 }
 
-LeaseWrite JobStore::park(JobId id, const Fence& fence, Micros until, const std::string& reason, Micros now) {
+LeaseWrite SqliteJobStore::park(JobId id, const Fence& fence, Micros until, const std::string& reason,
+                                Micros now) {
   Use u(
       stmt("UPDATE jobs SET state = 'scheduled', run_at_us = ?5, resume = 1, lease_owner = NULL, "
            "lease_expires_us = NULL, updated_us = ?4" RATCHET_FENCED));
@@ -442,7 +406,7 @@ LeaseWrite JobStore::park(JobId id, const Fence& fence, Micros until, const std:
   return {true, false};
 }
 
-bool JobStore::resume_parked(JobId id, int attempt, Micros now) {
+bool SqliteJobStore::resume_parked(JobId id, int attempt, Micros now) {
   Use u(stmt(
       "UPDATE jobs SET run_at_us = ?, updated_us = ? WHERE id = ? AND attempt = ? AND state = 'scheduled' "
       "AND resume = 1 AND run_at_us > ?"));
@@ -454,7 +418,7 @@ bool JobStore::resume_parked(JobId id, int attempt, Micros now) {
   return u->exec() == 1;
 }
 
-LeaseWrite JobStore::release(JobId id, const Fence& fence, const std::string& reason, Micros now) {
+LeaseWrite SqliteJobStore::release(JobId id, const Fence& fence, const std::string& reason, Micros now) {
   Use u(
       stmt("UPDATE jobs SET state = 'available', run_at_us = ?4, resume = 1, lease_owner = NULL, "
            "lease_expires_us = NULL, updated_us = ?4" RATCHET_FENCED));
@@ -464,7 +428,7 @@ LeaseWrite JobStore::release(JobId id, const Fence& fence, const std::string& re
   return {true, false};
 }
 
-LeaseWrite JobStore::finish_cancelled(JobId id, const Fence& fence, Micros now) {
+LeaseWrite SqliteJobStore::finish_cancelled(JobId id, const Fence& fence, Micros now) {
   Use u(
       stmt("UPDATE jobs SET state = 'cancelled', lease_owner = NULL, lease_expires_us = NULL, "
            "updated_us = ?4, finished_us = ?4" RATCHET_FENCED));
@@ -474,7 +438,7 @@ LeaseWrite JobStore::finish_cancelled(JobId id, const Fence& fence, Micros now) 
 
 #undef RATCHET_FENCED
 
-std::optional<JobState> JobStore::cancel(JobId id, Micros now) {
+std::optional<JobState> SqliteJobStore::cancel(JobId id, Micros now) {
   std::optional<JobState> state;
   {
     Use q(stmt("SELECT state FROM jobs WHERE id = ?"));
@@ -502,7 +466,7 @@ std::optional<JobState> JobStore::cancel(JobId id, Micros now) {
   return JobState::kCancelled;
 }
 
-std::optional<JobState> JobStore::retry(JobId id, Micros now, int max_attempts_floor) {
+std::optional<JobState> SqliteJobStore::retry(JobId id, Micros now, int max_attempts_floor) {
   std::optional<JobState> state;
   {
     Use q(stmt("SELECT state FROM jobs WHERE id = ?"));
@@ -525,7 +489,7 @@ std::optional<JobState> JobStore::retry(JobId id, Micros now, int max_attempts_f
   return JobState::kAvailable;
 }
 
-std::int64_t JobStore::purge(Micros finished_before, int limit) {
+std::int64_t SqliteJobStore::purge(Micros finished_before, int limit) {
   // The chunk's ids first, as one JSON array: each delete below is then a
   // seek per id, and all four agree on the same jobs.
   nlohmann::json ids = nlohmann::json::array();
@@ -550,7 +514,7 @@ std::int64_t JobStore::purge(Micros finished_before, int limit) {
   return static_cast<std::int64_t>(ids.size());
 }
 
-std::optional<JobRecord> JobStore::get(JobId id) {
+std::optional<JobRecord> SqliteJobStore::get(JobId id) {
   static const std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id = ?";
   JobRecord r;
   {
@@ -595,7 +559,7 @@ std::optional<JobRecord> JobStore::get(JobId id) {
   return r;
 }
 
-std::vector<JobRecord> JobStore::list(const JobFilter& filter) {
+std::vector<JobRecord> SqliteJobStore::list(const JobFilter& filter) {
   static const std::string sql =
       std::string("SELECT ") + kJobColumns +
       " FROM jobs WHERE id > ?1 AND (?2 IS NULL OR state = ?2) AND "
@@ -623,7 +587,7 @@ std::vector<JobRecord> JobStore::list(const JobFilter& filter) {
   return out;
 }
 
-std::vector<std::pair<JobState, std::int64_t>> JobStore::counts() {
+std::vector<std::pair<JobState, std::int64_t>> SqliteJobStore::counts() {
   std::vector<std::pair<JobState, std::int64_t>> out;
   Use q(stmt("SELECT state, COUNT(*) FROM jobs GROUP BY state"));
   while (q->executeStep()) {
@@ -633,8 +597,8 @@ std::vector<std::pair<JobState, std::int64_t>> JobStore::counts() {
   return out;
 }
 
-std::int64_t JobStore::pending(const std::vector<std::string>& types,
-                               const std::vector<std::string>& queues) {
+std::int64_t SqliteJobStore::pending(const std::vector<std::string>& types,
+                                     const std::vector<std::string>& queues) {
   Use q(
       stmt("SELECT COUNT(*) FROM (SELECT 1 FROM jobs WHERE state IN ('scheduled', 'available', 'running', "
            "'retryable') AND type IN (SELECT value FROM json_each(?1)) "
@@ -649,7 +613,7 @@ std::int64_t JobStore::pending(const std::vector<std::string>& types,
   return q->getColumn(0).getInt64();
 }
 
-void JobStore::add_timeline(JobId id, Micros at, const std::string& kind, const std::string& detail) {
+void SqliteJobStore::add_timeline(JobId id, Micros at, const std::string& kind, const std::string& detail) {
   Use t(stmt("INSERT INTO job_timeline (job_id, at_us, kind, detail) VALUES (?, ?, ?, ?)"));
   t->bind(1, id);
   t->bind(2, at);

@@ -1,6 +1,6 @@
 // The ordered schema migrations. Migration N brings user_version from N-1 to
 // N; a released migration is never edited, only followed by a new one.
-#include "store/schema.hpp"
+#include "store/sqlite/schema.hpp"
 
 namespace ratchet::store {
 

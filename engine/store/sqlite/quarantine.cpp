@@ -1,11 +1,11 @@
-#include "store/quarantine.hpp"
+#include "store/sqlite/quarantine.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 
 #include "store/crash_record.hpp"
-#include "store/statement_use.hpp"
+#include "store/sqlite/statement_use.hpp"
 
 namespace ratchet::store {
 namespace {

@@ -1,0 +1,109 @@
+// The writer every backend shares: one thread that takes every queued write,
+// runs each inside its own savepoint of one transaction, and commits once.
+// Many workers checkpointing at once thus share one commit, without any of
+// them continuing before its own write is durable. A backend supplies the
+// transaction (begin, a savepoint per write, commit) and says of each
+// failure whether waiting may cure it (a lock held by another connection, a
+// server that is restarting) and whether it is the disk's.
+//
+// The retry rules of store.hpp live here: a transaction that cannot begin
+// for a reason waiting cures is tried again with backoff; a write without a
+// lease gives up after about one busy timeout, a write under a lease once
+// its lease would expire on the clock.
+//
+// Ownership: a backend's constructor calls start_writer() once its
+// connections are open, and its destructor stop_writer() before closing
+// them (queued writes are finished first).
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "store/store.hpp"
+
+namespace ratchet::store {
+
+class GroupCommitStore : public Store {
+ public:
+  ~GroupCommitStore() override;
+
+  void write_async(std::function<void(JobStore&)> body, std::function<void(std::optional<Error>)> done,
+                   std::optional<TimePoint> lease_until = std::nullopt) override;
+  bool stalled() const override;
+  void wait_while_stalled(std::stop_token stop, std::chrono::steady_clock::duration at_most) const override;
+  std::uint64_t commits() const override;
+  std::optional<Error> write_failure(int in_a_row,
+                                     std::chrono::steady_clock::duration for_at_least) const override;
+
+ protected:
+  // A backend's failure, as reported to the writes it failed.
+  struct Failure {
+    Error error;
+    bool transient = false;  // waiting may cure it: locked, or the server is unreachable for now
+    bool disk = false;       // the disk or the file refuses writes (write_failure)
+  };
+
+  // `clock`: the clock leases of writes are read on (null: the system clock);
+  // `busy_timeout`: how long a write without a lease waits for the database.
+  GroupCommitStore(std::shared_ptr<const Clock> clock, std::chrono::steady_clock::duration busy_timeout);
+  void start_writer();
+  void stop_writer();
+
+  std::optional<Error> run_write(std::function<void(JobStore&)> body,
+                                 std::optional<TimePoint> lease_until) override;
+
+  // On the writer thread, in this order for each batch.
+  virtual std::optional<Failure> begin_transaction() = 0;
+  // Runs body in a savepoint of the open transaction; on a failure the
+  // savepoint is rolled back and the failure returned (the transaction goes on).
+  virtual std::optional<Failure> run_in_savepoint(const std::function<void(JobStore&)>& body) = 0;
+  // Commits; on a failure rolls the transaction back.
+  virtual std::optional<Failure> commit_transaction() = 0;
+
+ private:
+  // One queued write. The caller sleeps on its own condition variable (a
+  // semaphore's spin-and-yield costs more than it saves on a busy machine).
+  struct Op {
+    std::function<void(JobStore&)> body;
+    std::optional<Error> error;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    // Set for write_async: the writer calls it and deletes the Op.
+    std::function<void(std::optional<Error>)> on_done;
+    // Set for a write under a lease: retried while locked, until then.
+    std::optional<TimePoint> lease_until;
+    std::chrono::steady_clock::time_point queued = std::chrono::steady_clock::now();
+  };
+
+  void submit(Op& op);
+  void run_writer(std::stop_token stop);
+  void commit_batch(std::deque<Op*>& batch, std::stop_token stop);
+  // Begins the batch's transaction; false when every op of it failed meanwhile.
+  bool begin_batch(std::deque<Op*>& batch, std::stop_token stop);
+  void set_stalled(bool stalled);
+  // After each batch: whether it committed, or the disk error it failed with.
+  void note_batch(bool committed, const std::optional<Error>& disk_error);
+  // Tells op's caller it is done (error set or not); op may be gone after.
+  static void finish_op(Op* op);
+
+  std::shared_ptr<const Clock> clock_;
+  std::chrono::steady_clock::duration busy_timeout_;
+
+  mutable std::mutex mu_;
+  std::condition_variable_any cv_;
+  std::deque<Op*> queue_;
+  std::uint64_t commits_ = 0;
+  // The batches failed in a row for a disk reason, since when, and the last error.
+  int disk_failures_ = 0;
+  std::chrono::steady_clock::time_point disk_failing_since_{};
+  std::optional<Error> disk_error_;
+  bool stalled_ = false;
+  mutable std::condition_variable_any stall_cv_;
+  std::jthread thread_;
+};
+
+}  // namespace ratchet::store

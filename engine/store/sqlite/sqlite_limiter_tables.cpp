@@ -1,0 +1,247 @@
+#include "store/sqlite/sqlite_limiter_tables.hpp"
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include <unordered_map>
+
+#include "store/sqlite/statement_use.hpp"
+
+namespace ratchet::store {
+namespace {
+
+class SqliteLimiterTables final : public LimiterTables {
+ public:
+  explicit SqliteLimiterTables(std::unique_ptr<SQLite::Database> db) : db_(std::move(db)) {}
+  ~SqliteLimiterTables() override { cache_.clear(); }  // statements before their connection
+
+  // The lock is the database's one write lock, so `key` needs no lock of its own.
+  Status transact(const std::string&, std::string_view doing, const std::function<void()>& body) override {
+    try {
+      SQLite::Transaction tx(*db_, SQLite::TransactionBehavior::IMMEDIATE);
+      body();
+      tx.commit();
+      return {};
+    } catch (const SQLite::Exception& e) {
+      return fail(
+          Error::database("cannot " + std::string(doing) + " in " + db_->getFilename() + ": " + e.what() +
+                          " (is the database migrated and not locked for longer than the busy timeout?)"));
+    }
+  }
+
+  std::string location() const override { return db_->getFilename(); }
+
+  std::optional<std::int64_t> high_water(const std::string& key) override {
+    Use q(stmt("SELECT updated_us FROM limiter_state WHERE key = ?"));
+    q->bind(1, key);
+    if (!q->executeStep()) return std::nullopt;
+    return q->getColumn(0).getInt64();
+  }
+
+  void create_state(const std::string& key, std::int64_t high_water) override {
+    Use q(stmt("INSERT INTO limiter_state(key, updated_us) VALUES(?, ?)"));
+    q->bind(1, key);
+    q->bind(2, high_water);
+    q->exec();
+  }
+
+  bool raise_high_water(const std::string& key, std::int64_t to) override {
+    Use q(stmt("UPDATE limiter_state SET updated_us = ? WHERE key = ? AND updated_us < ?"));
+    q->bind(1, to);
+    q->bind(2, key);
+    q->bind(3, to);
+    return q->exec() > 0;
+  }
+
+  std::optional<std::int64_t> tat(const std::string& key) override {
+    return nullable(stmt("SELECT tat_us FROM limiter_state WHERE key = ?"), key);
+  }
+  void set_tat(const std::string& key, std::int64_t tat) override {
+    set(stmt("UPDATE limiter_state SET tat_us = ? WHERE key = ?"), key, tat);
+  }
+  std::optional<std::int64_t> started_tat(const std::string& key) override {
+    return nullable(stmt("SELECT started_tat_us FROM limiter_state WHERE key = ?"), key);
+  }
+  void set_started_tat(const std::string& key, std::int64_t tat) override {
+    set(stmt("UPDATE limiter_state SET started_tat_us = ? WHERE key = ?"), key, tat);
+  }
+
+  void prune(LimiterLog log, const std::string& key, std::int64_t before) override {
+    Use q(stmt(log, "DELETE FROM limiter_calls WHERE key = ? AND at_us < ?",
+               "DELETE FROM limiter_starts WHERE key = ? AND at_us < ?"));
+    q->bind(1, key);
+    q->bind(2, before);
+    q->exec();
+  }
+
+  std::vector<std::int64_t> entries_after(LimiterLog log, const std::string& key,
+                                          std::int64_t after) override {
+    Use q(stmt(log, "SELECT at_us FROM limiter_calls WHERE key = ? AND at_us > ? ORDER BY at_us",
+               "SELECT at_us FROM limiter_starts WHERE key = ? AND at_us > ? ORDER BY at_us"));
+    q->bind(1, key);
+    q->bind(2, after);
+    std::vector<std::int64_t> out;
+    while (q->executeStep()) out.push_back(q->getColumn(0).getInt64());
+    return out;
+  }
+
+  std::int64_t count_between(LimiterLog log, const std::string& key, std::int64_t after, std::int64_t before,
+                             std::int64_t cap) override {
+    Use q(stmt(log,
+               "SELECT COUNT(*) FROM (SELECT 1 FROM limiter_calls WHERE key = ? AND at_us > ? AND at_us < ? "
+               "LIMIT ?)",
+               "SELECT COUNT(*) FROM (SELECT 1 FROM limiter_starts WHERE key = ? AND at_us > ? AND at_us < ? "
+               "LIMIT ?)"));
+    q->bind(1, key);
+    q->bind(2, after);
+    q->bind(3, before);
+    q->bind(4, cap);
+    q->executeStep();
+    return q->getColumn(0).getInt64();
+  }
+
+  std::int64_t count_in(LimiterLog log, const std::string& key, std::int64_t from, std::int64_t to) override {
+    Use q(stmt(log, "SELECT COUNT(*) FROM limiter_calls WHERE key = ? AND at_us >= ? AND at_us < ?",
+               "SELECT COUNT(*) FROM limiter_starts WHERE key = ? AND at_us >= ? AND at_us < ?"));
+    q->bind(1, key);
+    q->bind(2, from);
+    q->bind(3, to);
+    q->executeStep();
+    return q->getColumn(0).getInt64();
+  }
+
+  void add(LimiterLog log, const std::string& key, std::int64_t at) override {
+    Use q(stmt(log, "INSERT INTO limiter_calls(key, at_us) VALUES(?, ?)",
+               "INSERT INTO limiter_starts(key, at_us) VALUES(?, ?)"));
+    q->bind(1, key);
+    q->bind(2, at);
+    q->exec();
+  }
+
+  void remove_one(LimiterLog log, const std::string& key, std::int64_t at) override {
+    Use q(
+        stmt(log,
+             "DELETE FROM limiter_calls WHERE rowid IN (SELECT rowid FROM limiter_calls WHERE key = ? AND "
+             "at_us = ? LIMIT 1)",
+             "DELETE FROM limiter_starts WHERE rowid IN (SELECT rowid FROM limiter_starts WHERE key = ? AND "
+             "at_us = ? LIMIT 1)"));
+    q->bind(1, key);
+    q->bind(2, at);
+    q->exec();
+  }
+
+  bool move_one(LimiterLog log, const std::string& key, std::int64_t from, std::int64_t to) override {
+    Use q(stmt(
+        log,
+        "UPDATE limiter_calls SET at_us = ? WHERE rowid IN (SELECT rowid FROM limiter_calls WHERE key = ? "
+        "AND at_us = ? LIMIT 1)",
+        "UPDATE limiter_starts SET at_us = ? WHERE rowid IN (SELECT rowid FROM limiter_starts WHERE key = "
+        "? AND at_us = ? LIMIT 1)"));
+    q->bind(1, to);
+    q->bind(2, key);
+    q->bind(3, from);
+    return q->exec() > 0;
+  }
+
+  void journal_prune(const std::string& owner, std::int64_t until) override {
+    Use q(stmt("DELETE FROM limiter_journal WHERE owner = ? AND at_us <= ?"));
+    q->bind(1, owner);
+    q->bind(2, until);
+    q->exec();
+  }
+
+  std::vector<std::int64_t> journal_starts(const std::string& owner) override {
+    Use q(stmt("SELECT at_us FROM limiter_journal WHERE owner = ? ORDER BY at_us"));
+    q->bind(1, owner);
+    std::vector<std::int64_t> out;
+    while (q->executeStep()) out.push_back(q->getColumn(0).getInt64());
+    return out;
+  }
+
+  void journal_add(const std::string& owner, std::int64_t at) override {
+    Use q(stmt("INSERT INTO limiter_journal(owner, at_us) VALUES(?, ?)"));
+    q->bind(1, owner);
+    q->bind(2, at);
+    q->exec();
+  }
+
+  std::vector<std::pair<std::int64_t, std::int64_t>> journal_leases(const std::string& owner,
+                                                                    std::int64_t after) override {
+    Use q(stmt("SELECT until_us, calls FROM limiter_leases WHERE owner = ? AND until_us > ?"));
+    q->bind(1, owner);
+    q->bind(2, after);
+    std::vector<std::pair<std::int64_t, std::int64_t>> out;
+    while (q->executeStep()) out.emplace_back(q->getColumn(0).getInt64(), q->getColumn(1).getInt64());
+    return out;
+  }
+
+  void journal_drop_leases(const std::string& owner, std::int64_t until) override {
+    Use q(stmt("DELETE FROM limiter_leases WHERE owner = ? AND until_us <= ?"));
+    q->bind(1, owner);
+    q->bind(2, until);
+    q->exec();
+  }
+
+  void journal_take_lease(const std::string& owner, const std::string& instance, std::int64_t until,
+                          std::int64_t calls) override {
+    Use q(stmt(
+        "INSERT INTO limiter_leases(owner, instance, until_us, calls) VALUES(?, ?, ?, ?) "
+        "ON CONFLICT(owner, instance) DO UPDATE SET until_us = excluded.until_us, calls = excluded.calls"));
+    q->bind(1, owner);
+    q->bind(2, instance);
+    q->bind(3, until);
+    q->bind(4, calls);
+    q->exec();
+  }
+
+  void journal_end_lease(const std::string& owner, const std::string& instance) override {
+    Use q(stmt("DELETE FROM limiter_leases WHERE owner = ? AND instance = ?"));
+    q->bind(1, owner);
+    q->bind(2, instance);
+    q->exec();
+  }
+
+ private:
+  SQLite::Statement& stmt(const char* sql) {
+    auto it = cache_.find(sql);
+    if (it == cache_.end()) it = cache_.emplace(sql, std::make_unique<SQLite::Statement>(*db_, sql)).first;
+    return *it->second;
+  }
+  SQLite::Statement& stmt(LimiterLog log, const char* calls, const char* starts) {
+    return stmt(log == LimiterLog::kCalls ? calls : starts);
+  }
+
+  std::optional<std::int64_t> nullable(SQLite::Statement& s, const std::string& key) {
+    Use q(s);
+    q->bind(1, key);
+    if (!q->executeStep() || q->getColumn(0).isNull()) return std::nullopt;
+    return q->getColumn(0).getInt64();
+  }
+  void set(SQLite::Statement& s, const std::string& key, std::int64_t value) {
+    Use q(s);
+    q->bind(1, value);
+    q->bind(2, key);
+    q->exec();
+  }
+
+  std::unique_ptr<SQLite::Database> db_;
+  std::unordered_map<std::string, std::unique_ptr<SQLite::Statement>> cache_;
+};
+
+}  // namespace
+
+LimiterTablesFactory sqlite_limiter_tables(std::filesystem::path path,
+                                           std::chrono::milliseconds busy_timeout) {
+  return [path = std::move(path), busy_timeout]() -> Result<std::unique_ptr<LimiterTables>> {
+    try {
+      auto db = std::make_unique<SQLite::Database>(path.string(), SQLite::OPEN_READWRITE,
+                                                   static_cast<int>(busy_timeout.count()));
+      db->exec("PRAGMA synchronous=NORMAL");
+      return std::make_unique<SqliteLimiterTables>(std::move(db));
+    } catch (const SQLite::Exception& e) {
+      return fail(Error::database("cannot open the limiter database " + path.string() + ": " + e.what() +
+                                  " (check the [engine] database path and its permissions)"));
+    }
+  };
+}
+
+}  // namespace ratchet::store

@@ -1,0 +1,53 @@
+// The Store on one SQLite file (the embedded default): a writer connection
+// whose batches begin with BEGIN IMMEDIATE (waiting up to the busy timeout
+// for another connection's write lock; a lock held past it is transient for
+// the group-commit writer), and a read connection for queries.
+//
+// Ownership: owns both connections; destroying it finishes queued writes
+// before closing them.
+#pragma once
+
+#include <memory>
+#include <mutex>
+
+#include <SQLiteCpp/Database.h>
+#include <SQLiteCpp/Statement.h>
+
+#include "store/group_commit.hpp"
+#include "store/sqlite/database.hpp"
+
+namespace ratchet::store {
+
+class SqliteJobStore;
+
+class SqliteStore final : public GroupCommitStore {
+ public:
+  // Opens (creating and migrating) the file; kDatabase errors name it and what to do.
+  [[nodiscard]] static Result<std::unique_ptr<SqliteStore>> open(const DatabaseOptions& options);
+  ~SqliteStore() override;
+
+  std::string location() const override { return options_.path.string(); }
+  LimiterTablesFactory limiter_tables() const override;
+  const std::filesystem::path& path() const { return options_.path; }
+
+ protected:
+  std::optional<Failure> begin_transaction() override;
+  std::optional<Failure> run_in_savepoint(const std::function<void(JobStore&)>& body) override;
+  std::optional<Failure> commit_transaction() override;
+  Status run_read(const std::function<void(JobStore&)>& body) override;
+
+ private:
+  SqliteStore(DatabaseOptions options, std::unique_ptr<SQLite::Database> writer,
+              std::unique_ptr<SQLite::Database> reader);
+  Failure failure(std::string_view doing, const std::exception& e) const;
+
+  DatabaseOptions options_;
+  std::unique_ptr<SQLite::Database> wdb_;
+  std::unique_ptr<SqliteJobStore> wstore_;
+  std::unique_ptr<SQLite::Statement> savepoint_, release_, rollback_to_;
+  std::unique_ptr<SQLite::Database> rdb_;
+  std::unique_ptr<SqliteJobStore> rstore_;
+  std::mutex read_mu_;
+};
+
+}  // namespace ratchet::store
