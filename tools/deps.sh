@@ -13,6 +13,7 @@ packages=(
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcpp-httplib-dev
   nginx faketime  # the fault-injection tests: a rate limiter we did not write, a stepped clock
+  postgresql libpq-dev  # the PostgreSQL backend and its tests (tools/pg_cluster.sh)
 )
 if [ "${1:-}" = fuzz ]; then packages+=(afl++); fi
 

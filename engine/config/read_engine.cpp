@@ -1,5 +1,6 @@
 #include <array>
 
+#include "common/database_url.hpp"
 #include "config/sections.hpp"
 
 namespace ratchet::config::detail {
@@ -15,7 +16,9 @@ EngineSpec read_engine(Reader& r, const toml::table& t, const std::filesystem::p
   const std::string path = "engine";
   EngineSpec e;
   r.check_keys(t, path, kEngineKeys, "[engine]");
+  // A server URL is kept as written; a relative path resolves against the file.
   auto resolve = [&](const std::filesystem::path& p) {
+    if (common::is_server_url(p.native())) return p;
     return p.is_absolute() ? p : (base / p).lexically_normal();
   };
   e.database = resolve(e.database);

@@ -179,7 +179,8 @@ struct JobTypeSpec {
 // --------------------------------------------------------------- engine
 
 struct EngineSpec {
-  std::filesystem::path database = "ratchet.db";  // relative paths resolve against the config file
+  // A file (relative paths resolve against the config file) or a server URL.
+  std::filesystem::path database = "ratchet.db";
   std::filesystem::path plugins = "plugins";
   int workers = 8;
   bool synchronous_full = false;  // PRAGMA synchronous=FULL instead of NORMAL

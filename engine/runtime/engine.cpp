@@ -108,6 +108,8 @@ Result<std::unique_ptr<Engine>> Engine::open(EngineOptions options) {
 
 const std::string& Engine::worker_id() const { return impl_->options.worker_id; }
 
+std::string Engine::database() const { return impl_->store->location(); }
+
 std::optional<Error> Engine::write_failure() const {
   return impl_->store->write_failure(3, std::chrono::seconds(5));
 }

@@ -1,4 +1,5 @@
-// The embedding API: a durable job engine in one SQLite file.
+// The embedding API: a durable job engine in one SQLite file, or in a
+// PostgreSQL database shared by many machines.
 //
 //   ratchet::EngineOptions opts;
 //   opts.database = "jobs.db";
@@ -44,7 +45,12 @@
 namespace ratchet {
 
 struct EngineOptions {
-  // The database file; created with mode 0600 when missing.
+  // Where jobs are kept: a file (created with mode 0600 when missing; the
+  // embedded default, no server), or a PostgreSQL URL,
+  // postgresql://user@host[:port]/db, for several machines on one database
+  // (tables ratchet_* in the first schema of the search_path, which
+  // ?options=-csearch_path%3DNAME chooses). The password comes from
+  // PGPASSWORD, ~/.pgpass (PGPASSFILE) or the URL, never from argv.
   std::filesystem::path database = "ratchet.db";
   int workers = 8;                // jobs run at once by this engine
   bool synchronous_full = false;  // PRAGMA synchronous=FULL (survives power loss) instead of NORMAL
@@ -192,6 +198,9 @@ class RATCHET_API Engine {
 
   // This engine's lease owner name.
   const std::string& worker_id() const;
+  // Where its jobs are kept, for messages: the file's path, or the server
+  // database's URL with any password masked.
+  std::string database() const;
 
   class Impl;
   explicit Engine(std::unique_ptr<Impl> impl);

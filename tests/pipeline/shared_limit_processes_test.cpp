@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "fresh_schema.hpp"
 #include "mock_portal/server.hpp"
 #include "portal_run.hpp"
 #include "ratchet/engine.hpp"
@@ -69,7 +70,8 @@ steps = [
 ]
 )";
 
-TEST(SharedDatabaseLimit, FourProcessesOnOneDatabase_NeverExceedTheLimitInAnySecondAtTheServer) {
+// `database`: the [engine] database setting every process uses.
+void four_processes_share_one_limit(const std::string& database) {
   constexpr int kRate = 40;
   constexpr int kJobs = 200;
   constexpr int kProcesses = 4;
@@ -84,6 +86,8 @@ TEST(SharedDatabaseLimit, FourProcessesOnOneDatabase_NeverExceedTheLimitInAnySec
   }
   auto run = open_run("shared-db-limit", options, [&](const mock_portal::MockPortalServer& server) {
     std::string text = engine_section(16);
+    const std::string file_setting = "database = \"jobs.db\"";
+    text.replace(text.find(file_setting), file_setting.size(), "database = \"" + database + "\"");
     for (const auto& p : mock_portal::portal_names()) {
       text += "[plugin." + p + "]\nbase_url = \"" + server.portal_url(p) + "\"\n\n[[plugin." + p +
               ".limit]]\nrate = " + std::to_string(kRate) + "\nper = \"1s\"\nscope = \"database\"\n\n";
@@ -121,6 +125,14 @@ TEST(SharedDatabaseLimit, FourProcessesOnOneDatabase_NeverExceedTheLimitInAnySec
     EXPECT_GE(s.requests, kJobs) << p;
     EXPECT_LE(s.max_in_window, kRate) << p << ": the shared limit was exceeded at the server";
   }
+}
+
+TEST(SharedDatabaseLimit, FourProcessesOnOneDatabase_NeverExceedTheLimitInAnySecondAtTheServer) {
+  four_processes_share_one_limit("jobs.db");
+}
+
+TEST(SharedDatabaseLimit, FourProcessesOnOnePostgresDatabase_NeverExceedTheLimitInAnySecondAtTheServer) {
+  four_processes_share_one_limit(fresh_postgres_schema());
 }
 
 }  // namespace

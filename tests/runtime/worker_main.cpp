@@ -1,4 +1,5 @@
 // A small program the process tests start as children:
+// DB is an SQLite file or a postgresql:// URL.
 //   worker DB enqueue N              enqueue N five-step jobs
 //   worker DB work RUNS LEASE_MS     run jobs until none is pending, then exit 0
 // Each step appends "RUN <job> <step> <pid>" to the RUNS file before it
@@ -12,9 +13,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "ratchet/engine.hpp"
+#include "store/postgres/connection.hpp"
 
 namespace {
 
@@ -28,7 +31,24 @@ void append(const std::string& line) {
   if (::write(g_runs_fd, l.data(), l.size()) != static_cast<ssize_t>(l.size())) std::abort();
 }
 
+// On a PostgreSQL database (DB is a postgresql:// URL): the same question of
+// ratchet_steps, on a connection of this thread's own.
+bool already_committed_on_server(ratchet::JobId id, const std::string& step) {
+  thread_local std::optional<ratchet::store::pg::Connection> c;
+  if (!c) {
+    auto opened = ratchet::store::pg::connect({g_db, std::nullopt, std::chrono::seconds(10)});
+    if (!opened) std::abort();
+    c.emplace(std::move(*opened));
+  }
+  auto rows =
+      c->exec_params("SELECT 1 FROM ratchet_steps WHERE job_id = $1 AND name = $2 AND state = 'completed'",
+                     {std::to_string(id), step});
+  if (!rows) std::abort();
+  return rows->size() > 0;
+}
+
 bool already_committed(ratchet::JobId id, const std::string& step) {
+  if (g_db.starts_with("postgresql://")) return already_committed_on_server(id, step);
   thread_local std::unique_ptr<SQLite::Database> db;
   if (!db) db = std::make_unique<SQLite::Database>(g_db, SQLite::OPEN_READONLY, 10000);
   SQLite::Statement q(*db, "SELECT 1 FROM steps WHERE job_id = ? AND name = ? AND state = 'completed'");

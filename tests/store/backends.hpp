@@ -8,9 +8,11 @@
 
 #include <functional>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
+#include "fresh_schema.hpp"
 #include "store/open_store.hpp"
 #include "temp_dir.hpp"
 
@@ -25,8 +27,12 @@ struct Backend {
 inline std::vector<Backend> backends() {
   return {
       {"sqlite", [](const ratchet::testing::TempDir& dir) { return dir.file("jobs.db").string(); }},
+      {"postgres",
+       [](const ratchet::testing::TempDir&) { return ratchet::testing::fresh_postgres_schema(); }},
   };
 }
+
+inline void PrintTo(const Backend& b, std::ostream* os) { *os << b.name; }
 
 inline std::string backend_name(const ::testing::TestParamInfo<Backend>& info) { return info.param.name; }
 

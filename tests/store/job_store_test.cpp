@@ -22,22 +22,22 @@ class JobStoreTest : public testing::StoreBackendTest {
     auto r = store_->write([&](JobStore& s) {
       return s.insert({type, "default", R"({"n":1})", priority, run_at, attempts, key}, kT0);
     });
-    EXPECT_TRUE(r);
-    return r->id;
+    EXPECT_TRUE(r) << r.error().to_string();
+    return r ? r->id : 0;
   }
 
   ClaimResult claim(const std::string& owner, Micros now, int limit = 10,
                     std::vector<std::string> types = {"t"}) {
     ClaimRequest req{owner, now, now + 30 * kSec, limit, std::move(types), {}, 3};
     auto r = store_->write([&](JobStore& s) { return s.claim(req); });
-    EXPECT_TRUE(r);
-    return std::move(*r);
+    EXPECT_TRUE(r) << r.error().to_string();
+    return r ? std::move(*r) : ClaimResult{};
   }
 
   JobRecord job(JobId id) {
     auto r = store_->read([&](JobStore& s) { return s.get(id); });
-    EXPECT_TRUE(r && r->has_value());
-    return **r;
+    EXPECT_TRUE(r && r->has_value()) << (r ? "no such job" : r.error().to_string());
+    return r && *r ? **r : JobRecord{};
   }
 };
 

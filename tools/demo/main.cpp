@@ -111,6 +111,7 @@ struct Flags {
   std::string ratchet;
   double kill_at = 0.5;
   bool quiet = false;
+  std::string database;  // empty: oscar.db in dir
 };
 
 std::string self_dir() {
@@ -172,6 +173,16 @@ int run_demo(const Flags& f) {
     fmt::print(stderr, "ratchet-demo: {}\n", text.error().message());
     return 1;
   }
+  if (!f.database.empty()) {
+    // The example's file setting gives way to the server database asked for.
+    const std::string file_setting = "database = \"oscar.db\"";
+    const auto at = text->find(file_setting);
+    if (at == std::string::npos) {
+      fmt::print(stderr, "ratchet-demo: config/oscar.toml has no line {} to replace\n", file_setting);
+      return 1;
+    }
+    text->replace(at, file_setting.size(), "database = \"" + f.database + "\"");
+  }
   fs::path config = dir / "oscar.toml";
   std::ofstream(config) << *text;
 
@@ -183,13 +194,25 @@ int run_demo(const Flags& f) {
     slowest = std::min(slowest, rate);
     fmt::print("    {:<16} {:>3}/s  {}\n", name, p.limit, dialect_text(p));
   }
-  fmt::print("  config   {}\n  database {}\n\n", config.string(), (dir / "oscar.db").string());
-  std::fflush(stdout);
-
   auto engine = Engine::open_config(config);
   if (!engine) {
     fmt::print(stderr, "ratchet-demo: {}\n", engine.error().to_string());
     return 1;
+  }
+  fmt::print("  config   {}\n  database {}\n\n", config.string(), (*engine)->database());
+  std::fflush(stdout);
+  if (!f.database.empty()) {
+    // The summary counts what this run did, so it starts from an empty database.
+    auto held = (*engine)->counts();
+    std::int64_t jobs = 0;
+    for (const auto& [state, n] : held.value_or(decltype(held)::value_type{})) jobs += n;
+    if (jobs > 0) {
+      fmt::print(stderr,
+                 "ratchet-demo: {} already holds {} jobs; give --database an empty database, or a URL whose "
+                 "options=-csearch_path%3DNAME names an empty schema\n",
+                 (*engine)->database(), jobs);
+      return 1;
+    }
   }
   std::vector<nlohmann::json> args;
   constexpr std::size_t kTitles = std::size(kMovies);
@@ -308,6 +331,9 @@ int main(int argc, char** argv) {
   app.add_option("--jobs", f.jobs, "rate_movie jobs to enqueue (default 200)");
   app.add_option("--dir", f.dir,
                  "Folder for the config and database (default: the build tree's demo folder)");
+  app.add_option("--database", f.database,
+                 "Keep the jobs in this server database (postgresql://user@host/db) instead of oscar.db in "
+                 "--dir; the password comes from PGPASSWORD or ~/.pgpass");
   app.add_option("--ratchet", f.ratchet, "The ratchet command (default: next to this program)");
   app.add_option("--kill-at", f.kill_at,
                  "Kill the worker when this share of jobs completed; 1: never (default 0.5)");

@@ -1,5 +1,9 @@
 #include "store/open_store.hpp"
 
+#include "common/database_url.hpp"
+
+#include "store/postgres/pg_limiter_tables.hpp"
+#include "store/postgres/pg_store.hpp"
 #include "store/sqlite/sqlite_limiter_tables.hpp"
 #include "store/sqlite/sqlite_store.hpp"
 
@@ -20,32 +24,35 @@ std::string_view scheme_of(std::string_view database) {
   return colon == std::string_view::npos ? std::string_view() : database.substr(0, colon);
 }
 
-Error unsupported_url(std::string_view database) {
+bool is_postgres(std::string_view database) {
   const std::string_view scheme = scheme_of(database);
-  if (scheme == "postgresql" || scheme == "postgres") {
-    return Error::database("database " + std::string(scheme) +
-                           "://...: this ratchet does not yet store jobs in PostgreSQL; use a file path "
-                           "(e.g. database = \"ratchet.db\")");
-  }
-  return Error::database("database " + std::string(scheme) +
+  return scheme == "postgresql" || scheme == "postgres";
+}
+
+Error unsupported_url(std::string_view database) {
+  return Error::database("database " + std::string(scheme_of(database)) +
                          "://...: not a kind of database ratchet knows; use a file path (e.g. database = "
                          "\"ratchet.db\") or a postgresql:// URL");
 }
 
-}  // namespace
-
-bool is_server_url(std::string_view database) {
-  const std::string_view scheme = scheme_of(database);
-  if (scheme.empty()) return false;
-  for (char c : scheme) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '+' ||
-                    c == '-' || c == '.';
-    if (!ok) return false;
-  }
-  return true;
+pg::PgStoreOptions postgres_options(const StoreOptions& o) {
+  pg::PgStoreOptions p;
+  p.connect.url = o.database;
+  p.busy_timeout = o.busy_timeout;
+  p.clock = o.clock;
+  return p;
 }
 
+}  // namespace
+
+bool is_server_url(std::string_view database) { return common::is_server_url(database); }
+
 Result<std::unique_ptr<Store>> open_store(const StoreOptions& options) {
+  if (is_postgres(options.database)) {
+    auto store = pg::PgStore::open(postgres_options(options));
+    if (!store) return fail(store.error());
+    return std::unique_ptr<Store>(std::move(*store));
+  }
   if (is_server_url(options.database)) return fail(unsupported_url(options.database));
   auto store = SqliteStore::open(sqlite_options(options));
   if (!store) return fail(store.error());
@@ -53,6 +60,7 @@ Result<std::unique_ptr<Store>> open_store(const StoreOptions& options) {
 }
 
 LimiterTablesFactory limiter_tables_for(const StoreOptions& options) {
+  if (is_postgres(options.database)) return pg::pg_limiter_tables(postgres_options(options).connect);
   if (is_server_url(options.database)) {
     return [database = options.database]() -> Result<std::unique_ptr<LimiterTables>> {
       return fail(unsupported_url(database));

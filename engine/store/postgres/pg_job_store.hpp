@@ -1,0 +1,62 @@
+// JobStore on a PostgreSQL session (tables in store/postgres/pg_schema.cpp).
+//
+// Claims are one statement: the due jobs in claim order, locked with
+// FOR UPDATE SKIP LOCKED in a materialised CTE (so the planner cannot run
+// the limit per row of the update), updated to running and returned. Two
+// hosts claiming at once skip each other's rows, and a row another claim
+// committed meanwhile is re-checked against the WHERE (READ COMMITTED), so
+// a job is never claimed twice. Expired leases are taken over the same way.
+// The quarantine rules (store/quarantine_rules.hpp) apply as on SQLite; a
+// server database has no crash record beside it, so every crash is judged
+// as an outside kill.
+//
+// Failures throw PgFailure (store/postgres/session.hpp).
+// Thread-safety: one thread at a time, as its Session.
+#pragma once
+
+#include "store/job_store.hpp"
+#include "store/postgres/session.hpp"
+#include "store/quarantine_rules.hpp"
+
+namespace ratchet::store::pg {
+
+class PgJobStore final : public JobStore {
+ public:
+  explicit PgJobStore(Session& session) : s_(session) {}
+
+  Inserted insert(const NewJob& job, Micros now) override;
+  ClaimResult claim(const ClaimRequest& req) override;
+  std::vector<Renewed> renew(const std::string& owner,
+                             const std::vector<std::pair<JobId, std::int64_t>>& claims, Micros lease_until,
+                             Micros now) override;
+  LeaseWrite checkpoint(const StepDone& step, Micros lease_until, Micros now) override;
+  LeaseWrite complete(JobId id, const Fence& fence, const std::string& result_json, Micros now) override;
+  LeaseWrite fail_attempt(const AttemptFailure& failure) override;
+  LeaseWrite park(JobId id, const Fence& fence, Micros until, const std::string& reason, Micros now) override;
+  bool resume_parked(JobId id, int attempt, Micros now) override;
+  LeaseWrite release(JobId id, const Fence& fence, const std::string& reason, Micros now) override;
+  LeaseWrite finish_cancelled(JobId id, const Fence& fence, Micros now) override;
+  std::optional<JobState> cancel(JobId id, Micros now) override;
+  std::optional<JobState> retry(JobId id, Micros now, int max_attempts_floor) override;
+  std::int64_t purge(Micros finished_before, int limit) override;
+  std::optional<JobRecord> get(JobId id) override;
+  std::vector<JobRecord> list(const JobFilter& filter) override;
+  std::vector<std::pair<JobState, std::int64_t>> counts() override;
+  std::int64_t pending(const std::vector<std::string>& types,
+                       const std::vector<std::string>& queues) override;
+  void add_timeline(JobId id, Micros at, const std::string& kind, const std::string& detail) override;
+  std::int64_t machine_clock_base(const std::string& boot_id, std::int64_t wall_base_ns) override;
+  std::optional<std::int64_t> stored_clock_base(const std::string& boot_id) override;
+
+ private:
+  void expire_leases(const ClaimRequest& req, ClaimResult& result);
+  ExpiryVerdict judge(JobId id, const std::string& owner, int attempt, int max_attempts, int max_alone,
+                      Micros now);
+  // The suspect `req` may claim now: none while another suspect runs.
+  std::optional<JobId> next_suspect(const ClaimRequest& req);
+  std::map<std::string, nlohmann::json> load_checkpoints(JobId id);
+
+  Session& s_;
+};
+
+}  // namespace ratchet::store::pg

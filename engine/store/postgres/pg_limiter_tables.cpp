@@ -1,0 +1,189 @@
+#include "store/postgres/pg_limiter_tables.hpp"
+
+#include "store/postgres/session.hpp"
+#include "store/postgres/url.hpp"
+
+namespace ratchet::store::pg {
+namespace {
+
+const char* table_sql(LimiterLog log, const char* calls, const char* starts) {
+  return log == LimiterLog::kCalls ? calls : starts;
+}
+
+class PgLimiterTables final : public LimiterTables {
+ public:
+  PgLimiterTables(Connection c, std::string where)
+      : connection_(std::move(c)), session_(connection_), where_(std::move(where)) {}
+
+  Status transact(const std::string& key, std::string_view doing,
+                  const std::function<void()>& body) override {
+    for (int attempt = 0;; ++attempt) {
+      if (connection_.is_broken()) {
+        if (auto st = connection_.reset(); !st) return fail(error(doing, st.error()));
+      }
+      try {
+        session_.simple("BEGIN");
+        session_.run("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", {p(key)});
+        body();
+        session_.simple("COMMIT");
+        return {};
+      } catch (const PgFailure& e) {
+        (void)connection_.exec("ROLLBACK");
+        if (attempt == 0 && (e.error().needs_reconnect() || e.error().transaction_retryable())) continue;
+        return fail(error(doing, e.error()));
+      }
+    }
+  }
+
+  std::string location() const override { return where_; }
+
+  std::optional<std::int64_t> high_water(const std::string& key) override {
+    Rows r = session_.run("SELECT updated_us FROM ratchet_limiter_state WHERE key = $1", {p(key)});
+    if (r.size() == 0) return std::nullopt;
+    return i64(r, 0, 0);
+  }
+  void create_state(const std::string& key, std::int64_t high_water) override {
+    session_.run("INSERT INTO ratchet_limiter_state (key, updated_us) VALUES ($1, $2)",
+                 {p(key), p(high_water)});
+  }
+  bool raise_high_water(const std::string& key, std::int64_t to) override {
+    Rows r =
+        session_.run("UPDATE ratchet_limiter_state SET updated_us = $1 WHERE key = $2 AND updated_us < $1",
+                     {p(to), p(key)});
+    return r.affected() > 0;
+  }
+  std::optional<std::int64_t> tat(const std::string& key) override {
+    Rows r = session_.run("SELECT tat_us FROM ratchet_limiter_state WHERE key = $1", {p(key)});
+    return r.size() == 0 ? std::nullopt : opt_i64(r, 0, 0);
+  }
+  void set_tat(const std::string& key, std::int64_t tat) override {
+    session_.run("UPDATE ratchet_limiter_state SET tat_us = $1 WHERE key = $2", {p(tat), p(key)});
+  }
+  std::optional<std::int64_t> started_tat(const std::string& key) override {
+    Rows r = session_.run("SELECT started_tat_us FROM ratchet_limiter_state WHERE key = $1", {p(key)});
+    return r.size() == 0 ? std::nullopt : opt_i64(r, 0, 0);
+  }
+  void set_started_tat(const std::string& key, std::int64_t tat) override {
+    session_.run("UPDATE ratchet_limiter_state SET started_tat_us = $1 WHERE key = $2", {p(tat), p(key)});
+  }
+
+  void prune(LimiterLog log, const std::string& key, std::int64_t before) override {
+    session_.run(table_sql(log, "DELETE FROM ratchet_limiter_calls WHERE key = $1 AND at_us < $2",
+                           "DELETE FROM ratchet_limiter_starts WHERE key = $1 AND at_us < $2"),
+                 {p(key), p(before)});
+  }
+  std::vector<std::int64_t> entries_after(LimiterLog log, const std::string& key,
+                                          std::int64_t after) override {
+    Rows r = session_.run(
+        table_sql(log, "SELECT at_us FROM ratchet_limiter_calls WHERE key = $1 AND at_us > $2 ORDER BY at_us",
+                  "SELECT at_us FROM ratchet_limiter_starts WHERE key = $1 AND at_us > $2 ORDER BY at_us"),
+        {p(key), p(after)});
+    std::vector<std::int64_t> out;
+    for (int i = 0; i < r.size(); ++i) out.push_back(i64(r, i, 0));
+    return out;
+  }
+  std::int64_t count_between(LimiterLog log, const std::string& key, std::int64_t after, std::int64_t before,
+                             std::int64_t cap) override {
+    Rows r = session_.run(
+        table_sql(log,
+                  "SELECT COUNT(*) FROM (SELECT 1 FROM ratchet_limiter_calls WHERE key = $1 AND "
+                  "at_us > $2 AND at_us < $3 LIMIT $4) AS c",
+                  "SELECT COUNT(*) FROM (SELECT 1 FROM ratchet_limiter_starts WHERE key = $1 AND "
+                  "at_us > $2 AND at_us < $3 LIMIT $4) AS c"),
+        {p(key), p(after), p(before), p(cap)});
+    return i64(r, 0, 0);
+  }
+  std::int64_t count_in(LimiterLog log, const std::string& key, std::int64_t from, std::int64_t to) override {
+    Rows r = session_.run(
+        table_sql(
+            log, "SELECT COUNT(*) FROM ratchet_limiter_calls WHERE key = $1 AND at_us >= $2 AND at_us < $3",
+            "SELECT COUNT(*) FROM ratchet_limiter_starts WHERE key = $1 AND at_us >= $2 AND at_us < $3"),
+        {p(key), p(from), p(to)});
+    return i64(r, 0, 0);
+  }
+  void add(LimiterLog log, const std::string& key, std::int64_t at) override {
+    session_.run(table_sql(log, "INSERT INTO ratchet_limiter_calls (key, at_us) VALUES ($1, $2)",
+                           "INSERT INTO ratchet_limiter_starts (key, at_us) VALUES ($1, $2)"),
+                 {p(key), p(at)});
+  }
+  void remove_one(LimiterLog log, const std::string& key, std::int64_t at) override {
+    session_.run(
+        table_sql(log,
+                  "DELETE FROM ratchet_limiter_calls WHERE seq = (SELECT seq FROM ratchet_limiter_calls "
+                  "WHERE key = $1 AND at_us = $2 LIMIT 1)",
+                  "DELETE FROM ratchet_limiter_starts WHERE seq = (SELECT seq FROM ratchet_limiter_starts "
+                  "WHERE key = $1 AND at_us = $2 LIMIT 1)"),
+        {p(key), p(at)});
+  }
+  bool move_one(LimiterLog log, const std::string& key, std::int64_t from, std::int64_t to) override {
+    Rows r =
+        session_.run(table_sql(log,
+                               "UPDATE ratchet_limiter_calls SET at_us = $3 WHERE seq = (SELECT seq FROM "
+                               "ratchet_limiter_calls WHERE key = $1 AND at_us = $2 LIMIT 1)",
+                               "UPDATE ratchet_limiter_starts SET at_us = $3 WHERE seq = (SELECT seq FROM "
+                               "ratchet_limiter_starts WHERE key = $1 AND at_us = $2 LIMIT 1)"),
+                     {p(key), p(from), p(to)});
+    return r.affected() > 0;
+  }
+
+  void journal_prune(const std::string& owner, std::int64_t until) override {
+    session_.run("DELETE FROM ratchet_limiter_journal WHERE owner = $1 AND at_us <= $2",
+                 {p(owner), p(until)});
+  }
+  std::vector<std::int64_t> journal_starts(const std::string& owner) override {
+    Rows r =
+        session_.run("SELECT at_us FROM ratchet_limiter_journal WHERE owner = $1 ORDER BY at_us", {p(owner)});
+    std::vector<std::int64_t> out;
+    for (int i = 0; i < r.size(); ++i) out.push_back(i64(r, i, 0));
+    return out;
+  }
+  void journal_add(const std::string& owner, std::int64_t at) override {
+    session_.run("INSERT INTO ratchet_limiter_journal (owner, at_us) VALUES ($1, $2)", {p(owner), p(at)});
+  }
+  std::vector<std::pair<std::int64_t, std::int64_t>> journal_leases(const std::string& owner,
+                                                                    std::int64_t after) override {
+    Rows r =
+        session_.run("SELECT until_us, calls FROM ratchet_limiter_leases WHERE owner = $1 AND until_us > $2",
+                     {p(owner), p(after)});
+    std::vector<std::pair<std::int64_t, std::int64_t>> out;
+    for (int i = 0; i < r.size(); ++i) out.emplace_back(i64(r, i, 0), i64(r, i, 1));
+    return out;
+  }
+  void journal_drop_leases(const std::string& owner, std::int64_t until) override {
+    session_.run("DELETE FROM ratchet_limiter_leases WHERE owner = $1 AND until_us <= $2",
+                 {p(owner), p(until)});
+  }
+  void journal_take_lease(const std::string& owner, const std::string& instance, std::int64_t until,
+                          std::int64_t calls) override {
+    session_.run(
+        "INSERT INTO ratchet_limiter_leases (owner, instance, until_us, calls) VALUES ($1, $2, $3, $4) "
+        "ON CONFLICT (owner, instance) DO UPDATE SET until_us = excluded.until_us, calls = excluded.calls",
+        {p(owner), p(instance), p(until), p(calls)});
+  }
+  void journal_end_lease(const std::string& owner, const std::string& instance) override {
+    session_.run("DELETE FROM ratchet_limiter_leases WHERE owner = $1 AND instance = $2",
+                 {p(owner), p(instance)});
+  }
+
+ private:
+  Error error(std::string_view doing, const PgError& e) const {
+    return Error::database("cannot " + std::string(doing) + ": " + e.error().message() +
+                           " (is the database reachable and migrated?)");
+  }
+
+  Connection connection_;
+  Session session_;
+  std::string where_;
+};
+
+}  // namespace
+
+LimiterTablesFactory pg_limiter_tables(ConnectOptions options) {
+  return [options = std::move(options)]() -> Result<std::unique_ptr<LimiterTables>> {
+    auto c = connect(options);
+    if (!c) return fail(c.error().error().with_context("limiter state"));
+    return std::make_unique<PgLimiterTables>(std::move(*c), mask_url(options.url));
+  };
+}
+
+}  // namespace ratchet::store::pg

@@ -1,0 +1,17 @@
+// LimiterTables on a PostgreSQL connection of its own. Each transact() is
+// one READ COMMITTED transaction that first takes a transaction-scoped
+// advisory lock on the key, so every decision on a key, from any process on
+// any host, runs alone; each statement after the lock reads what the
+// decisions before it committed. (Skip-locked claims would let two hosts
+// spend one budget; the lock serialises it.) A lost connection is reset and
+// the decision run once more.
+#pragma once
+
+#include "store/limiter_tables.hpp"
+#include "store/postgres/connection.hpp"
+
+namespace ratchet::store::pg {
+
+LimiterTablesFactory pg_limiter_tables(ConnectOptions options);
+
+}  // namespace ratchet::store::pg

@@ -1,0 +1,164 @@
+// Migration N brings ratchet_schema.version from N-1 to N; a released
+// migration is never edited, only followed by a new one.
+#include "store/postgres/pg_schema.hpp"
+
+#include <vector>
+
+namespace ratchet::store::pg {
+namespace {
+
+struct Migration {
+  int version;
+  const char* sql;
+};
+
+const std::vector<Migration>& migrations() {
+  static const std::vector<Migration> kMigrations{
+      {1, R"sql(
+CREATE TABLE ratchet_jobs (
+  id BIGSERIAL PRIMARY KEY,
+  type TEXT NOT NULL,
+  queue TEXT NOT NULL,
+  args TEXT NOT NULL,
+  state TEXT NOT NULL,
+  priority INTEGER NOT NULL DEFAULT 0,
+  run_at_us BIGINT NOT NULL,
+  attempt INTEGER NOT NULL DEFAULT 0,
+  max_attempts INTEGER NOT NULL,
+  resume SMALLINT NOT NULL DEFAULT 0,
+  unique_key TEXT,
+  lease_owner TEXT,
+  lease_token BIGINT NOT NULL DEFAULT 0,
+  lease_expires_us BIGINT,
+  lease_expiries INTEGER NOT NULL DEFAULT 0,
+  cancel_requested SMALLINT NOT NULL DEFAULT 0,
+  suspect SMALLINT NOT NULL DEFAULT 0,
+  crashes_alone INTEGER NOT NULL DEFAULT 0,
+  result TEXT,
+  last_error TEXT,
+  created_us BIGINT NOT NULL,
+  updated_us BIGINT NOT NULL,
+  finished_us BIGINT
+);
+-- Claims walk this index in claim order (priority, resumed first, run-at, id).
+CREATE INDEX ratchet_jobs_due ON ratchet_jobs (priority, resume DESC, run_at_us, id)
+  WHERE state IN ('scheduled', 'available', 'retryable') AND suspect = 0;
+-- When the next job falls due: the first entry past now.
+CREATE INDEX ratchet_jobs_run_at ON ratchet_jobs (run_at_us) WHERE state IN ('scheduled', 'available', 'retryable');
+CREATE INDEX ratchet_jobs_suspects ON ratchet_jobs (crashes_alone, run_at_us, id)
+  WHERE suspect = 1 AND state IN ('scheduled', 'available', 'retryable');
+CREATE INDEX ratchet_jobs_leases ON ratchet_jobs (lease_expires_us) WHERE state = 'running';
+CREATE INDEX ratchet_jobs_owners ON ratchet_jobs (lease_owner) WHERE state = 'running';
+CREATE UNIQUE INDEX ratchet_jobs_unique_live ON ratchet_jobs (unique_key)
+  WHERE unique_key IS NOT NULL AND state IN ('scheduled', 'available', 'running', 'retryable');
+CREATE INDEX ratchet_jobs_finished ON ratchet_jobs (finished_us) WHERE finished_us IS NOT NULL;
+CREATE INDEX ratchet_jobs_state ON ratchet_jobs (state, id);
+
+CREATE TABLE ratchet_steps (
+  job_id BIGINT NOT NULL,
+  name TEXT NOT NULL,
+  state TEXT NOT NULL,
+  output TEXT,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  started_us BIGINT,
+  finished_us BIGINT,
+  last_error TEXT,
+  PRIMARY KEY (job_id, name)
+);
+CREATE TABLE ratchet_job_errors (
+  seq BIGSERIAL PRIMARY KEY,
+  job_id BIGINT NOT NULL,
+  attempt INTEGER NOT NULL,
+  step TEXT,
+  error TEXT NOT NULL,
+  at_us BIGINT NOT NULL
+);
+CREATE INDEX ratchet_job_errors_job ON ratchet_job_errors (job_id);
+CREATE TABLE ratchet_job_timeline (
+  seq BIGSERIAL PRIMARY KEY,
+  job_id BIGINT NOT NULL,
+  at_us BIGINT NOT NULL,
+  kind TEXT NOT NULL,
+  detail TEXT
+);
+CREATE INDEX ratchet_job_timeline_job ON ratchet_job_timeline (job_id, at_us);
+CREATE TABLE ratchet_lease_crashes (
+  owner TEXT NOT NULL,
+  job_id BIGINT NOT NULL,
+  suspect SMALLINT NOT NULL,
+  at_us BIGINT NOT NULL
+);
+CREATE INDEX ratchet_lease_crashes_owner ON ratchet_lease_crashes (owner);
+CREATE INDEX ratchet_lease_crashes_at ON ratchet_lease_crashes (at_us);
+
+CREATE TABLE ratchet_limiter_state (
+  key TEXT PRIMARY KEY,
+  tat_us BIGINT,
+  updated_us BIGINT NOT NULL,
+  started_tat_us BIGINT
+);
+CREATE TABLE ratchet_limiter_calls (seq BIGSERIAL PRIMARY KEY, key TEXT NOT NULL, at_us BIGINT NOT NULL);
+CREATE INDEX ratchet_limiter_calls_key_at ON ratchet_limiter_calls (key, at_us);
+CREATE TABLE ratchet_limiter_starts (seq BIGSERIAL PRIMARY KEY, key TEXT NOT NULL, at_us BIGINT NOT NULL);
+CREATE INDEX ratchet_limiter_starts_key_at ON ratchet_limiter_starts (key, at_us);
+CREATE TABLE ratchet_limiter_journal (owner TEXT NOT NULL, at_us BIGINT NOT NULL);
+CREATE INDEX ratchet_limiter_journal_owner_at ON ratchet_limiter_journal (owner, at_us);
+CREATE TABLE ratchet_limiter_leases (
+  owner TEXT NOT NULL,
+  instance TEXT NOT NULL,
+  until_us BIGINT NOT NULL,
+  calls BIGINT NOT NULL,
+  PRIMARY KEY (owner, instance)
+);
+CREATE TABLE ratchet_machine_clock (boot_id TEXT PRIMARY KEY, base_ns BIGINT NOT NULL);
+)sql"},
+  };
+  return kMigrations;
+}
+
+// Any constant: processes that migrate at once queue on it.
+constexpr const char* kMigrationLock = "SELECT pg_advisory_xact_lock(7261636865740001)";
+
+}  // namespace
+
+int pg_schema_version() noexcept { return migrations().back().version; }
+
+Status migrate_schema(Session& s, bool migrate) {
+  const std::string where = s.connection().target();
+  if (migrate) s.run(kMigrationLock);
+  Rows tables =
+      s.run("SELECT to_regclass('ratchet_schema') IS NOT NULL, to_regclass('ratchet_jobs') IS NOT NULL");
+  const bool has_version = text(tables, 0, 0) == "t";
+  const bool has_jobs = text(tables, 0, 1) == "t";
+  if (!has_version && has_jobs) {
+    return fail(Error::database("PostgreSQL " + where +
+                                ": the schema has a table ratchet_jobs that ratchet did not create (no "
+                                "ratchet_schema table); point ratchet at another database or schema"));
+  }
+  int version = 0;
+  if (has_version) {
+    Rows v = s.run("SELECT max(version) FROM ratchet_schema");
+    version = static_cast<int>(opt_i64(v, 0, 0).value_or(0));
+  }
+  if (version > pg_schema_version()) {
+    return fail(Error::database("PostgreSQL " + where +
+                                ": the database was written by a newer ratchet (schema " +
+                                std::to_string(version) + ", this build knows up to " +
+                                std::to_string(pg_schema_version()) + "); upgrade ratchet"));
+  }
+  if (version == pg_schema_version()) return {};
+  if (!migrate) {
+    return fail(Error::database("PostgreSQL " + where + ": the schema is at version " +
+                                std::to_string(version) + ", not " + std::to_string(pg_schema_version()) +
+                                "; open it once with a ratchet that migrates it"));
+  }
+  if (!has_version) s.simple("CREATE TABLE ratchet_schema (version INTEGER NOT NULL)");
+  for (const Migration& m : migrations()) {
+    if (m.version <= version) continue;
+    s.simple(m.sql);
+    s.run("INSERT INTO ratchet_schema (version) VALUES ($1)", {p(std::int64_t{m.version})});
+  }
+  return {};
+}
+
+}  // namespace ratchet::store::pg
