@@ -2,6 +2,7 @@
 //
 //   ratchet_engine_bench [--jobs N] [--workers N] [--dir PATH]
 //   ratchet_engine_bench --million [--dir PATH]
+//   ratchet_engine_bench --postgres URL [--jobs N] [--workers N]
 //
 // (a) raw: the eight single-row commits a naive five-step job needs
 //     (enqueue, claim, five checkpoints, complete), same schema and pragmas,
@@ -22,11 +23,15 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/database_url.hpp"
 #include "ratchet/engine.hpp"
 #include "runtime/engine_impl.hpp"
+#include "store/postgres/connection.hpp"
 #include "store/sqlite/database.hpp"
 #include "store/sqlite/sqlite_store.hpp"
 
@@ -103,8 +108,8 @@ double raw_ceiling(const fs::path& path, bool full, int jobs) {
 }
 
 // (b)/(c) the engine from enqueue to completed.
-double engine_rate(const fs::path& path, bool full, int jobs, int workers, int steps) {
-  remove_db(path);
+double engine_rate(const std::string& path, bool full, int jobs, int workers, int steps) {
+  if (!ratchet::common::is_server_url(path)) remove_db(path);
   ratchet::EngineOptions o;
   o.database = path;
   o.synchronous_full = full;
@@ -159,8 +164,8 @@ void table(const fs::path& dir, int jobs, int workers) {
     auto db = dir / "bench.db";
     int raw_jobs = full ? std::max(200, jobs / 10) : std::max(1000, jobs / 3);
     double a = raw_ceiling(db, full, raw_jobs);
-    double b = engine_rate(db, full, jobs, workers, 5);
-    double c = engine_rate(db, full, jobs * 2, workers, 1);
+    double b = engine_rate(db.string(), full, jobs, workers, 5);
+    double c = engine_rate(db.string(), full, jobs * 2, workers, 1);
     std::printf("%-8s | %12.0f jobs/s | %12.0f jobs/s | %5.2fx | %12.0f jobs/s | %5.2fx | %6ld MiB\n",
                 full ? "FULL" : "NORMAL", a, b, b / a, c, c / a, peak_rss_kib() / 1024);
     std::fflush(stdout);
@@ -220,12 +225,53 @@ void million(const fs::path& dir) {
   remove_db(db);
 }
 
+// A fresh schema on `url`'s database for one run; dropped by the returned guard.
+struct Schema {
+  std::string url;
+  std::string name;
+  std::optional<ratchet::store::pg::Connection> admin;
+  ~Schema() {
+    if (admin) (void)admin->exec("DROP SCHEMA " + name + " CASCADE");
+  }
+};
+
+std::unique_ptr<Schema> fresh_schema(const std::string& url, int n) {
+  auto s = std::make_unique<Schema>();
+  s->name = "ratchet_bench_" + std::to_string(::getpid()) + "_" + std::to_string(n);
+  auto c = ratchet::store::pg::connect({url, std::nullopt, std::chrono::seconds(10)});
+  if (!c) {
+    std::fprintf(stderr, "%s\n", c.error().to_string().c_str());
+    std::exit(1);
+  }
+  if (auto made = c->exec("CREATE SCHEMA " + s->name); !made) {
+    std::fprintf(stderr, "%s\n", made.error().to_string().c_str());
+    std::exit(1);
+  }
+  s->admin.emplace(std::move(*c));
+  s->url = url + (url.find('?') == std::string::npos ? "?" : "&") + "options=-csearch_path%3D" + s->name;
+  return s;
+}
+
+void postgres_table(const std::string& url, int jobs, int workers) {
+  std::printf("ratchet engine benchmark on PostgreSQL: %d jobs per run, %d workers, one process\n", jobs,
+              workers);
+  std::printf("%18s | %18s | %9s\n", "engine 5-step", "engine 1-step", "peak RSS");
+  auto five = fresh_schema(url, 1);
+  const double b = engine_rate(five->url, false, jobs, workers, 5);
+  five.reset();
+  auto one = fresh_schema(url, 2);
+  const double c = engine_rate(one->url, false, jobs * 2, workers, 1);
+  one.reset();
+  std::printf("%12.0f jobs/s | %12.0f jobs/s | %6ld MiB\n", b, c, peak_rss_kib() / 1024);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int jobs = 20000;
   int workers = 128;
   bool one_million = false;
+  std::string postgres;
   fs::path dir = fs::temp_directory_path();
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -238,12 +284,17 @@ int main(int argc, char** argv) {
       dir = next();
     } else if (a == "--million") {
       one_million = true;
+    } else if (a == "--postgres") {
+      postgres = next();
     } else {
-      std::fprintf(stderr, "usage: %s [--jobs N] [--workers N] [--dir PATH] [--million]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--jobs N] [--workers N] [--dir PATH] [--million] [--postgres URL]\n",
+                   argv[0]);
       return 2;
     }
   }
-  if (one_million) {
+  if (!postgres.empty()) {
+    postgres_table(postgres, jobs, workers);
+  } else if (one_million) {
     million(dir);
   } else {
     table(dir, jobs, workers);

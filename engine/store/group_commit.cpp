@@ -182,13 +182,30 @@ bool GroupCommitStore::begin_batch(std::deque<Op*>& batch, std::stop_token stop)
 }
 
 void GroupCommitStore::commit_batch(std::deque<Op*>& batch, std::stop_token stop) {
-  if (!begin_batch(batch, stop)) return;
+  // Rounds of a batch whose connection was lost before COMMIT: a statement
+  // that takes the server down every time must not loop for ever.
+  constexpr int kMaxLostRounds = 8;
   std::optional<Error> disk_error;
-  for (Op* op : batch) {
-    if (auto failure = run_in_savepoint(op->body)) {
-      if (failure->disk) disk_error = failure->error;
-      op->error = std::move(failure->error);
+  for (int round = 1;; ++round) {
+    if (!begin_batch(batch, stop)) return;
+    disk_error.reset();
+    std::optional<Error> lost;
+    for (Op* op : batch) {
+      op->error.reset();
+      if (auto failure = run_in_savepoint(op->body)) {
+        if (failure->transaction_lost && round < kMaxLostRounds) {
+          lost = failure->error;
+          break;
+        }
+        if (failure->disk) disk_error = failure->error;
+        op->error = std::move(failure->error);
+      }
     }
+    if (!lost) break;
+    (void)commit_transaction();  // rolls back what is left of it
+    set_stalled(true);
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, stop, kFirstRetry * round, [] { return false; });
   }
   if (auto failure = commit_transaction()) {
     for (Op* op : batch) {

@@ -9,7 +9,11 @@
 // The retry rules of store.hpp live here: a transaction that cannot begin
 // for a reason waiting cures is tried again with backoff; a write without a
 // lease gives up after about one busy timeout, a write under a lease once
-// its lease would expire on the clock.
+// its lease would expire on the clock. A batch whose connection was lost
+// before its COMMIT (a server restarting) is run again as a whole, so a
+// write's body may run more than once: bodies only call the JobStore and
+// keep what it returns. A connection lost during COMMIT leaves the outcome
+// unknown; those writes report the error rather than risk running twice.
 //
 // Ownership: a backend's constructor calls start_writer() once its
 // connections are open, and its destructor stop_writer() before closing
@@ -44,6 +48,9 @@ class GroupCommitStore : public Store {
     Error error;
     bool transient = false;  // waiting may cure it: locked, or the server is unreachable for now
     bool disk = false;       // the disk or the file refuses writes (write_failure)
+    // The connection went with the transaction before COMMIT was sent: none
+    // of the batch committed, so the whole batch is begun again.
+    bool transaction_lost = false;
   };
 
   // `clock`: the clock leases of writes are read on (null: the system clock);

@@ -11,6 +11,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
@@ -132,6 +134,42 @@ TEST_P(ManyWorkers, KilledAndReplacedAtRandom_EveryJobCompletedNoCommittedStepRu
   EXPECT_EQ(count(*c, "SELECT COUNT(*) FROM ratchet_jobs WHERE state = 'completed'"), kJobs);
   EXPECT_EQ(count(*c, "SELECT COUNT(*) FROM ratchet_steps WHERE state = 'completed'"), kJobs * 5);
   EXPECT_EQ(count(*c, "SELECT COUNT(*) FROM ratchet_jobs WHERE result <> '[0,1,2,3,4]'"), 0);
+}
+
+// A failover: the server restarts while four workers run, cutting every
+// session. Writes under a lease wait for it and go on; no job is lost and
+// no committed step runs again.
+TEST(ServerRestart, DuringARun_EveryJobCompletedNoCommittedStepRunsAgain) {
+  constexpr int kJobs = 200;
+  TempDir dir;
+  const std::string db = fresh_postgres_schema();
+  std::string why;
+  const auto env = load_pg_test_env(why);
+  ASSERT_TRUE(env) << why;
+  const auto runs = dir.file("runs.txt");
+  ASSERT_EQ(wait_exit(spawn({db, "enqueue", std::to_string(kJobs)}), 60s), 0);
+  std::vector<pid_t> live;
+  for (int i = 0; i < 4; ++i) live.push_back(spawn({db, "work", runs.string(), "5000"}));
+  // Once steps are running.
+  const auto started = std::chrono::steady_clock::now();
+  std::error_code ec;
+  while ((!std::filesystem::exists(runs, ec) || std::filesystem::file_size(runs, ec) == 0) &&
+         std::chrono::steady_clock::now() - started < 10s) {
+    std::this_thread::sleep_for(5ms);
+  }
+  std::this_thread::sleep_for(100ms);
+  const std::string restart = env->cluster_script() + " restart " + env->dir;
+  ASSERT_EQ(std::system(restart.c_str()), 0) << restart;
+  for (pid_t pid : live) EXPECT_EQ(wait_exit(pid, 120s), 0);
+
+  Runs r = read_runs(runs);
+  EXPECT_TRUE(r.violations.empty()) << r.violations.size() << " committed steps ran again, e.g. "
+                                    << (r.violations.empty() ? "" : r.violations.front());
+  EXPECT_EQ(r.count.size(), static_cast<std::size_t>(kJobs * 5)) << "every step ran at least once";
+  auto c = store::pg::connect({db, std::nullopt, std::chrono::seconds(10)});
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(count(*c, "SELECT COUNT(*) FROM ratchet_jobs WHERE state = 'completed'"), kJobs);
+  EXPECT_EQ(count(*c, "SELECT COUNT(*) FROM ratchet_steps WHERE state = 'completed'"), kJobs * 5);
 }
 
 std::vector<Case> cases() {

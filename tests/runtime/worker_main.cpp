@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "ratchet/engine.hpp"
 #include "store/postgres/connection.hpp"
@@ -40,11 +41,16 @@ bool already_committed_on_server(ratchet::JobId id, const std::string& step) {
     if (!opened) std::abort();
     c.emplace(std::move(*opened));
   }
-  auto rows =
-      c->exec_params("SELECT 1 FROM ratchet_steps WHERE job_id = $1 AND name = $2 AND state = 'completed'",
-                     {std::to_string(id), step});
-  if (!rows) std::abort();
-  return rows->size() > 0;
+  // The server may be restarting (a failover test): ask again on a new session.
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    auto rows =
+        c->exec_params("SELECT 1 FROM ratchet_steps WHERE job_id = $1 AND name = $2 AND state = 'completed'",
+                       {std::to_string(id), step});
+    if (rows) return rows->size() > 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    (void)c->reset();
+  }
+  std::abort();
 }
 
 bool already_committed(ratchet::JobId id, const std::string& step) {

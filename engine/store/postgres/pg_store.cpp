@@ -1,5 +1,8 @@
 #include "store/postgres/pg_store.hpp"
 
+#include <algorithm>
+#include <thread>
+
 #include "store/postgres/pg_limiter_tables.hpp"
 #include "store/postgres/pg_schema.hpp"
 #include "store/postgres/url.hpp"
@@ -24,6 +27,7 @@ std::optional<PgError> ensure_connected(Connection& c) {
 PgStore::Failure PgStore::failure_of(const PgError& e) {
   Failure f{e.error()};
   f.transient = e.needs_reconnect() || e.transaction_retryable();
+  f.transaction_lost = e.needs_reconnect();
   // A full disk on the server is 53100 (disk_full), 53xxx insufficient resources.
   f.disk = e.sqlstate().starts_with("53");
   return f;
@@ -109,23 +113,30 @@ std::optional<PgStore::Failure> PgStore::commit_transaction() {
 
 Status PgStore::run_read(const std::function<void(JobStore&)>& body) {
   std::lock_guard lock(read_mu_);
-  // A lost connection is reset and the read tried once more: a read has no
-  // effect to repeat.
-  for (int attempt = 0;; ++attempt) {
-    if (auto e = ensure_connected(reader_->connection)) return fail(e->error());
-    try {
-      reader_->session.simple("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
-      body(reader_->jobs);
-      reader_->session.simple("COMMIT");
-      return {};
-    } catch (const PgFailure& e) {
-      (void)reader_->connection.exec("ROLLBACK");
-      if (attempt == 0 && e.error().needs_reconnect()) continue;
-      return fail(e.error().error());
-    } catch (const std::exception& e) {
-      (void)reader_->connection.exec("ROLLBACK");
-      return fail(Error::internal(std::string("a database read failed: ") + e.what()));
+  // A read has no effect to repeat: while the server is unreachable it is
+  // tried again, with backoff, for up to the busy timeout.
+  const auto give_up = std::chrono::steady_clock::now() + options_.busy_timeout;
+  auto pause = std::chrono::milliseconds(10);
+  while (true) {
+    std::optional<PgError> failed = ensure_connected(reader_->connection);
+    if (!failed) {
+      try {
+        reader_->session.simple("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+        body(reader_->jobs);
+        reader_->session.simple("COMMIT");
+        return {};
+      } catch (const PgFailure& e) {
+        (void)reader_->connection.exec("ROLLBACK");
+        failed = e.error();
+      } catch (const std::exception& e) {
+        (void)reader_->connection.exec("ROLLBACK");
+        return fail(Error::internal(std::string("a database read failed: ") + e.what()));
+      }
     }
+    if (!failed->needs_reconnect() || std::chrono::steady_clock::now() + pause > give_up)
+      return fail(failed->error());
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(250));
   }
 }
 
