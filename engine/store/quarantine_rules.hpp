@@ -31,6 +31,7 @@
 // store/sqlite/quarantine.hpp).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace ratchet::store {
@@ -43,5 +44,19 @@ struct ExpiryVerdict {
   int crashes_alone = 0;
   std::string why;  // for the error and timeline
 };
+
+// What a backend knows of an expired lease, read inside its claim.
+struct ExpiryFacts {
+  bool was_suspect = false;     // the job ran as the one suspect
+  int crashes_alone = 0;        // expiries counted against it so far
+  std::int64_t beside = 0;      // the owner's other jobs, held or already judged
+  bool suspect_beside = false;  // one of them was a suspect
+  int attempt = 0;
+  int max_attempts = 0;
+  int max_alone = 3;  // ClaimRequest::max_lease_expiries
+};
+
+// The rules above for a process that left no crash record naming a job.
+ExpiryVerdict judge_expiry(const ExpiryFacts& facts);
 
 }  // namespace ratchet::store

@@ -16,40 +16,16 @@
 #include <sstream>
 #include <thread>
 
+#include "child_process.hpp"
 #include "temp_dir.hpp"
+#include "worker_runs.hpp"
 
 namespace ratchet::testing {
 namespace {
 
 using namespace std::chrono_literals;
 
-pid_t spawn(const std::vector<std::string>& args) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    std::vector<char*> argv;
-    std::string exe = RATCHET_TEST_WORKER;
-    argv.push_back(exe.data());
-    std::vector<std::string> copy = args;
-    for (auto& a : copy) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(exe.c_str(), argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
-// The child's exit code, or -1 if it did not exit within `limit`.
-int wait_exit(pid_t pid, std::chrono::seconds limit) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-    std::this_thread::sleep_for(5ms);
-  }
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, nullptr, 0);
-  return -1;
-}
+pid_t spawn(const std::vector<std::string>& args) { return spawn_program(RATCHET_TEST_WORKER, args); }
 
 std::uintmax_t runs_size(const std::filesystem::path& p) {
   std::error_code ec;
@@ -60,30 +36,6 @@ std::uintmax_t runs_size(const std::filesystem::path& p) {
 int pending(const std::filesystem::path& db_path) {
   SQLite::Database db(db_path.string(), SQLite::OPEN_READONLY, 5000);
   return db.execAndGet("SELECT COUNT(*) FROM jobs WHERE state <> 'completed'").getInt();
-}
-
-struct Runs {
-  std::map<std::pair<long, std::string>, int> count;
-  std::vector<std::string> violations;
-  std::set<long> pids;
-};
-
-Runs read_runs(const std::filesystem::path& p) {
-  Runs r;
-  std::ifstream in(p);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream ls(line);
-    std::string kind, step;
-    long job = 0, pid = 0;
-    ls >> kind >> job >> step >> pid;
-    if (kind == "VIOLATION") r.violations.push_back(line);
-    if (kind == "RUN") {
-      ++r.count[{job, step}];
-      r.pids.insert(pid);
-    }
-  }
-  return r;
 }
 
 void expect_all_completed(const std::filesystem::path& db_path, int jobs) {

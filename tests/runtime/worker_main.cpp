@@ -36,13 +36,16 @@ void append(const std::string& line) {
 // ratchet_steps, on a connection of this thread's own.
 bool already_committed_on_server(ratchet::JobId id, const std::string& step) {
   thread_local std::optional<ratchet::store::pg::Connection> c;
-  if (!c) {
-    auto opened = ratchet::store::pg::connect({g_db, std::nullopt, std::chrono::seconds(10)});
-    if (!opened) std::abort();
-    c.emplace(std::move(*opened));
-  }
   // The server may be restarting (a failover test): ask again on a new session.
   for (int attempt = 0; attempt < 100; ++attempt) {
+    if (!c) {
+      auto opened = ratchet::store::pg::connect({g_db, std::nullopt, std::chrono::seconds(10)});
+      if (!opened) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        continue;
+      }
+      c.emplace(std::move(*opened));
+    }
     auto rows =
         c->exec_params("SELECT 1 FROM ratchet_steps WHERE job_id = $1 AND name = $2 AND state = 'completed'",
                        {std::to_string(id), step});

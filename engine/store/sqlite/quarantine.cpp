@@ -95,23 +95,7 @@ ExpiryVerdict Quarantine::judge(JobId id, const std::string& owner, int attempt,
     }
     return v;
   }
-  if (was_suspect || beside == 0) {
-    v.counted = true;
-    v.suspect = true;
-    v.crashes_alone = crashes_alone + 1;
-    v.dead = v.crashes_alone >= max_alone || attempt >= max_attempts;
-    v.why = std::string(was_suspect ? "it ran as the one suspect on the database"
-                                    : "it ran alone in its process") +
-            " (" + std::to_string(v.crashes_alone) + " of " + std::to_string(max_alone) + ")";
-  } else if (suspect_beside) {
-    v.suspect = was_suspect;
-    v.why = "a suspect ran beside it, so the crash is counted against that one";
-  } else {
-    v.suspect = true;
-    v.why = "it ran beside " + std::to_string(beside) + " other job" + (beside == 1 ? "" : "s") +
-            ", so it is a suspect and runs alone next";
-  }
-  return v;
+  return judge_expiry({was_suspect, crashes_alone, beside, suspect_beside, attempt, max_attempts, max_alone});
 }
 
 void Quarantine::apply(JobId id, const ExpiryVerdict& v) {

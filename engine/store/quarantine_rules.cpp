@@ -1,0 +1,27 @@
+#include "store/quarantine_rules.hpp"
+
+namespace ratchet::store {
+
+ExpiryVerdict judge_expiry(const ExpiryFacts& f) {
+  ExpiryVerdict v;
+  v.crashes_alone = f.crashes_alone;
+  if (f.was_suspect || f.beside == 0) {
+    v.counted = true;
+    v.suspect = true;
+    v.crashes_alone = f.crashes_alone + 1;
+    v.dead = v.crashes_alone >= f.max_alone || f.attempt >= f.max_attempts;
+    v.why = std::string(f.was_suspect ? "it ran as the one suspect on the database"
+                                      : "it ran alone in its process") +
+            " (" + std::to_string(v.crashes_alone) + " of " + std::to_string(f.max_alone) + ")";
+  } else if (f.suspect_beside) {
+    v.suspect = f.was_suspect;
+    v.why = "a suspect ran beside it, so the crash is counted against that one";
+  } else {
+    v.suspect = true;
+    v.why = "it ran beside " + std::to_string(f.beside) + " other job" + (f.beside == 1 ? "" : "s") +
+            ", so it is a suspect and runs alone next";
+  }
+  return v;
+}
+
+}  // namespace ratchet::store
