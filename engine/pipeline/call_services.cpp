@@ -28,7 +28,8 @@ CallServices::CallServices(http::Client& client, retry::CallGate& gate, const Cl
       first_(first),
       lease_until_(std::move(lease_until)) {}
 
-std::expected<http::Response, http::TransportError> CallServices::send(http::Request& req,
+std::expected<http::Response, http::TransportError> CallServices::send(std::string_view plugin,
+                                                                       http::Request& req,
                                                                        limit::Reservation* counted) {
   using http::TransportError;
   const TimePoint deadline = clock_.now() + attempt_timeout_;
@@ -52,6 +53,12 @@ std::expected<http::Response, http::TransportError> CallServices::send(http::Req
           room_at = **c;
           return std::string("the rate limits had no room left when the request was to leave");
         }
+      }
+      // On the limiters' clock (one timeline for every process of a boot):
+      // what the limits were kept against, to set beside a server's count.
+      if (spdlog::should_log(spdlog::level::debug)) {
+        spdlog::debug("plugin {}: request leaves at {} us", plugin,
+                      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count());
       }
       return std::nullopt;
     };
@@ -122,7 +129,7 @@ plugin_host::HttpResult CallServices::http(std::string_view plugin, const plugin
     if (secrets_.holds_secret(value)) req.secret_headers.push_back(name);
   }
   req.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(attempt_timeout_);
-  auto reply = send(req, counted);
+  auto reply = send(plugin, req, counted);
   last_headers_.clear();
   if (!reply) {
     using K = http::TransportError::Kind;

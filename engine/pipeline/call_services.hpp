@@ -78,7 +78,8 @@ class CallServices final : public plugin_host::HostServices {
   std::optional<std::string> admit_extra_request(limit::Reservation& counted);
   // Sends `req`, holding it back (unsent) while the lease has run out or its
   // start must be counted anew and wait; `counted` may be null.
-  std::expected<http::Response, http::TransportError> send(http::Request& req, limit::Reservation* counted);
+  std::expected<http::Response, http::TransportError> send(std::string_view plugin, http::Request& req,
+                                                           limit::Reservation* counted);
 
   http::Client& client_;
   retry::CallGate& gate_;

@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include "plugin_host/call.hpp"
+#include "plugin_host/private_dir.hpp"
 
 namespace ratchet::plugin_host {
 namespace {
@@ -44,15 +45,17 @@ Result<std::unique_ptr<PluginHost>> PluginHost::open(PluginHostOptions options) 
 
   bool owns = false;
   if (options.private_dir.empty()) {
-    // A fresh directory of its own (mode 0700): a name made from the pid
-    // could be the leftover of an earlier process with the same pid, killed
-    // before it cleaned up, whose files would block the copies.
-    std::string name = (fs::temp_directory_path(ec) / "ratchet-plugins-XXXXXX").string();
-    if (::mkdtemp(name.data()) == nullptr) {
-      return fail(Error::io("cannot create a private plugin directory " + name + ": " + std::strerror(errno) +
-                            " (check TMPDIR)"));
+    const fs::path parent = fs::temp_directory_path(ec);
+    if (ec)
+      return fail(Error::io("no temp directory for plugin copies: " + ec.message() + " (check TMPDIR)"));
+    const SweepReport swept = sweep_private_dirs(parent);
+    if (swept.removed > 0) {
+      spdlog::info("removed {} plugin folder(s) of stopped processes from {}", swept.removed,
+                   parent.string());
     }
-    options.private_dir = name;
+    auto made = make_private_dir(parent);
+    if (!made) return fail(made.error());
+    options.private_dir = std::move(*made);
     owns = true;
   }
   fs::create_directories(options.private_dir, ec);

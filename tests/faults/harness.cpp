@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -215,9 +216,27 @@ void Workbench::enqueue(const std::string& type, const std::vector<std::string>&
 }
 
 std::unique_ptr<Child> Workbench::run(std::vector<std::string> extra, const SpawnOptions& options) {
-  std::vector<std::string> argv = {ratchet_binary(), "run", "-c", config().string(), "--progress", "never"};
+  // Debug logs carry each request's send time on the limiters' clock
+  // (sent_times()), what the limits were kept against.
+  std::vector<std::string> argv = {ratchet_binary(),  "--log-level", "debug", "run", "-c",
+                                   config().string(), "--progress",  "never"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return spawn(argv, dir_ / ("run-" + std::to_string(runs_++) + ".log"), options);
+}
+
+std::vector<std::int64_t> Workbench::sent_times(const std::string& plugin) const {
+  const std::string needle = "plugin " + plugin + ": request leaves at ";
+  std::vector<std::int64_t> out;
+  for (int i = 0; i < runs_; ++i) {
+    std::ifstream in(dir_ / ("run-" + std::to_string(i) + ".log"));
+    for (std::string line; std::getline(in, line);) {
+      const auto at = line.find(needle);
+      if (at == std::string::npos) continue;
+      out.push_back(std::strtoll(line.c_str() + at + needle.size(), nullptr, 10));
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 std::map<std::string, int> Workbench::states() const {

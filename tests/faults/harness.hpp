@@ -80,6 +80,9 @@ class Workbench {
   // Enqueues one job of `type` per name (args {"name": NAME}).
   void enqueue(const std::string& type, const std::vector<std::string>& names);
   std::unique_ptr<Child> run(std::vector<std::string> extra = {}, const SpawnOptions& options = {});
+  // The times (µs on the limiters' clock) at which every run so far sent a
+  // request of `plugin`, sorted, from the runs' debug logs.
+  std::vector<std::int64_t> sent_times(const std::string& plugin) const;
   // Counts by state straight from the database (read-only connection).
   std::map<std::string, int> states() const;
   int unfinished() const;
