@@ -81,14 +81,35 @@ echo "server: $(psql_q 'SHOW server_version'), synchronous_commit = $(psql_q 'SH
 echo "each run: $jobs pre-enqueued no-op jobs, $concurrency jobs in flight over all worker processes"
 echo
 
+admin=$RATCHET_TEST_PG_ADMIN
+# Each run starts from a checkpoint, so that none pays for the WAL of the one before.
+checkpoint() { psql -X -q -d "$admin" -c CHECKPOINT; }
+ratchet_run() { "$bench" --postgres "$url" --concurrency "$concurrency" --processes "$@"; }
+gw_run() { node "$peers/graphile_worker.js" --url "$url" --concurrency "$concurrency" --processes "$@"; }
+boss_run() { node "$peers/pg_boss.js" --url "$url" --concurrency "$concurrency" --processes "$@"; }
+
+# A warm-up of each system, not counted: a new cluster creates its WAL files
+# and fills its caches during the first run, whichever system that is.
+echo "== warm-up (not counted)"
+warm=$(((jobs + 3) / 4))
+ratchet_run 1 --jobs "$warm" >/dev/null
+gw_run 1 --jobs "$warm" >/dev/null
+boss_run 1 --jobs "$warm" --mode batch-notify >/dev/null
+
 echo "== ratchet $(git -C "$root" describe --always --dirty 2>/dev/null || echo '?')"
-"$bench" --postgres "$url" --processes 1,2,4 --concurrency "$concurrency" --jobs "$jobs" | tee -a "$results" | grep -v '^RESULT'
 for p in 1 2 4; do
-  echo "== graphile-worker, $p process(es)"
-  node "$peers/graphile_worker.js" --url "$url" --jobs "$jobs" --processes "$p" --concurrency "$concurrency" >>"$results"
-  echo "== pg-boss, $p process(es)"
-  node "$peers/pg_boss.js" --url "$url" --jobs "$jobs" --processes "$p" --concurrency "$concurrency" --mode batch >>"$results"
-  node "$peers/pg_boss.js" --url "$url" --jobs "$jobs" --processes "$p" --concurrency "$concurrency" --mode batch-notify >>"$results"
+  checkpoint
+  ratchet_run "$p" --jobs "$jobs" >>"$results"
+done
+grep -m1 "^ratchet on PostgreSQL" "$results"
+for p in 1 2 4; do
+  echo "== graphile-worker and pg-boss, $p process(es)"
+  checkpoint
+  gw_run "$p" --jobs "$jobs" >>"$results"
+  checkpoint
+  boss_run "$p" --jobs "$jobs" --mode batch >>"$results"
+  checkpoint
+  boss_run "$p" --jobs "$jobs" --mode batch-notify >>"$results"
 done
 echo
 

@@ -12,7 +12,13 @@
 
 namespace ratchet::bench {
 
-inline double claim_ms(store::Store& s, int batch, int rounds) {
+struct ClaimTimes {
+  double median_ms = 0;
+  double max_ms = 0;
+  int over_10x = 0;  // claims that took more than ten times the median
+};
+
+inline ClaimTimes claim_ms(store::Store& s, int batch, int rounds) {
   std::vector<double> times;
   for (int r = 0; r < rounds; ++r) {
     auto now = store::to_micros(std::chrono::system_clock::now());
@@ -32,7 +38,9 @@ inline double claim_ms(store::Store& s, int batch, int rounds) {
     if (!rel) std::exit(1);
   }
   std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  ClaimTimes t{times[times.size() / 2], times.back(), 0};
+  for (double ms : times) t.over_10x += ms > 10 * t.median_ms ? 1 : 0;
+  return t;
 }
 
 }  // namespace ratchet::bench
