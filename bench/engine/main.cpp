@@ -3,6 +3,9 @@
 //   ratchet_engine_bench [--jobs N] [--workers N] [--dir PATH]
 //   ratchet_engine_bench --million [--dir PATH]
 //   ratchet_engine_bench --postgres URL [--jobs N] [--workers N]
+//   ratchet_engine_bench --postgres URL --processes 1,2,4 [--concurrency C]
+//                        [--steps 1,5] [--jobs N] [--poll-ms MS]
+//   ratchet_engine_bench --postgres URL --million [--workers N]
 //
 // (a) raw: the eight single-row commits a naive five-step job needs
 //     (enqueue, claim, five checkpoints, complete), same schema and pragmas,
@@ -11,6 +14,9 @@
 //     (c) the engine running no-op one-step jobs. At synchronous NORMAL and
 //     FULL. --million: resident memory and claim time with 10^6 jobs queued
 //     versus 10^3.
+// On PostgreSQL, --processes: jobs enqueued first, then drained by P worker
+// processes of C/P workers each (pg_processes.hpp); with --million, the
+// claim time and a worker process's VmHWM with 10^6 jobs queued versus 10^3.
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -28,10 +34,11 @@
 #include <string>
 #include <vector>
 
+#include "claim_time.hpp"
 #include "common/database_url.hpp"
+#include "pg_processes.hpp"
 #include "ratchet/engine.hpp"
 #include "runtime/engine_impl.hpp"
-#include "store/postgres/connection.hpp"
 #include "store/sqlite/database.hpp"
 #include "store/sqlite/sqlite_store.hpp"
 
@@ -173,29 +180,6 @@ void table(const fs::path& dir, int jobs, int workers) {
   }
 }
 
-// Median time of claiming (and releasing) a batch of `batch` jobs.
-double claim_ms(ratchet::store::Store& store, int batch, int rounds) {
-  std::vector<double> times;
-  for (int r = 0; r < rounds; ++r) {
-    auto now = ratchet::store::to_micros(std::chrono::system_clock::now());
-    auto start = Clock::now();
-    auto c = store.write([&](ratchet::store::JobStore& s) {
-      return s.claim({"bench", now, now + 30'000'000, batch, {"noop"}, {}, 3});
-    });
-    times.push_back(seconds_since(start) * 1000);
-    if (!c || c->jobs.size() != static_cast<std::size_t>(batch)) {
-      std::fprintf(stderr, "bench: claim returned %zu jobs\n", c ? c->jobs.size() : 0);
-      std::exit(1);
-    }
-    auto rel = store.write([&](ratchet::store::JobStore& s) {
-      for (const auto& j : c->jobs) s.release(j.id, ratchet::store::Fence{"bench", j.token}, "bench", now);
-    });
-    if (!rel) std::exit(1);
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
-
 void million(const fs::path& dir) {
   auto db = dir / "million.db";
   std::printf("ratchet engine benchmark: claim time and memory with jobs queued\n");
@@ -216,7 +200,7 @@ void million(const fs::path& dir) {
     so.path = db;
     auto store = ratchet::store::SqliteStore::open(so);
     if (!store) std::exit(1);
-    double ms = claim_ms(**store, 16, 200);
+    double ms = ratchet::bench::claim_ms(**store, 16, 200).median_ms;
     if (ms <= 0) std::exit(1);
     std::printf("%10d | %13.3f ms | %8ld MiB | %8ld MiB\n", queued, ms, current_rss_kib() / 1024,
                 peak_rss_kib() / 1024);
@@ -225,44 +209,35 @@ void million(const fs::path& dir) {
   remove_db(db);
 }
 
-// A fresh schema on `url`'s database for one run; dropped by the returned guard.
-struct Schema {
-  std::string url;
-  std::string name;
-  std::optional<ratchet::store::pg::Connection> admin;
-  ~Schema() {
-    if (admin) (void)admin->exec("DROP SCHEMA " + name + " CASCADE");
-  }
-};
-
-std::unique_ptr<Schema> fresh_schema(const std::string& url, int n) {
-  auto s = std::make_unique<Schema>();
-  s->name = "ratchet_bench_" + std::to_string(::getpid()) + "_" + std::to_string(n);
-  auto c = ratchet::store::pg::connect({url, std::nullopt, std::chrono::seconds(10)});
-  if (!c) {
-    std::fprintf(stderr, "%s\n", c.error().to_string().c_str());
-    std::exit(1);
-  }
-  if (auto made = c->exec("CREATE SCHEMA " + s->name); !made) {
-    std::fprintf(stderr, "%s\n", made.error().to_string().c_str());
-    std::exit(1);
-  }
-  s->admin.emplace(std::move(*c));
-  s->url = url + (url.find('?') == std::string::npos ? "?" : "&") + "options=-csearch_path%3D" + s->name;
-  return s;
-}
-
 void postgres_table(const std::string& url, int jobs, int workers) {
   std::printf("ratchet engine benchmark on PostgreSQL: %d jobs per run, %d workers, one process\n", jobs,
               workers);
   std::printf("%18s | %18s | %9s\n", "engine 5-step", "engine 1-step", "peak RSS");
-  auto five = fresh_schema(url, 1);
+  auto five = ratchet::bench::fresh_schema(url, "1");
   const double b = engine_rate(five->url, false, jobs, workers, 5);
   five.reset();
-  auto one = fresh_schema(url, 2);
+  auto one = ratchet::bench::fresh_schema(url, "2");
   const double c = engine_rate(one->url, false, jobs * 2, workers, 1);
   one.reset();
   std::printf("%12.0f jobs/s | %12.0f jobs/s | %6ld MiB\n", b, c, peak_rss_kib() / 1024);
+}
+
+std::vector<int> int_list(const std::string& s) {
+  std::vector<int> out;
+  std::size_t at = 0;
+  while (at <= s.size()) {
+    std::size_t comma = s.find(',', at);
+    if (comma == std::string::npos) comma = s.size();
+    out.push_back(std::stoi(s.substr(at, comma - at)));
+    at = comma + 1;
+  }
+  return out;
+}
+
+std::string self_path(const char* argv0) {
+  std::error_code ec;
+  auto p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(argv0) : p.string();
 }
 
 }  // namespace
@@ -273,6 +248,10 @@ int main(int argc, char** argv) {
   bool one_million = false;
   std::string postgres;
   fs::path dir = fs::temp_directory_path();
+  std::optional<std::vector<int>> processes;
+  ratchet::bench::ProcessesOptions po;
+  std::optional<ratchet::bench::WorkerOptions> worker;
+  bool workers_given = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -280,19 +259,50 @@ int main(int argc, char** argv) {
       jobs = std::stoi(next());
     } else if (a == "--workers") {
       workers = std::stoi(next());
+      workers_given = true;
     } else if (a == "--dir") {
       dir = next();
     } else if (a == "--million") {
       one_million = true;
     } else if (a == "--postgres") {
       postgres = next();
+    } else if (a == "--processes") {
+      processes = int_list(next());
+    } else if (a == "--concurrency") {
+      po.concurrency = std::stoi(next());
+    } else if (a == "--steps") {
+      po.steps = int_list(next());
+    } else if (a == "--poll-ms") {
+      po.poll_ms = std::stoi(next());
+    } else if (a == "--pg-worker") {
+      // Internal: one worker process of --processes and --million.
+      worker.emplace();
+      worker->url = next();
+    } else if (a == "--stop-after" && worker) {
+      worker->stop_after = std::stol(next());
     } else {
-      std::fprintf(stderr, "usage: %s [--jobs N] [--workers N] [--dir PATH] [--million] [--postgres URL]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--jobs N] [--workers N] [--dir PATH] [--million] [--postgres URL "
+                   "[--processes 1,2,4] [--concurrency C] [--steps 1,5] [--poll-ms MS]]\n",
                    argv[0]);
       return 2;
     }
   }
-  if (!postgres.empty()) {
+  if (worker) {
+    worker->workers = workers;
+    worker->steps = po.steps.front();
+    worker->poll_ms = po.poll_ms;
+    return ratchet::bench::worker_main(*worker);
+  }
+  if (!postgres.empty() && one_million) {
+    ratchet::bench::million_postgres(postgres, self_path(argv[0]), workers_given ? workers : 32);
+  } else if (!postgres.empty() && processes) {
+    po.url = postgres;
+    po.self = self_path(argv[0]);
+    po.jobs = jobs;
+    po.processes = *processes;
+    ratchet::bench::processes_table(po);
+  } else if (!postgres.empty()) {
     postgres_table(postgres, jobs, workers);
   } else if (one_million) {
     million(dir);
