@@ -29,6 +29,9 @@ void Scheduler::start() {
   }
   finisher_ = std::thread([this] { finisher_loop(); });
   for (int i = 0; i < options_.workers; ++i) workers_.emplace_back([this] { worker_loop(); });
+  // Jobs other processes enqueue, retry or release wake the dispatcher at
+  // once where the store can hear them (PostgreSQL); polling finds the rest.
+  env_.run.store->on_new_work([this] { wake(); });
   dispatcher_ = std::jthread([this](std::stop_token st) { dispatch_loop(st); });
   heartbeat_ = std::jthread([this](std::stop_token st) { heartbeat_loop(st); });
 }
@@ -320,6 +323,7 @@ void Scheduler::heartbeat_loop(std::stop_token stop) {
 
 void Scheduler::stop(std::chrono::steady_clock::duration grace) {
   if (!started_) return;
+  env_.run.store->on_new_work({});
   // The dispatcher first, so no claim lands in ready_ after it is emptied.
   dispatcher_.request_stop();
   room_cv_.notify_all();

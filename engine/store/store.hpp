@@ -95,6 +95,14 @@ class Store {
   // Opens connections for database-scope limiter state in this database.
   virtual LimiterTablesFactory limiter_tables() const = 0;
 
+  // Calls `wake` (on a thread of the store's, quickly) whenever a process or
+  // host sharing this database committed jobs that may be claimed: new ones,
+  // ones retried by hand or released. An empty function stops the calls;
+  // once this returns, no call of an earlier function is running. A backend
+  // that cannot hear other processes (SQLite) never calls it: the scheduler
+  // finds their work by polling, as it does anyway at its poll interval.
+  virtual void on_new_work(std::function<void()> wake) { (void)wake; }
+
  protected:
   Store() = default;
   // Runs body in the next group transaction; the error that kept it from

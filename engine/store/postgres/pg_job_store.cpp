@@ -86,7 +86,10 @@ Inserted PgJobStore::insert(const NewJob& job, Micros now) {
       "'running', 'retryable') DO NOTHING RETURNING id",
       {p(job.type), p(job.queue), p(job.args_json), p(job.run_at > now ? "scheduled" : "available"),
        p(std::int64_t{job.priority}), p(job.run_at), p(std::int64_t{job.max_attempts}), key, p(now)});
-  if (r.size() == 1) return {i64(r, 0, 0), false};
+  if (r.size() == 1) {
+    new_work_ = true;
+    return {i64(r, 0, 0), false};
+  }
   Rows held = s_.run(
       "SELECT id FROM ratchet_jobs WHERE unique_key = $1 AND state IN ('scheduled', 'available', 'running', "
       "'retryable')",
@@ -336,6 +339,7 @@ LeaseWrite PgJobStore::release(JobId id, const Fence& fence, const std::string& 
       "lease_expires_us = NULL, updated_us = $4" RATCHET_FENCED,
       fence_params(id, fence, now));
   if (r.affected() != 1) return {};
+  new_work_ = true;
   add_timeline(id, now, "released", reason);
   return {true, false};
 }
@@ -378,6 +382,7 @@ std::optional<JobState> PgJobStore::retry(JobId id, Micros now, int max_attempts
       "cancel_requested = 0, max_attempts = GREATEST(max_attempts, $1), run_at_us = $2, updated_us = $2, "
       "finished_us = NULL, suspect = 0, crashes_alone = 0 WHERE id = $3",
       {p(std::int64_t{max_attempts_floor}), p(now), p(id)});
+  new_work_ = true;
   add_timeline(id, now, "retried", "put back to available by hand");
   return JobState::kAvailable;
 }

@@ -14,6 +14,8 @@
 // Thread-safety: one thread at a time, as its Session.
 #pragma once
 
+#include <utility>
+
 #include "store/job_store.hpp"
 #include "store/postgres/session.hpp"
 #include "store/quarantine_rules.hpp"
@@ -48,6 +50,10 @@ class PgJobStore final : public JobStore {
   std::int64_t machine_clock_base(const std::string& boot_id, std::int64_t wall_base_ns) override;
   std::optional<std::int64_t> stored_clock_base(const std::string& boot_id) override;
 
+  // Whether the statements since the last call made jobs claimable (new,
+  // retried or released ones), which the store announces at commit; resets.
+  bool take_new_work() { return std::exchange(new_work_, false); }
+
  private:
   void expire_leases(const ClaimRequest& req, ClaimResult& result);
   ExpiryVerdict judge(JobId id, const std::string& owner, int attempt, int max_attempts, int max_alone,
@@ -57,6 +63,7 @@ class PgJobStore final : public JobStore {
   std::map<std::string, nlohmann::json> load_checkpoints(JobId id);
 
   Session& s_;
+  bool new_work_ = false;
 };
 
 }  // namespace ratchet::store::pg

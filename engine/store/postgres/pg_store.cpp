@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "store/postgres/listener.hpp"
 #include "store/postgres/pg_limiter_tables.hpp"
 #include "store/postgres/pg_schema.hpp"
 #include "store/postgres/url.hpp"
@@ -48,27 +49,92 @@ Result<std::unique_ptr<PgStore>> PgStore::open(const PgStoreOptions& options) {
     (void)writer->connection.exec("ROLLBACK");
     return fail(e.error().error().with_context("opening the job store"));
   }
+  // One channel per schema: deployments sharing a database in separate
+  // schemas never wake each other.
+  auto schema = writer->connection.exec("SELECT current_schema()");
+  if (!schema) return fail(schema.error().error().with_context("opening the job store"));
+  const std::string channel = "ratchet_jobs:" + std::string(schema->get_text(0, 0));
   auto r = connect(options.connect);
   if (!r) return fail(r.error().error());
   auto reader = std::make_unique<Side>(std::move(*r));
-  return std::unique_ptr<PgStore>(new PgStore(options, std::move(writer), std::move(reader)));
+  return std::unique_ptr<PgStore>(new PgStore(options, std::move(writer), std::move(reader), channel));
 }
 
-PgStore::PgStore(PgStoreOptions options, std::unique_ptr<Side> writer, std::unique_ptr<Side> reader)
+PgStore::PgStore(PgStoreOptions options, std::unique_ptr<Side> writer, std::unique_ptr<Side> reader,
+                 std::string channel)
     : GroupCommitStore(options.clock, options.busy_timeout),
       options_(std::move(options)),
       writer_(std::move(writer)),
-      reader_(std::move(reader)) {
+      reader_(std::move(reader)),
+      channel_(std::move(channel)) {
   start_writer();
 }
 
-PgStore::~PgStore() { stop_writer(); }
+PgStore::~PgStore() {
+  if (listener_.joinable()) {
+    listener_.request_stop();
+    listener_.join();
+  }
+  stop_writer();
+}
+
+void PgStore::on_new_work(std::function<void()> wake) {
+  std::lock_guard lock(wake_mu_);
+  wake_ = std::move(wake);
+  if (wake_ && !listener_.joinable()) {
+    listener_ = std::jthread([this](std::stop_token stop) { listen_loop(std::move(stop)); });
+  }
+}
+
+void PgStore::announce_new_work() {
+  std::lock_guard lock(wake_mu_);
+  if (wake_) wake_();
+}
+
+void PgStore::listen_loop(std::stop_token stop) {
+  // Short waits, so that stopping never takes long; a lost connection is
+  // opened again with backoff.
+  constexpr auto kWait = std::chrono::milliseconds(100);
+  auto pause = std::chrono::milliseconds(50);
+  std::optional<Connection> conn;
+  while (!stop.stop_requested()) {
+    if (!conn) {
+      auto c = connect(options_.connect);
+      if (c && listen(*c, channel_)) {
+        conn.emplace(std::move(*c));
+        pause = std::chrono::milliseconds(50);
+        announce_new_work();  // what was announced while no one listened
+      } else {
+        const auto until = std::chrono::steady_clock::now() + pause;
+        while (!stop.stop_requested() && std::chrono::steady_clock::now() < until)
+          std::this_thread::sleep_for(kWait / 4);
+        pause = std::min(pause * 2, std::chrono::milliseconds(2000));
+        continue;
+      }
+    }
+    auto n = wait_for_notification(*conn, kWait);
+    if (!n) {
+      conn.reset();
+      continue;
+    }
+    if (*n) {
+      // One wake for every notification waiting now: the scheduler claims
+      // all it can in one go.
+      while (true) {
+        auto more = wait_for_notification(*conn, std::chrono::milliseconds(0));
+        if (!more || !*more) break;
+      }
+      announce_new_work();
+    }
+  }
+}
 
 std::string PgStore::location() const { return mask_url(options_.connect.url); }
 
 LimiterTablesFactory PgStore::limiter_tables() const { return pg_limiter_tables(options_.connect); }
 
 std::optional<PgStore::Failure> PgStore::begin_transaction() {
+  (void)writer_->jobs.take_new_work();  // a batch begun again announces anew
   if (auto e = ensure_connected(writer_->connection)) return failure_of(*e);
   try {
     writer_->session.simple("BEGIN");
@@ -104,6 +170,14 @@ std::optional<PgStore::Failure> PgStore::run_in_savepoint(const std::function<vo
 }
 
 std::optional<PgStore::Failure> PgStore::commit_transaction() {
+  if (writer_->jobs.take_new_work()) {
+    // Delivered by the server when the transaction commits, never before.
+    if (auto sent = notify(writer_->connection, channel_, ""); !sent) {
+      Failure f = failure_of(sent.error());
+      (void)writer_->connection.exec("ROLLBACK");
+      return f;
+    }
+  }
   auto done = writer_->connection.exec("COMMIT");
   if (done) return std::nullopt;
   Failure f = failure_of(done.error());

@@ -11,12 +11,22 @@
 // batch report the error, and a run whose checkpoint did commit finds it
 // committed when the job is next claimed, so no committed step runs again.
 //
-// Ownership: owns both connections; destroying it finishes queued writes
-// before closing them.
+// Wake-ups: a batch that made jobs claimable (PgJobStore::take_new_work)
+// sends NOTIFY on a channel named after the store's schema, delivered by
+// the server when the batch commits; once on_new_work() is given a
+// function, a third connection LISTENs on that channel and calls it for
+// each notification, and once after every reconnect (notifications sent
+// while it was away are lost). Polling stays the fallback.
+//
+// Ownership: owns its connections and the listening thread; destroying it
+// stops the listener, then finishes queued writes before closing the rest.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <thread>
 
 #include "store/group_commit.hpp"
 #include "store/postgres/connection.hpp"
@@ -39,6 +49,7 @@ class PgStore final : public GroupCommitStore {
 
   std::string location() const override;
   LimiterTablesFactory limiter_tables() const override;
+  void on_new_work(std::function<void()> wake) override;
 
  protected:
   std::optional<Failure> begin_transaction() override;
@@ -53,14 +64,22 @@ class PgStore final : public GroupCommitStore {
     Session session;
     PgJobStore jobs;
   };
-  PgStore(PgStoreOptions options, std::unique_ptr<Side> writer, std::unique_ptr<Side> reader);
+  PgStore(PgStoreOptions options, std::unique_ptr<Side> writer, std::unique_ptr<Side> reader,
+          std::string channel);
   // A failure of a statement as the group-commit writer sees it.
   static Failure failure_of(const PgError& e);
+  void listen_loop(std::stop_token stop);
+  void announce_new_work();
 
   PgStoreOptions options_;
   std::unique_ptr<Side> writer_;
   std::unique_ptr<Side> reader_;
   std::mutex read_mu_;
+  const std::string channel_;  // NOTIFY/LISTEN channel of this schema's jobs
+
+  std::mutex wake_mu_;  // held while wake_ runs, so clearing it waits for a running call
+  std::function<void()> wake_;
+  std::jthread listener_;
 };
 
 }  // namespace ratchet::store::pg
