@@ -186,20 +186,33 @@ void GroupCommitStore::commit_batch(std::deque<Op*>& batch, std::stop_token stop
   // that takes the server down every time must not loop for ever.
   constexpr int kMaxLostRounds = 8;
   std::optional<Error> disk_error;
+  bool guarded = false;  // each write in a savepoint of its own, after one spoiled the batch
   for (int round = 1;; ++round) {
     if (!begin_batch(batch, stop)) return;
     disk_error.reset();
     std::optional<Error> lost;
+    bool spoiled = false;
     for (Op* op : batch) {
       op->error.reset();
-      if (auto failure = run_in_savepoint(op->body)) {
+      auto failure = guarded ? run_in_savepoint(op->body) : run_unguarded(op->body);
+      if (failure) {
         if (failure->transaction_lost && round < kMaxLostRounds) {
           lost = failure->error;
+          break;
+        }
+        if (failure->spoiled && !guarded) {
+          spoiled = true;
           break;
         }
         if (failure->disk) disk_error = failure->error;
         op->error = std::move(failure->error);
       }
+    }
+    if (spoiled) {
+      rollback_transaction();
+      guarded = true;
+      --round;  // not a lost connection: no round of those used up
+      continue;
     }
     if (!lost) break;
     (void)commit_transaction();  // rolls back what is left of it

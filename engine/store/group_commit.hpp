@@ -15,6 +15,11 @@
 // keep what it returns. A connection lost during COMMIT leaves the outcome
 // unknown; those writes report the error rather than risk running twice.
 //
+// Where a savepoint costs a round trip to a server (PostgreSQL), a batch is
+// first run without them (run_unguarded): a write that fails there spoils
+// the transaction, so the batch is rolled back and run again, each write in
+// its own savepoint, and only the failing write reports its error.
+//
 // Ownership: a backend's constructor calls start_writer() once its
 // connections are open, and its destructor stop_writer() before closing
 // them (queued writes are finished first).
@@ -51,6 +56,9 @@ class GroupCommitStore : public Store {
     // The connection went with the transaction before COMMIT was sent: none
     // of the batch committed, so the whole batch is begun again.
     bool transaction_lost = false;
+    // The write ran without a savepoint and the transaction cannot go on
+    // (run_unguarded): the batch is rolled back and run again guarded.
+    bool spoiled = false;
   };
 
   // `clock`: the clock leases of writes are read on (null: the system clock);
@@ -67,6 +75,15 @@ class GroupCommitStore : public Store {
   // Runs body in a savepoint of the open transaction; on a failure the
   // savepoint is rolled back and the failure returned (the transaction goes on).
   virtual std::optional<Failure> run_in_savepoint(const std::function<void(JobStore&)>& body) = 0;
+  // Runs body in the open transaction without a savepoint; a failure marked
+  // `spoiled` leaves the transaction to be rolled back. Default: a savepoint
+  // anyway, for backends where one is cheap.
+  virtual std::optional<Failure> run_unguarded(const std::function<void(JobStore&)>& body) {
+    return run_in_savepoint(body);
+  }
+  // Rolls the open transaction back; errors are ignored (a lost connection
+  // has no transaction left).
+  virtual void rollback_transaction() = 0;
   // Commits; on a failure rolls the transaction back.
   virtual std::optional<Failure> commit_transaction() = 0;
 

@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <set>
 #include <stdexcept>
 #include <thread>
 
@@ -446,6 +450,53 @@ TEST_P(JobStoreTest, Write_OneFailingWrite_RollsBackItselfOnlyNotOthersInTheBatc
   auto all = store_->read([](JobStore& s) { return s.list({}); });
   ASSERT_TRUE(all);
   EXPECT_EQ(all->size(), 1u) << "the failed write's insert was rolled back";
+}
+
+// Writes queued together share one transaction; a failing one among them
+// (which a server backend first runs without a savepoint of its own) costs
+// the others nothing: each reports its own outcome, and only its effects are
+// gone.
+TEST_P(JobStoreTest, Write_OneFailingWriteAmongOthersInOneBatch_OnlyItsEffectsAreRolledBack) {
+  std::mutex mu;
+  std::condition_variable cv;
+  int finished = 0;
+  std::vector<std::optional<Error>> outcome(5);
+  std::atomic<bool> hold = true;
+  // The first write keeps the writer busy until the rest are queued, so they
+  // make one batch.
+  store_->write_async(
+      [&](JobStore&) {
+        while (hold) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      },
+      [&](std::optional<Error>) {});
+  for (int i = 0; i < 5; ++i) {
+    store_->write_async(
+        [i](JobStore& s) {
+          s.insert({"t", "default", "{\"n\":" + std::to_string(i) + "}", 0, kT0, 1, ""}, kT0);
+          if (i == 2) throw std::runtime_error("simulated failure of write 2");
+        },
+        [&, i](std::optional<Error> e) {
+          std::lock_guard lock(mu);
+          outcome[static_cast<std::size_t>(i)] = std::move(e);
+          ++finished;
+          cv.notify_all();
+        });
+  }
+  hold = false;
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(20), [&] { return finished == 5; }));
+  }
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(outcome[static_cast<std::size_t>(i)].has_value(), i == 2)
+        << "write " << i << ": "
+        << (outcome[static_cast<std::size_t>(i)] ? outcome[static_cast<std::size_t>(i)]->to_string() : "ok");
+  }
+  auto all = store_->read([](JobStore& s) { return s.list({}); });
+  ASSERT_TRUE(all);
+  std::set<std::string> args;
+  for (const auto& j : *all) args.insert(j.args.dump());
+  EXPECT_EQ(args, (std::set<std::string>{R"({"n":0})", R"({"n":1})", R"({"n":3})", R"({"n":4})"}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, JobStoreTest, ::testing::ValuesIn(testing::backends()),

@@ -97,11 +97,19 @@ Inserted PgJobStore::insert(const NewJob& job, Micros now) {
   return {i64(held, 0, 0), true};
 }
 
-std::map<std::string, nlohmann::json> PgJobStore::load_checkpoints(JobId id) {
-  std::map<std::string, nlohmann::json> out;
-  Rows r =
-      s_.run("SELECT name, output FROM ratchet_steps WHERE job_id = $1 AND state = 'completed'", {p(id)});
-  for (int i = 0; i < r.size(); ++i) out.emplace(text(r, i, 0), json_or_null(r, i, 1));
+std::map<JobId, std::map<std::string, nlohmann::json>> PgJobStore::load_checkpoints(
+    const std::vector<JobId>& ids) {
+  std::map<JobId, std::map<std::string, nlohmann::json>> out;
+  if (ids.empty()) return out;
+  // One round trip for every job of a claim, not one per job.
+  std::string array = "{";
+  for (std::size_t i = 0; i < ids.size(); ++i) array += (i == 0 ? "" : ",") + std::to_string(ids[i]);
+  array += "}";
+  Rows r = s_.run(
+      "SELECT job_id, name, output FROM ratchet_steps WHERE job_id = ANY($1::bigint[]) AND state = "
+      "'completed'",
+      {p(array)});
+  for (int i = 0; i < r.size(); ++i) out[i64(r, i, 0)].emplace(text(r, i, 1), json_or_null(r, i, 2));
   return out;
 }
 
@@ -228,8 +236,13 @@ ClaimResult PgJobStore::claim(const ClaimRequest& req) {
     return std::tuple(!a.suspect, a.priority, !a.resumed, a.run_at, a.job.id) <
            std::tuple(!b.suspect, b.priority, !b.resumed, b.run_at, b.job.id);
   });
+  std::vector<JobId> ids;
+  for (const auto& row : rows) ids.push_back(row.job.id);
+  auto checkpoints = load_checkpoints(ids);
   for (auto& row : rows) {
-    row.job.checkpoints = load_checkpoints(row.job.id);
+    if (auto found = checkpoints.find(row.job.id); found != checkpoints.end()) {
+      row.job.checkpoints = std::move(found->second);
+    }
     result.jobs.push_back(std::move(row.job));
   }
   Rows next = s_.run(

@@ -60,7 +60,8 @@ class PgJobStore final : public JobStore {
                       Micros now);
   // The suspect `req` may claim now: none while another suspect runs.
   std::optional<JobId> next_suspect(const ClaimRequest& req);
-  std::map<std::string, nlohmann::json> load_checkpoints(JobId id);
+  // The committed step outputs of each of `ids` (absent: none).
+  std::map<JobId, std::map<std::string, nlohmann::json>> load_checkpoints(const std::vector<JobId>& ids);
 
   Session& s_;
   bool new_work_ = false;

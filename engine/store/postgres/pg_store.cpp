@@ -169,6 +169,24 @@ std::optional<PgStore::Failure> PgStore::run_in_savepoint(const std::function<vo
   return failed;
 }
 
+std::optional<PgStore::Failure> PgStore::run_unguarded(const std::function<void(JobStore&)>& body) {
+  // Two round trips fewer per write than a savepoint; a failure is rare and
+  // costs the batch one more run (group_commit.hpp).
+  std::optional<Failure> failed;
+  try {
+    body(writer_->jobs);
+    return std::nullopt;
+  } catch (const PgFailure& e) {
+    failed = failure_of(e.error());
+  } catch (const std::exception& e) {
+    failed = Failure{internal_error(e)};
+  }
+  failed->spoiled = true;
+  return failed;
+}
+
+void PgStore::rollback_transaction() { (void)writer_->connection.exec("ROLLBACK"); }
+
 std::optional<PgStore::Failure> PgStore::commit_transaction() {
   if (writer_->jobs.take_new_work()) {
     // Delivered by the server when the transaction commits, never before.

@@ -102,6 +102,14 @@ std::optional<SqliteStore::Failure> SqliteStore::run_in_savepoint(
   }
 }
 
+void SqliteStore::rollback_transaction() {
+  try {
+    wdb_->exec("ROLLBACK");
+  } catch (const std::exception&) {
+    // Nothing left to roll back.
+  }
+}
+
 std::optional<SqliteStore::Failure> SqliteStore::commit_transaction() {
   try {
     wdb_->exec("COMMIT");

@@ -33,6 +33,7 @@ class SqliteStore final : public GroupCommitStore {
  protected:
   std::optional<Failure> begin_transaction() override;
   std::optional<Failure> run_in_savepoint(const std::function<void(JobStore&)>& body) override;
+  void rollback_transaction() override;
   std::optional<Failure> commit_transaction() override;
   Status run_read(const std::function<void(JobStore&)>& body) override;
 
