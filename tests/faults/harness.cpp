@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <SQLiteCpp/Database.h>
+#include <gtest/gtest.h>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -194,7 +195,7 @@ void Workbench::write_config(const std::string& engine, const std::string& plugi
                              const std::string& jobs, const std::string& base_url,
                              const std::map<std::string, std::string>& plugin_keys) {
   std::ostringstream out;
-  out << "[engine]\ndatabase = \"jobs.db\"\nplugins = \"plugins\"\nplugin_rescan = \"0s\"\n"
+  out << "[engine]\ndatabase = \"" << database_ << "\"\nplugins = \"plugins\"\nplugin_rescan = \"0s\"\n"
       << engine << "\n";
   for (const char* p : {"imdb", "rotten_tomatoes", "crasher"}) {
     const std::string portal = std::string(p) == "crasher" ? "imdb" : p;
@@ -264,7 +265,7 @@ Invariants Workbench::check(const std::map<std::string, std::string>& steps) con
   inv.integrity = conn.execAndGet("PRAGMA integrity_check").getString();
   inv.jobs = conn.execAndGet("SELECT COUNT(*) FROM jobs").getInt();
   inv.states = states();
-  std::map<std::pair<std::string, std::string>, std::int64_t> committed;  // (portal, movie) -> finished
+  CommittedSteps committed;
   SQLite::Statement q(conn,
                       "SELECT json_extract(j.args, '$.name'), s.name, s.finished_us FROM steps s "
                       "JOIN jobs j ON j.id = s.job_id WHERE s.state = 'completed'");
@@ -273,10 +274,16 @@ Invariants Workbench::check(const std::map<std::string, std::string>& steps) con
     if (it == steps.end()) continue;
     committed[{it->second, q.getColumn(0).getString()}] = q.getColumn(2).getInt64();
   }
+  check_requests(committed, server_->requests(), steps, inv);
+  return inv;
+}
+
+void check_requests(const CommittedSteps& committed, const std::vector<mock_portal::RequestRecord>& requests,
+                    const std::map<std::string, std::string>& steps, Invariants& inv) {
   inv.committed_steps = static_cast<int>(committed.size());
   std::map<std::pair<std::string, std::string>, std::vector<mock_portal::RequestRecord>> by_step;
   std::size_t calls = 0;
-  for (const auto& r : server_->requests()) {
+  for (const auto& r : requests) {
     bool ours = false;
     for (const auto& [_, portal] : steps) ours = ours || portal == r.portal;
     if (!ours) continue;
@@ -298,7 +305,61 @@ Invariants Workbench::check(const std::map<std::string, std::string>& steps) con
   }
   inv.calls_per_step =
       committed.empty() ? 0 : static_cast<double>(calls) / static_cast<double>(committed.size());
-  return inv;
+}
+
+// Sanitizer builds (RATCHET_FAULT_SANITIZED) hold the server's count to less.
+#ifdef RATCHET_FAULT_SANITIZED
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+
+// Most of the sorted times `t` in any half-open interval of `window_us`.
+std::int64_t most_in_window(const std::vector<std::int64_t>& t, std::int64_t window_us) {
+  std::int64_t most = 0;
+  std::size_t j = 0;
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    while (j < t.size() && t[j] - t[i] < window_us) ++j;
+    most = std::max<std::int64_t>(most, static_cast<std::int64_t>(j - i));
+  }
+  return most;
+}
+
+// The declared limit, counted twice: at the server (its window is the
+// limit's `per`), and at ratchet's own send times (the runs' debug logs, on
+// the limiters' clock), which must keep it exactly in every build.
+//
+// In sanitizer builds the server that counts runs inside the instrumented
+// test process and stamps requests on new connections late: in the SIGHUP
+// scenario under TSan with the other core busy, four requests sent at 55 to
+// 69 ms were stamped at 394 ms, so the server counted 11 in one second where
+// ratchet had sent 10 (and 15 was seen in CI). There the server's count only
+// has to stay under twice the limit (a limit not kept at all shows there);
+// the default build holds it exactly at the server too.
+bool server_count_tolerated(std::int64_t max, int declared) {
+  return kSanitized && max > declared && max < 2 * std::int64_t{declared};
+}
+
+void expect_limit(Workbench& w, const std::string& test, const std::string& portal, int declared) {
+  const auto stats = w.server().stats();
+  const auto max = stats.portals.at(portal).max_in_window;
+  const auto window_ms = static_cast<std::int64_t>(stats.portals.at(portal).window.count());
+  const std::vector<std::int64_t> sent = w.sent_times(portal);
+  const std::int64_t own = most_in_window(sent, window_ms * 1000);
+  std::printf(
+      "[fault] %s: %s max %lld requests in any %lld ms at the server, %lld as sent by ratchet (%zu sent; "
+      "declared %d)\n",
+      test.c_str(), portal.c_str(), static_cast<long long>(max), static_cast<long long>(window_ms),
+      static_cast<long long>(own), sent.size(), declared);
+  EXPECT_FALSE(sent.empty()) << "the runs' debug logs name no request of " << portal;
+  EXPECT_LE(own, declared) << portal << " limit at ratchet's send times";
+  if (server_count_tolerated(max, declared)) {
+    std::printf(
+        "[fault] %s: under a sanitizer, %s over its limit at the server is not failed (see expect_limit)\n",
+        test.c_str(), portal.c_str());
+    return;
+  }
+  EXPECT_LE(max, declared) << portal << " limit at the server";
 }
 
 void print_invariants(const std::string& test, const Invariants& inv) {

@@ -51,6 +51,9 @@ class Child {
 std::unique_ptr<Child> spawn(const std::vector<std::string>& argv, const fs::path& err_file,
                              const SpawnOptions& options = {});
 
+// (portal, movie) -> when its step was committed (finished_us, wall µs).
+using CommittedSteps = std::map<std::pair<std::string, std::string>, std::int64_t>;
+
 struct Invariants {
   int jobs = 0;
   std::map<std::string, int> states;
@@ -74,6 +77,13 @@ class Workbench {
   // the imdb portal), each with its `plugin_keys` lines, then `plugin_extra`
   // (limit, retry, ... tables) and `jobs` (TOML job tables). `base_url`
   // replaces the mock portal's (e.g. nginx in front of it).
+  // The [engine] database every run uses: "jobs.db" (SQLite, in dir())
+  // unless set before write_config(), e.g. to a PostgreSQL URL. The readers
+  // below (states() to check()) read the SQLite file only; a test on
+  // another database reads it itself and checks the portals' request log
+  // against its committed steps with check_requests().
+  void set_database(std::string database) { database_ = std::move(database); }
+
   void write_config(const std::string& engine, const std::string& plugin_extra, const std::string& jobs,
                     const std::string& base_url = "",
                     const std::map<std::string, std::string>& plugin_keys = {});
@@ -98,9 +108,26 @@ class Workbench {
 
  private:
   fs::path dir_;
+  std::string database_ = "jobs.db";
   std::unique_ptr<mock_portal::MockPortalServer> server_;
   int runs_ = 0;
 };
+
+// Sets inv.committed_steps, reruns_after_commit, overlapping,
+// calls_per_step and first_problem from the server's request log: a request
+// to a step's portal for its movie that arrived after the step was
+// committed ran a committed step again. `steps` maps step name -> portal.
+void check_requests(const CommittedSteps& committed, const std::vector<mock_portal::RequestRecord>& requests,
+                    const std::map<std::string, std::string>& steps, Invariants& inv);
+
+// Most of the sorted times `t` in any half-open interval of `window_us`.
+std::int64_t most_in_window(const std::vector<std::int64_t>& t, std::int64_t window_us);
+// True when a server count over the declared limit is not failed (sanitizer
+// builds only, below twice the limit; see expect_limit).
+bool server_count_tolerated(std::int64_t max, int declared);
+// Expects `portal`'s declared limit (per the server's window) kept at
+// ratchet's send times and at the server, printing both counts.
+void expect_limit(Workbench& w, const std::string& test, const std::string& portal, int declared);
 
 std::string ratchet_binary();
 std::int64_t wall_us();
