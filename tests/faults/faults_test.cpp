@@ -27,12 +27,6 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-// Sanitizer builds run the same scenarios with fewer jobs and longer bounds.
-#ifdef RATCHET_FAULT_SANITIZED
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
 int scaled(int n) { return kSanitized ? std::max(4, n / 2) : n; }
 int bound_ms(int ms) { return kSanitized ? ms * 4 : ms; }
 

@@ -307,13 +307,6 @@ void check_requests(const CommittedSteps& committed, const std::vector<mock_port
       committed.empty() ? 0 : static_cast<double>(calls) / static_cast<double>(committed.size());
 }
 
-// Sanitizer builds (RATCHET_FAULT_SANITIZED) hold the server's count to less.
-#ifdef RATCHET_FAULT_SANITIZED
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-
 // Most of the sorted times `t` in any half-open interval of `window_us`.
 std::int64_t most_in_window(const std::vector<std::int64_t>& t, std::int64_t window_us) {
   std::int64_t most = 0;

@@ -19,6 +19,15 @@
 
 namespace ratchet::faults {
 
+// Sanitizer builds (RATCHET_FAULT_SANITIZED) run the same scenarios with
+// fewer jobs and longer bounds, and hold the server's count to less
+// (expect_limit).
+#ifdef RATCHET_FAULT_SANITIZED
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
 namespace fs = std::filesystem;
 
 struct SpawnOptions {

@@ -36,12 +36,6 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-#ifdef RATCHET_FAULT_SANITIZED
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-
 constexpr int kRate = 10;  // per second, shared by every process on the database
 const std::map<std::string, std::string> kImdbStep = {{"imdb", "imdb"}};
 
