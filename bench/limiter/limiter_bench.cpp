@@ -94,7 +94,7 @@ void BM_Uncontended_CallGate(benchmark::State& state) {
   std::int64_t now = kT0;
   for (auto _ : state) {
     now += 1000;
-    retry::StepCall step(from_micros(now));
+    retry::CallState step(from_micros(now));
     auto a = gate.admit(step, from_micros(now));
     auto& go = std::get<retry::CallGate::Go>(a);
     benchmark::DoNotOptimize(

@@ -91,7 +91,7 @@ std::expected<http::Response, http::TransportError> CallServices::send(std::stri
 }
 
 std::optional<std::string> CallServices::admit_extra_request(limit::Reservation& counted) {
-  retry::StepCall extra(clock_.now());
+  retry::CallState extra(clock_.now());
   for (;;) {
     if (stop_.stop_requested()) return "cancelled while waiting for a rate-limit slot";
     auto admission = gate_.admit(extra, clock_.now());
@@ -115,7 +115,7 @@ plugin_host::HttpResult CallServices::http(std::string_view plugin, const plugin
   limit::Reservation* counted = requests_ == 0 ? first_ : &extra;
   if (requests_++ > 0) {
     if (auto refused = admit_extra_request(extra)) {
-      result.error = plugin_host::TransportError::kRefused;
+      result.error = plugin_host::HttpFailure::kRefused;
       result.message = *refused;
       return result;
     }
@@ -136,19 +136,19 @@ plugin_host::HttpResult CallServices::http(std::string_view plugin, const plugin
     last_status_ = 0;
     last_error_ = reply.error().kind;
     switch (reply.error().kind) {
-      case K::kTimeout: result.error = plugin_host::TransportError::kTimeout; break;
-      case K::kConnect: result.error = plugin_host::TransportError::kConnect; break;
-      case K::kTls: result.error = plugin_host::TransportError::kTls; break;
-      case K::kTooLarge: result.error = plugin_host::TransportError::kTooLarge; break;
-      case K::kCancelled: result.error = plugin_host::TransportError::kCancelled; break;
+      case K::kTimeout: result.error = plugin_host::HttpFailure::kTimeout; break;
+      case K::kConnect: result.error = plugin_host::HttpFailure::kConnect; break;
+      case K::kTls: result.error = plugin_host::HttpFailure::kTls; break;
+      case K::kTooLarge: result.error = plugin_host::HttpFailure::kTooLarge; break;
+      case K::kCancelled: result.error = plugin_host::HttpFailure::kCancelled; break;
       case K::kHeldBack:
-        result.error = plugin_host::TransportError::kRefused;
+        result.error = plugin_host::HttpFailure::kRefused;
         if (held_until_) {
           result.retry_after = std::chrono::ceil<std::chrono::milliseconds>(
               std::max<Duration>(*held_until_ - clock_.now(), Duration::zero()));
         }
         break;
-      default: result.error = plugin_host::TransportError::kOther; break;
+      default: result.error = plugin_host::HttpFailure::kOther; break;
     }
     result.message = secrets_.mask(reply.error().message);
     spdlog::debug("plugin {}: {} {}: {}", plugin, request.method,

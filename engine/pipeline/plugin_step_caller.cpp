@@ -288,7 +288,7 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
     slot->woken = false;
     entry = slot;
   }
-  retry::StepCall& step = entry->call;
+  retry::CallState& step = entry->call;
   auto finish = [&](runtime::CallOutcome outcome) {
     const TimePoint now = clock_->now();
     std::lock_guard lock(mu_);

@@ -91,7 +91,7 @@ class PluginStepCaller final : public runtime::StepCaller {
   // One step call across its parks, from its first admission to its outcome.
   struct StepEntry {
     StepEntry(std::string plugin_name, TimePoint now);
-    retry::StepCall call;  // used by the step's own call() only, outside mu_
+    retry::CallState call;  // used by the step's own call() only, outside mu_
     std::string plugin;
     TimePoint started;                            // its first admission here
     std::uint64_t park = 0;                       // nonzero while parked: the number of that park

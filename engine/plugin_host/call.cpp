@@ -120,10 +120,10 @@ int32_t http_into(CallState* st, const ratchet_http_request* req, ratchet_http_r
   StoredResponse& stored = st->responses.emplace_back();
   HttpResult& r = stored.result;
   if (req == nullptr || !RATCHET_HAS_FIELD(ratchet_http_request, req->struct_size, body)) {
-    r.error = TransportError::kOther;
+    r.error = HttpFailure::kOther;
     r.message = "the plugin passed a malformed ratchet_http_request";
   } else if (st->cancelled.load()) {
-    r.error = TransportError::kCancelled;
+    r.error = HttpFailure::kCancelled;
     r.message = "the call was cancelled or timed out";
   } else {
     HttpRequest request;
@@ -132,12 +132,12 @@ int32_t http_into(CallState* st, const ratchet_http_request* req, ratchet_http_r
     request.body = view(req->body);
     for (size_t i = 0; i < req->header_count && req->headers != nullptr; ++i)
       request.headers.emplace_back(view(req->headers[i].name), view(req->headers[i].value));
-    r.error = TransportError::kOther;
+    r.error = HttpFailure::kOther;
     r.message = "the engine's HTTP service failed";
     bool ran = st->with_services([&](HostServices& s) { r = s.http(st->plugin(), request); });
     if (!ran) {
       r = HttpResult{};
-      r.error = TransportError::kCancelled;
+      r.error = HttpFailure::kCancelled;
       r.message = "the call timed out";
     }
   }

@@ -34,7 +34,7 @@ struct HttpRequest {
 };
 
 // Why a request produced no response; values match RATCHET_HTTP_* of plugin.h.
-enum class TransportError : std::int32_t {
+enum class HttpFailure : std::int32_t {
   kNone = 0,
   kRefused = 1,  // the limiter or breaker refused or throttled it
   kTimeout = 2,
@@ -47,7 +47,7 @@ enum class TransportError : std::int32_t {
 
 // A response (error == kNone) or why none arrived (`message` says more).
 struct HttpResult {
-  TransportError error = TransportError::kNone;
+  HttpFailure error = HttpFailure::kNone;
   int status = 0;
   HttpHeaders headers;
   std::string body;

@@ -33,7 +33,7 @@ double CallGate::random01() {
   return std::generate_canonical<double, 53>(rng_);
 }
 
-CallGate::Admission CallGate::admit(StepCall& step, TimePoint now) {
+CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
   const auto& spec = parts_.retry;
   const std::optional<TimePoint> deadline =
       spec.deadline ? std::optional<TimePoint>(step.retry_.began + *spec.deadline) : std::nullopt;
@@ -138,7 +138,7 @@ Result<std::optional<TimePoint>> CallGate::confirm_send(limit::Reservation& coun
   return counted.at();
 }
 
-CallGate::Verdict CallGate::record(StepCall& step, Ticket ticket, const Outcome& outcome,
+CallGate::Verdict CallGate::record(CallState& step, Ticket ticket, const Outcome& outcome,
                                    std::span<const limit::HttpHeader> headers, TimePoint now,
                                    limit::PaceHint* hint_out) {
   int status = outcome.http_status;

@@ -5,9 +5,9 @@
 // whenever it is told to wait.
 //
 // One CallGate per plugin operation, shared by every step that calls it; one
-// StepCall per step call, kept by the step across its attempts and parks.
+// CallState per step call, kept by the step across its attempts and parks.
 //
-//   retry::StepCall step(clock.now());
+//   retry::CallState step(clock.now());
 //   for (;;) {
 //     auto a = gate.admit(step, clock.now());
 //     if (auto* w = std::get_if<CallGate::Wait>(&a)) { park until w->until (or a release); continue; }
@@ -28,7 +28,7 @@
 //   4. no concurrency permit is free                  -> Wait{nullopt, kConcurrency}: come back
 //                                                        when the release listener fires
 //   5. the limiters (declared and learned) give a later slot -> Wait{slot time, kRateLimit};
-//      the slot stays reserved in the StepCall, so the step comes back to it in order.
+//      the slot stays reserved in the CallState, so the step comes back to it in order.
 //      Waits for slots add to RetryState::throttled_wait; past max_wait -> Fail (kThrottled)
 //   6. otherwise -> Go: the call may start now; the slot is counted. Each attempt takes
 //      a new slot. Right before the request leaves, confirm_send(go.counted) counts it
@@ -42,8 +42,8 @@
 // retry.attempts; they are bounded by max_wait. Wait reasons let the engine
 // count them apart from failed attempts.
 //
-// Thread-safety: CallGate is safe to share between threads. A StepCall and a
-// Ticket belong to one step at a time. A StepCall destroyed while holding a
+// Thread-safety: CallGate is safe to share between threads. A CallState and a
+// Ticket belong to one step at a time. A CallState destroyed while holding a
 // reservation gives it back; a Ticket destroyed without record() releases its
 // permit and its breaker probe.
 #pragma once
@@ -92,9 +92,9 @@ struct CallGateParts {
 };
 
 // One step call's state across attempts and parks.
-class StepCall {
+class CallState {
  public:
-  explicit StepCall(TimePoint began) { retry_.began = began; }
+  explicit CallState(TimePoint began) { retry_.began = began; }
 
   const RetryState& retry_state() const { return retry_; }
   TimePoint not_before() const { return not_before_; }  // the current backoff's end
@@ -158,12 +158,12 @@ class CallGate {
 
   explicit CallGate(CallGateParts parts);
 
-  Admission admit(StepCall& step, TimePoint now);
+  Admission admit(CallState& step, TimePoint now);
 
   // `headers` are the reply's (empty when the plugin reported the outcome
   // itself). When `hint_out` is given it receives what the headers said, so
   // the caller can log a clamped or ignored value.
-  Verdict record(StepCall& step, Ticket ticket, const Outcome& outcome,
+  Verdict record(CallState& step, Ticket ticket, const Outcome& outcome,
                  std::span<const limit::HttpHeader> headers, TimePoint now,
                  limit::PaceHint* hint_out = nullptr);
 

@@ -43,7 +43,7 @@ class NoServices final : public ph::HostServices {
  public:
   ph::HttpResult http(std::string_view, const ph::HttpRequest&) override {
     ph::HttpResult r;
-    r.error = ph::TransportError::kOther;
+    r.error = ph::HttpFailure::kOther;
     r.message = "no HTTP in this test";
     return r;
   }

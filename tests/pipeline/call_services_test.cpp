@@ -71,7 +71,7 @@ class CallServicesTest : public ::testing::Test {
 
   // Admits one call now; the test fails if it would have to wait.
   Gate::Go admit(Gate& gate) {
-    retry::StepCall step(clock_.now());
+    retry::CallState step(clock_.now());
     auto a = gate.admit(step, clock_.now());
     EXPECT_TRUE(std::holds_alternative<Gate::Go>(a)) << "the call was not admitted at once";
     return std::move(std::get<Gate::Go>(a));
@@ -79,7 +79,7 @@ class CallServicesTest : public ::testing::Test {
 
   // When the gate would let one more call start.
   TimePoint next_admission(Gate& gate) {
-    retry::StepCall step(clock_.now());
+    retry::CallState step(clock_.now());
     auto a = gate.admit(step, clock_.now());
     if (std::holds_alternative<Gate::Go>(a)) return clock_.now();
     auto* w = std::get_if<Gate::Wait>(&a);
@@ -112,7 +112,7 @@ TEST_F(CallServicesTest, RequestLeavingLate_IsCountedWhenItLeaves) {
   clock_.advance(300ms);
   CallServices services(*client_, *gate, clock_, 10s, secrets_, {}, &go.counted);
   auto r = services.http("p", get());
-  ASSERT_EQ(r.error, plugin_host::TransportError::kNone) << r.message;
+  ASSERT_EQ(r.error, plugin_host::HttpFailure::kNone) << r.message;
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(go.counted.counted_at(), t0 + 300ms);
   EXPECT_EQ(next_admission(*gate), t0 + 1300ms);
@@ -125,7 +125,7 @@ TEST_F(CallServicesTest, RequestLeavingOnTime_KeepsItsCount) {
   clock_.advance(2ms);  // within the slack
   CallServices services(*client_, *gate, clock_, 10s, secrets_, {}, &go.counted);
   auto r = services.http("p", get());
-  ASSERT_EQ(r.error, plugin_host::TransportError::kNone) << r.message;
+  ASSERT_EQ(r.error, plugin_host::HttpFailure::kNone) << r.message;
   EXPECT_EQ(go.counted.counted_at(), t0);
   EXPECT_EQ(next_admission(*gate), t0 + 1s);
 }
@@ -150,7 +150,7 @@ TEST_F(CallServicesTest, NoRoomWhenItLeavesLate_WaitsUnsentUntilThereIs) {
   EXPECT_EQ(server_.requests(), 0);
   clock_.set(t0 + 1100ms);
   auto r = sent.get();
-  ASSERT_EQ(r.error, plugin_host::TransportError::kNone) << r.message;
+  ASSERT_EQ(r.error, plugin_host::HttpFailure::kNone) << r.message;
   EXPECT_EQ(server_.requests(), 1);
   EXPECT_EQ(a.counted.counted_at(), t0 + 1100ms);
 }
@@ -167,7 +167,7 @@ TEST_F(CallServicesTest, NoRoomWithinTheAttemptsTimeout_RefusedUnsentWithWhenThe
   // Recounted now, A would wait for B's count to leave: 950 ms, past 200 ms.
   CallServices services(*client_, *gate, clock_, 200ms, secrets_, {}, &a.counted);
   auto r = services.http("p", get());
-  EXPECT_EQ(r.error, plugin_host::TransportError::kRefused) << r.message;
+  EXPECT_EQ(r.error, plugin_host::HttpFailure::kRefused) << r.message;
   EXPECT_EQ(r.retry_after, 950ms);
   EXPECT_EQ(server_.requests(), 0);
 }
@@ -190,7 +190,7 @@ TEST_F(CallServicesTest, LeaseRanOutBeforeSending_WaitsUnsentUntilRenewed) {
   // The held request looks again on its next poll of the (fake) clock.
   for (int i = 0; i < 100 && sent.wait_for(10ms) == std::future_status::timeout; ++i) clock_.advance(10ms);
   auto r = sent.get();
-  ASSERT_EQ(r.error, plugin_host::TransportError::kNone) << r.message;
+  ASSERT_EQ(r.error, plugin_host::HttpFailure::kNone) << r.message;
   EXPECT_EQ(server_.requests(), 1);
 }
 
@@ -207,7 +207,7 @@ TEST_F(CallServicesTest, LeaseRanOutAndTheRunIsLost_NeverSent) {
   EXPECT_EQ(sent.wait_for(200ms), std::future_status::timeout);
   lost.request_stop();
   auto r = sent.get();
-  EXPECT_EQ(r.error, plugin_host::TransportError::kCancelled) << r.message;
+  EXPECT_EQ(r.error, plugin_host::HttpFailure::kCancelled) << r.message;
   EXPECT_EQ(server_.requests(), 0);
 }
 

@@ -74,7 +74,7 @@ class GateRegistryLimits : public ::testing::Test {
     if (!gate) return -1;
     int n = 0;
     for (; n < most; ++n) {
-      retry::StepCall step(clock->now());
+      retry::CallState step(clock->now());
       auto a = (*gate)->admit(step, clock->now());
       if (!std::holds_alternative<retry::CallGate::Go>(a)) break;
     }
@@ -85,7 +85,7 @@ class GateRegistryLimits : public ::testing::Test {
   TimePoint next_start(GateRegistry& gates) {
     auto gate = gates.gate("imdb", "get_rating");
     EXPECT_TRUE(gate.has_value());
-    retry::StepCall step(clock->now());
+    retry::CallState step(clock->now());
     auto a = (*gate)->admit(step, clock->now());
     if (std::holds_alternative<retry::CallGate::Go>(a)) return clock->now();
     auto* w = std::get_if<retry::CallGate::Wait>(&a);

@@ -31,7 +31,7 @@ inline Result<plugin_host::CallReply> call_plugin(FakeHostServices& services, co
 }
 
 // A transport failure as the engine's HTTP client would report it.
-inline plugin_host::HttpResult transport_failure(plugin_host::TransportError error, std::string message) {
+inline plugin_host::HttpResult transport_failure(plugin_host::HttpFailure error, std::string message) {
   plugin_host::HttpResult r;
   r.error = error;
   r.message = std::move(message);

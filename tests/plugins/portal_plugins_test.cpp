@@ -12,7 +12,7 @@ namespace ratchet::testing {
 namespace {
 
 using plugin_host::CallStatus;
-using plugin_host::TransportError;
+using plugin_host::HttpFailure;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
@@ -134,17 +134,17 @@ TEST_P(PortalTest, OtherNon2xx_FatalWithStatusAndBody) {
 }
 
 TEST_P(PortalTest, TransportFailures_MappedToStatuses) {
-  auto refused = transport_failure(TransportError::kRefused, "rate limit");
+  auto refused = transport_failure(HttpFailure::kRefused, "rate limit");
   refused.retry_after = 250ms;
   services_.respond(url_, refused);
   EXPECT_EQ(expect_status(CallStatus::kThrottled).retry_after, 250ms);
-  services_.respond(url_, transport_failure(TransportError::kTimeout, "after 10s"));
+  services_.respond(url_, transport_failure(HttpFailure::kTimeout, "after 10s"));
   expect_status(CallStatus::kRetryable);
-  services_.respond(url_, transport_failure(TransportError::kConnect, "connection refused"));
+  services_.respond(url_, transport_failure(HttpFailure::kConnect, "connection refused"));
   expect_status(CallStatus::kRetryable);
-  services_.respond(url_, transport_failure(TransportError::kTls, "certificate expired"));
+  services_.respond(url_, transport_failure(HttpFailure::kTls, "certificate expired"));
   EXPECT_THAT(expect_status(CallStatus::kFatal).message, HasSubstr("certificate expired"));
-  services_.respond(url_, transport_failure(TransportError::kTooLarge, "over 8MiB"));
+  services_.respond(url_, transport_failure(HttpFailure::kTooLarge, "over 8MiB"));
   expect_status(CallStatus::kFatal);
 }
 

@@ -41,7 +41,7 @@ Gate::Go go_or_fail(Gate::Admission a) {
 TEST(CallGate_Admit, NoLimitsGoesAtOnceAndSuccessIsDone) {
   FakeClock clock;
   Gate gate(CallGateParts{});
-  StepCall step(clock.now());
+  CallState step(clock.now());
   auto go = go_or_fail(gate.admit(step, clock.now()));
   auto v = gate.record(step, std::move(go.ticket), Outcome::ok(), {}, clock.now());
   EXPECT_TRUE(std::holds_alternative<Gate::Done>(v));
@@ -50,7 +50,7 @@ TEST(CallGate_Admit, NoLimitsGoesAtOnceAndSuccessIsDone) {
 TEST(CallGate_Admit, RateLimitedStepWaitsForItsHeldSlotThenGoes) {
   FakeClock clock;
   Gate gate(parts_with(1, 1s));
-  StepCall first(clock.now()), second(clock.now());
+  CallState first(clock.now()), second(clock.now());
   go_or_fail(gate.admit(first, clock.now()));
   auto a = gate.admit(second, clock.now());
   ASSERT_TRUE(std::holds_alternative<Gate::Wait>(a));
@@ -58,7 +58,7 @@ TEST(CallGate_Admit, RateLimitedStepWaitsForItsHeldSlotThenGoes) {
   EXPECT_EQ(std::get<Gate::Wait>(a).reason, Gate::WaitReason::kRateLimit);
   EXPECT_TRUE(second.holds_slot());
   // A third step queues behind the second's held slot.
-  StepCall third(clock.now());
+  CallState third(clock.now());
   auto b = gate.admit(third, clock.now());
   EXPECT_EQ(std::get<Gate::Wait>(b).until, clock.now() + 2s);
   clock.advance(1s);
@@ -71,7 +71,7 @@ TEST(CallGate_Admit, EachRetryAttemptTakesANewSlot) {
   auto parts = parts_with(1, 10s);
   parts.retry.backoff.initial = 1s;
   Gate gate(parts);
-  StepCall step(clock.now());
+  CallState step(clock.now());
   auto go = go_or_fail(gate.admit(step, clock.now()));
   auto v = gate.record(step, std::move(go.ticket), Outcome::http(503), {}, clock.now());
   ASSERT_TRUE(std::holds_alternative<Gate::RetryAt>(v));
@@ -95,7 +95,7 @@ TEST(CallGate_Admit, OpenBreakerParksBeforeTakingALimiterSlot) {
   parts.breaker = std::make_shared<CircuitBreaker>(b);
   parts.retry.attempts = 5;
   Gate gate(parts);
-  StepCall step(clock.now());
+  CallState step(clock.now());
   auto go = go_or_fail(gate.admit(step, clock.now()));
   gate.record(step, std::move(go.ticket), Outcome::connect("refused"), {}, clock.now());
   clock.advance(5s);
@@ -113,7 +113,7 @@ TEST(CallGate_Admit, ConcurrencyCapParksUntilAPermitIsReleased) {
   bool woken = false;
   parts.concurrency->on_release([&] { woken = true; });
   Gate gate(parts);
-  StepCall a(clock.now()), b(clock.now());
+  CallState a(clock.now()), b(clock.now());
   auto go = go_or_fail(gate.admit(a, clock.now()));
   auto wait = gate.admit(b, clock.now());
   ASSERT_TRUE(std::holds_alternative<Gate::Wait>(wait));
@@ -129,7 +129,7 @@ TEST(CallGate_Record, ThrottledReplyIsNotAFailureAndSlowsTheWholePlugin) {
   auto parts = parts_with(100, 1s);
   parts.retry.attempts = 1;  // a failure would be final; throttling is not one
   Gate gate(parts);
-  StepCall step(clock.now()), other(clock.now());
+  CallState step(clock.now()), other(clock.now());
   auto go = go_or_fail(gate.admit(step, clock.now()));
   std::vector<limit::HttpHeader> headers = {{"Retry-After", "5"}};
   auto v = gate.record(step, std::move(go.ticket), Outcome::http(429), headers, clock.now());
@@ -165,10 +165,10 @@ TEST(CallGate_Admit, AStepBackBeforeItsSlotTradesItForASoonerOneWhenThePaceSpedU
   refused.throttled = true;
   pacer->observe(refused, clock.now());  // 2 s apart now, speeding back up
   EXPECT_TRUE(pacer->recovering());
-  std::vector<std::unique_ptr<StepCall>> queue;
+  std::vector<std::unique_ptr<CallState>> queue;
   Gate::Wait last{};
   for (int i = 0; i < 5; ++i) {
-    queue.push_back(std::make_unique<StepCall>(clock.now()));
+    queue.push_back(std::make_unique<CallState>(clock.now()));
     auto a = gate.admit(*queue.back(), clock.now());
     ASSERT_TRUE(std::holds_alternative<Gate::Wait>(a));
     last = std::get<Gate::Wait>(a);
@@ -188,13 +188,13 @@ TEST(CallGate_Admit, SlotWaitsPastMaxWaitFailTheStepAsThrottled) {
   auto parts = parts_with(1, 1h);
   parts.max_wait = 10min;
   Gate gate(parts);
-  StepCall first(clock.now()), second(clock.now());
+  CallState first(clock.now()), second(clock.now());
   go_or_fail(gate.admit(first, clock.now()));
   auto a = gate.admit(second, clock.now());
   ASSERT_TRUE(std::holds_alternative<Gate::Fail>(a));
   EXPECT_EQ(std::get<Gate::Fail>(a).error.code(), ErrorCode::kThrottled);
   EXPECT_FALSE(second.holds_slot());  // the slot went back
-  StepCall third(clock.now());
+  CallState third(clock.now());
   auto b = gate.admit(third, clock.now());
   ASSERT_TRUE(std::holds_alternative<Gate::Fail>(b));
 }
@@ -205,7 +205,7 @@ TEST(CallGate_Admit, DeadlinePassedFailsAsTimeout) {
   parts.retry = no_jitter(10);
   parts.retry.deadline = 3s;
   Gate gate(parts);
-  StepCall step(clock.now());
+  CallState step(clock.now());
   auto go = go_or_fail(gate.admit(step, clock.now()));
   gate.record(step, std::move(go.ticket), Outcome::timeout("slow"), {}, clock.now());
   clock.advance(4s);
@@ -221,7 +221,7 @@ TEST(CallGate_Admit, AttemptTimeoutIsTheTightestOfPerTryRequestAndDeadline) {
   parts.retry.per_try_timeout = 5s;
   parts.retry.deadline = 4s;
   Gate gate(parts);
-  StepCall step(clock.now());
+  CallState step(clock.now());
   EXPECT_EQ(go_or_fail(gate.admit(step, clock.now())).timeout, 4s);
 }
 
@@ -230,7 +230,7 @@ TEST(CallGate_Ticket, DroppedTicketReleasesItsPermit) {
   CallGateParts parts;
   parts.concurrency = limit::ConcurrencyLimiter::make(1);
   Gate gate(parts);
-  StepCall a(clock.now()), b(clock.now());
+  CallState a(clock.now()), b(clock.now());
   { auto go = go_or_fail(gate.admit(a, clock.now())); }
   go_or_fail(gate.admit(b, clock.now()));
 }
@@ -238,13 +238,13 @@ TEST(CallGate_Ticket, DroppedTicketReleasesItsPermit) {
 TEST(CallGate_StepCall, DestroyedStepGivesItsHeldSlotBack) {
   FakeClock clock;
   Gate gate(parts_with(1, 1s));
-  StepCall first(clock.now());
+  CallState first(clock.now());
   go_or_fail(gate.admit(first, clock.now()));
   {
-    StepCall gone(clock.now());
+    CallState gone(clock.now());
     ASSERT_TRUE(std::holds_alternative<Gate::Wait>(gate.admit(gone, clock.now())));
   }
-  StepCall next(clock.now());
+  CallState next(clock.now());
   EXPECT_EQ(std::get<Gate::Wait>(gate.admit(next, clock.now())).until, clock.now() + 1s);
 }
 
@@ -253,7 +253,7 @@ TEST(CallGate_Record, ClampedHeaderIsReportedForLogging) {
   auto parts = parts_with(100, 1s);
   parts.headers.max_wait = 1min;
   Gate gate(parts);
-  StepCall step(clock.now());
+  CallState step(clock.now());
   auto go = go_or_fail(gate.admit(step, clock.now()));
   std::vector<limit::HttpHeader> headers = {{"X-RateLimit-Remaining", "0"},
                                             {"X-RateLimit-Reset", "4102444800"}};
@@ -273,7 +273,7 @@ TEST(MakeCallGate, BuildsFromACallPolicy) {
   policy.concurrency = 4;
   auto gate = make_call_gate(policy, "imdb/get_rating");
   ASSERT_TRUE(gate) << gate.error().to_string();
-  StepCall a(clock.now()), b(clock.now()), c(clock.now());
+  CallState a(clock.now()), b(clock.now()), c(clock.now());
   go_or_fail((*gate)->admit(a, clock.now()));
   go_or_fail((*gate)->admit(b, clock.now()));
   EXPECT_TRUE(std::holds_alternative<Gate::Wait>((*gate)->admit(c, clock.now())));

@@ -79,7 +79,7 @@ int enqueue(const EnqueueFlags& f) {
     options.run_at = *t;
   }
   int code = kOk;
-  auto engine = open_engine(f.config, code, EngineUse::kInspect);
+  auto engine = open_cli_engine(f.config, code, EngineUse::kInspect);
   if (!engine) return code;
   auto id = engine->enqueue(f.type, std::move(*args), options);
   if (!id) return report(id.error());

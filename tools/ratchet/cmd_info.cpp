@@ -21,7 +21,7 @@ struct InfoOptions {
 
 int show_plugins(const InfoOptions& o) {
   int code = kOk;
-  auto engine = open_engine(o.config, code, EngineUse::kRun);
+  auto engine = open_cli_engine(o.config, code, EngineUse::kRun);
   if (!engine) return code;
   PluginReport r = engine->plugins();
   if (o.json) {
@@ -55,7 +55,7 @@ int show_plugins(const InfoOptions& o) {
 
 int show_limits(const InfoOptions& o) {
   int code = kOk;
-  auto engine = open_engine(o.config, code, EngineUse::kInspect);
+  auto engine = open_cli_engine(o.config, code, EngineUse::kInspect);
   if (!engine) return code;
   auto limits = engine->limits();
   auto now = std::chrono::system_clock::now();

@@ -44,7 +44,7 @@ int list_jobs(const JobsFlags& f) {
   filter.queue = f.queue;
   filter.limit = f.limit;
   int code = kOk;
-  auto engine = open_engine(f.config, code, EngineUse::kInspect);
+  auto engine = open_cli_engine(f.config, code, EngineUse::kInspect);
   if (!engine) return code;
   auto jobs = engine->list(filter);
   if (!jobs) return report(jobs.error());
@@ -69,7 +69,7 @@ int not_found_hint(const Error& e) { return report(e, "`ratchet jobs list` shows
 
 int show_job(const JobsFlags& f) {
   int code = kOk;
-  auto engine = open_engine(f.config, code, EngineUse::kInspect);
+  auto engine = open_cli_engine(f.config, code, EngineUse::kInspect);
   if (!engine) return code;
   auto job = engine->get(f.id);
   if (!job) return not_found_hint(job.error());
@@ -84,7 +84,7 @@ int show_job(const JobsFlags& f) {
 int retry_jobs(const JobsFlags& f) {
   if ((f.id == 0) == !f.dead) return usage_error("give either a job id or --dead (every dead job)");
   int code = kOk;
-  auto engine = open_engine(f.config, code, EngineUse::kInspect);
+  auto engine = open_cli_engine(f.config, code, EngineUse::kInspect);
   if (!engine) return code;
   if (f.id != 0) {
     if (auto s = engine->retry(f.id); !s) {
@@ -114,7 +114,7 @@ int retry_jobs(const JobsFlags& f) {
 
 int cancel_job(const JobsFlags& f) {
   int code = kOk;
-  auto engine = open_engine(f.config, code, EngineUse::kInspect);
+  auto engine = open_cli_engine(f.config, code, EngineUse::kInspect);
   if (!engine) return code;
   if (auto s = engine->cancel(f.id); !s) {
     return s.error().code() == ErrorCode::kNotFound ? not_found_hint(s.error()) : report(s.error());
@@ -132,7 +132,7 @@ int purge_jobs(const JobsFlags& f) {
   auto d = parse_duration(f.older_than);
   if (!d) return report(d.error().with_context("--older-than"));
   int code = kOk;
-  auto engine = open_engine(f.config, code, EngineUse::kInspect);
+  auto engine = open_cli_engine(f.config, code, EngineUse::kInspect);
   if (!engine) return code;
   auto n = engine->purge(*d);
   if (!n) return report(n.error());

@@ -80,7 +80,7 @@ int run(const RunFlags& f, const Globals& g) {
   ConfigOverrides overrides;
   overrides.workers = f.workers;
   int code = kOk;
-  auto engine = open_engine(f.config, code, EngineUse::kRun, overrides);
+  auto engine = open_cli_engine(f.config, code, EngineUse::kRun, overrides);
   if (!engine) return code;
 
   std::unique_ptr<MetricsServer> metrics;

@@ -38,8 +38,8 @@ enum class EngineUse { kRun, kInspect };
 
 // Opens the engine a config file declares, or prints why not (with a hint
 // when the file is missing) and returns nullptr with `exit_code` set.
-std::unique_ptr<Engine> open_engine(const std::string& config, int& exit_code, EngineUse use,
-                                    ConfigOverrides overrides = {});
+std::unique_ptr<Engine> open_cli_engine(const std::string& config, int& exit_code, EngineUse use,
+                                        ConfigOverrides overrides = {});
 
 void add_run(CLI::App& app, const Globals& globals, Action& action);
 void add_enqueue(CLI::App& app, Action& action);

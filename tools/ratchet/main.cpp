@@ -18,8 +18,8 @@ void add_config_option(CLI::App& cmd, std::string& path) {
       ->envname("RATCHET_CONFIG");
 }
 
-std::unique_ptr<Engine> open_engine(const std::string& config, int& exit_code, EngineUse use,
-                                    ConfigOverrides overrides) {
+std::unique_ptr<Engine> open_cli_engine(const std::string& config, int& exit_code, EngineUse use,
+                                        ConfigOverrides overrides) {
   std::error_code ec;
   if (!std::filesystem::exists(config, ec)) {
     exit_code = usage_error(
