@@ -27,6 +27,10 @@ void Scheduler::start() {
     std::lock_guard lock(finish_mu_);
     finisher_stop_ = false;
   }
+  // spdlog makes its registry on first use: made here, before the threads
+  // that log, none of them races to make it (ThreadSanitizer cannot see the
+  // guard inside the prebuilt library, and reported the race).
+  (void)spdlog::default_logger_raw();
   finisher_ = std::thread([this] { finisher_loop(); });
   for (int i = 0; i < options_.workers; ++i) workers_.emplace_back([this] { worker_loop(); });
   // Jobs other processes enqueue, retry or release wake the dispatcher at
