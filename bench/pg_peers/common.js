@@ -109,8 +109,25 @@ function resultLine (fields) {
   return 'RESULT ' + Object.entries(fields).map(([k, v]) => `${k}=${String(v).replace(/\s+/g, '_')}`).join(' ')
 }
 
+// The RESULT line of a peer's run: `done` holds each worker process's report,
+// `settings` the peer's own settings, to which pg, node and durability are added.
+function peerResult (system, o, done, secs, version, settings, pgVersion, sync) {
+  return resultLine({
+    system,
+    processes: o.processes,
+    concurrency: o.concurrency,
+    steps: 1,
+    jobs: o.jobs,
+    rate: (o.jobs / secs).toFixed(1),
+    vmhwm_kib: Math.max(...done.map((d) => d.vmhwmKib)),
+    vmhwm_mib_each: done.map((d) => Math.round(d.vmhwmKib / 1024)).join(','),
+    version,
+    settings: `${settings},pg=${pgVersion},node=${process.versions.node},synchronous_commit=${sync}`
+  })
+}
+
 function schemaName (prefix) {
   return `${prefix}_${process.pid}_${Date.now() % 100000}`
 }
 
-module.exports = { options, vmhwmKib, nowNs, withClient, runChildren, childProtocol, resultLine, schemaName }
+module.exports = { options, vmhwmKib, nowNs, withClient, runChildren, childProtocol, resultLine, peerResult, schemaName }

@@ -81,19 +81,8 @@ async function parent (o) {
   const last = done.reduce((a, d) => (BigInt(d.lastNs) > a ? BigInt(d.lastNs) : a), 0n)
   const secs = Number(last - go) / 1e9
   const s = settings(o)
-  console.log(common.resultLine({
-    system: 'graphile-worker',
-    processes: o.processes,
-    concurrency: o.concurrency,
-    steps: 1,
-    jobs: o.jobs,
-    rate: (o.jobs / secs).toFixed(1),
-    vmhwm_kib: Math.max(...done.map((d) => d.vmhwmKib)),
-    vmhwm_mib_each: done.map((d) => Math.round(d.vmhwmKib / 1024)).join(','),
-    version,
-    settings: `concurrency=${s.concurrency}/process,pollInterval=${s.pollInterval}ms,maxPoolSize=${s.maxPoolSize},` +
-      `pg=${pgVersion},node=${process.versions.node},synchronous_commit=${sync}`
-  }))
+  console.log(common.peerResult('graphile-worker', o, done, secs, version,
+    `concurrency=${s.concurrency}/process,pollInterval=${s.pollInterval}ms,maxPoolSize=${s.maxPoolSize}`, pgVersion, sync))
 }
 
 const o = common.options(process.argv.slice(2))

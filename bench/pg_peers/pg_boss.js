@@ -102,20 +102,9 @@ async function parent (o) {
   if (Number(end.n) !== o.jobs) throw new Error(`expected ${o.jobs} completed jobs, the database has ${end.n}`)
   const secs = (Number(end.last_ms) - goWallMs) / 1000
   const s = settings(o)
-  console.log(common.resultLine({
-    system: 'pg-boss',
-    processes: o.processes,
-    concurrency: o.concurrency,
-    steps: 1,
-    jobs: o.jobs,
-    rate: (o.jobs / secs).toFixed(1),
-    vmhwm_kib: Math.max(...done.map((d) => d.vmhwmKib)),
-    vmhwm_mib_each: done.map((d) => Math.round(d.vmhwmKib / 1024)).join(','),
-    version,
-    settings: `mode=${o.mode},notifyWorker=${s.notify},workers=${s.workers}/process,batchSize=${s.batchSize},` +
-      `pollingIntervalSeconds=${s.pollingIntervalSeconds},max=${s.max},supervise=false,schedule=false,` +
-      `pg=${pgVersion},node=${process.versions.node},synchronous_commit=${sync}`
-  }))
+  console.log(common.peerResult('pg-boss', o, done, secs, version,
+    `mode=${o.mode},notifyWorker=${s.notify},workers=${s.workers}/process,batchSize=${s.batchSize},` +
+      `pollingIntervalSeconds=${s.pollingIntervalSeconds},max=${s.max},supervise=false,schedule=false`, pgVersion, sync))
 }
 
 const o = common.options(process.argv.slice(2))
