@@ -227,7 +227,7 @@ TEST(Fault, SigstopPastLeaseOneProcess_NoCommittedStepRunsAgainNoOverlap) {
   auto child = w.run({"--until-empty"});
   ASSERT_TRUE(wait_until([&] { return w.states()["completed"] >= 4 && w.server().in_flight() > 0; }, 20000));
   const int held = w.states()["running"];
-  child->signal(SIGSTOP);
+  ASSERT_TRUE(child->stop());
   std::this_thread::sleep_for(2500ms);  // the lease is 1s
   const std::int64_t cont_us = wall_us();
   child->signal(SIGCONT);
@@ -274,15 +274,16 @@ TEST(Fault, SigstopPastLeaseTwoProcesses_OtherTakesOverStoppedOneIsFenced) {
     }
   };
   int restops = 0;
-  a->signal(SIGSTOP);
-  while (a_holds_write_lock() && restops < 200) {
+  ASSERT_TRUE(a->stop());
+  bool holds = a_holds_write_lock();
+  while (holds && restops < 200) {
     ++restops;
     a->signal(SIGCONT);
     std::this_thread::sleep_for(std::chrono::milliseconds(1 + restops % 7));
-    a->signal(SIGSTOP);
-    std::this_thread::sleep_for(20ms);
+    ASSERT_TRUE(a->stop());
+    holds = a_holds_write_lock();
   }
-  ASSERT_FALSE(a_holds_write_lock()) << "A held the write lock at each of " << restops << " stops";
+  ASSERT_FALSE(holds) << "A held the write lock at each of " << restops << " stops";
   const std::int64_t stop_us = wall_us();
   // The jobs A holds at the stop, which B must take over.
   std::vector<std::int64_t> held;

@@ -91,6 +91,44 @@ void Child::signal(int sig) const {
   if (!reaped_) ::kill(pid_, sig);
 }
 
+namespace {
+
+// A thread's state letter from /proc/<pid>/task/<tid>/stat: the field after
+// the parenthesised name, which may itself hold ')' and spaces.
+char task_state(const fs::path& stat) {
+  std::ifstream in(stat);
+  std::string line;
+  std::getline(in, line);
+  const auto close = line.rfind(')');
+  return close == std::string::npos || close + 2 >= line.size() ? '?' : line[close + 2];
+}
+
+bool all_threads_stopped(pid_t pid) {
+  std::error_code ec;
+  fs::directory_iterator tasks(fs::path("/proc") / std::to_string(pid) / "task", ec);
+  if (ec) return false;
+  bool any = false;
+  for (const auto& task : tasks) {
+    const char state = task_state(task.path() / "stat");
+    if (state != 'T' && state != 't') return false;
+    any = true;
+  }
+  return any;
+}
+
+}  // namespace
+
+bool Child::stop(int timeout_ms) const {
+  if (reaped_) return false;
+  ::kill(pid_, SIGSTOP);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (!all_threads_stopped(pid_)) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
 bool Child::running() {
   if (reaped_) return false;
   int status = 0;

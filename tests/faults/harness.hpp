@@ -44,6 +44,10 @@ class Child {
   Child& operator=(const Child&) = delete;
   pid_t pid() const { return pid_; }
   void signal(int sig) const;
+  // SIGSTOP, then waits until every thread of the child is stopped: kill()
+  // returns before the stop lands, and a thread still running may yet take
+  // a lock. False when that takes longer than `timeout_ms`.
+  bool stop(int timeout_ms = 5000) const;
   // Exit code, 128 + signal when killed by one, -1 when still running after
   // `timeout_ms` (then it is killed). Once reaped, the same answer again.
   int wait(int timeout_ms);
