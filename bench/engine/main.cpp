@@ -119,7 +119,7 @@ double engine_rate(const std::string& path, bool full, int jobs, int workers, in
   if (!ratchet::common::is_server_url(path)) remove_db(path);
   ratchet::EngineOptions o;
   o.database = path;
-  o.synchronous_full = full;
+  o.sqlite.synchronous_full = full;
   o.workers = workers;
   o.poll_interval = std::chrono::milliseconds(50);
   auto e = ratchet::Engine::open(o);

@@ -6,9 +6,34 @@
 namespace ratchet::config::detail {
 namespace {
 
-constexpr std::array<std::string_view, 12> kEngineKeys = {
-    "database",  "plugins",        "workers",       "synchronous",    "busy_timeout",       "lease",
-    "heartbeat", "park_threshold", "poll_interval", "shutdown_grace", "max_lease_expiries", "plugin_rescan"};
+// "synchronous" is listed so that a file written before it moved to
+// [engine.sqlite] gets an error saying where it went, not "unknown key".
+constexpr std::array<std::string_view, 14> kEngineKeys = {
+    "database",      "plugins",        "workers",       "busy_timeout",   "lease",
+    "heartbeat",     "park_threshold", "poll_interval", "shutdown_grace", "max_lease_expiries",
+    "plugin_rescan", "sqlite",         "postgres",      "synchronous"};
+constexpr std::array<std::string_view, 1> kSqliteKeys = {"synchronous"};
+constexpr std::array<std::string_view, 1> kPostgresKeys = {"connect_timeout"};
+
+void read_sqlite(Reader& r, const toml::node& node, EngineSpec& e) {
+  const toml::table* t = r.table(node, "engine.sqlite");
+  if (t == nullptr) return;
+  r.check_keys(*t, "engine.sqlite", kSqliteKeys, "[engine.sqlite]");
+  if (const toml::node* v = t->get("synchronous")) {
+    if (auto full = r.choice<bool>(*v, "engine.sqlite.synchronous", {{"normal", false}, {"full", true}}))
+      e.sqlite_synchronous_full = *full;
+  }
+}
+
+void read_postgres(Reader& r, const toml::node& node, EngineSpec& e) {
+  const toml::table* t = r.table(node, "engine.postgres");
+  if (t == nullptr) return;
+  r.check_keys(*t, "engine.postgres", kPostgresKeys, "[engine.postgres]");
+  if (const toml::node* v = t->get("connect_timeout")) {
+    if (auto d = r.duration(*v, "engine.postgres.connect_timeout", Bound::kPositive))
+      e.postgres_connect_timeout = *d;
+  }
+}
 
 }  // namespace
 
@@ -37,7 +62,13 @@ EngineSpec read_engine(Reader& r, const toml::table& t, const std::filesystem::p
     } else if (k == "workers") {
       if (auto v = r.integer(node, at, 1, 1024)) e.workers = static_cast<int>(*v);
     } else if (k == "synchronous") {
-      if (auto v = r.choice<bool>(node, at, {{"normal", false}, {"full", true}})) e.synchronous_full = *v;
+      r.error(node, at,
+              "a setting of the SQLite backend, read from its own table: write it as [engine.sqlite] "
+              "synchronous = \"normal\" or \"full\"");
+    } else if (k == "sqlite") {
+      read_sqlite(r, node, e);
+    } else if (k == "postgres") {
+      read_postgres(r, node, e);
     } else if (k == "busy_timeout") {
       if (auto v = r.duration(node, at, Bound::kNonNegative)) e.busy_timeout = *v;
     } else if (k == "lease") {

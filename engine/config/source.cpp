@@ -14,7 +14,8 @@ std::vector<std::string> restart_only_changes(const EngineSpec& a, const EngineS
   if (a.database != b.database) out.emplace_back("database");
   if (a.plugins != b.plugins) out.emplace_back("plugins");
   if (a.workers != b.workers) out.emplace_back("workers");
-  if (a.synchronous_full != b.synchronous_full) out.emplace_back("synchronous");
+  if (a.sqlite_synchronous_full != b.sqlite_synchronous_full) out.emplace_back("sqlite.synchronous");
+  if (a.postgres_connect_timeout != b.postgres_connect_timeout) out.emplace_back("postgres.connect_timeout");
   if (a.busy_timeout != b.busy_timeout) out.emplace_back("busy_timeout");
   return out;
 }

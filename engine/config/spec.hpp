@@ -183,7 +183,6 @@ struct EngineSpec {
   std::filesystem::path database = "ratchet.db";
   std::filesystem::path plugins = "plugins";
   int workers = 8;
-  bool synchronous_full = false;  // PRAGMA synchronous=FULL instead of NORMAL
   microseconds busy_timeout = std::chrono::seconds(5);
   microseconds lease = std::chrono::seconds(30);
   microseconds heartbeat = std::chrono::seconds(10);
@@ -194,6 +193,9 @@ struct EngineSpec {
   // How often the plugin folder is rescanned for new and replaced files
   // while the engine runs; zero: only at start.
   microseconds plugin_rescan = std::chrono::seconds(2);
+  // [engine.sqlite] and [engine.postgres]: read by that backend only.
+  bool sqlite_synchronous_full = false;  // PRAGMA synchronous=FULL instead of NORMAL
+  microseconds postgres_connect_timeout = std::chrono::seconds(10);
 };
 
 struct Config {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "common/database_url.hpp"
 #include "common/duration.hpp"
 
 namespace ratchet::config {
@@ -161,10 +162,14 @@ std::string summarize_engine(const Config& c) {
   const auto& e = c.engine;
   EnvMask m(c.env_keys, {"engine."});
   return fmt::format(
-      "engine: database {}, plugins {}, {} workers, synchronous {}, busy_timeout {}, lease {}, heartbeat {}, "
+      "engine: database {}, plugins {}, {} workers, {}, busy_timeout {}, lease {}, heartbeat {}, "
       "park_threshold {}, poll_interval {}, shutdown_grace {}, max_lease_expiries {}\n",
       m.show({"database"}, e.database.string()), m.show({"plugins"}, e.plugins.string()), e.workers,
-      m.show({"synchronous"}, e.synchronous_full ? "full" : "normal"),
+      common::is_server_url(e.database.native())
+          ? "postgres connect_timeout " +
+                m.show({"postgres.connect_timeout"}, format_duration(e.postgres_connect_timeout))
+          : "sqlite synchronous " +
+                m.show({"sqlite.synchronous"}, e.sqlite_synchronous_full ? "full" : "normal"),
       m.show({"busy_timeout"}, format_duration(e.busy_timeout)), m.show({"lease"}, format_duration(e.lease)),
       m.show({"heartbeat"}, format_duration(e.heartbeat)),
       m.show({"park_threshold"}, format_duration(e.park_threshold)),

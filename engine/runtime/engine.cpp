@@ -331,7 +331,8 @@ namespace runtime {
 store::StoreOptions store_options(const EngineOptions& options) {
   store::StoreOptions s;
   s.database = options.database.string();
-  s.synchronous_full = options.synchronous_full;
+  s.sqlite_synchronous_full = options.sqlite.synchronous_full;
+  s.postgres_connect_timeout = std::chrono::ceil<std::chrono::seconds>(options.postgres.connect_timeout);
   s.busy_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options.busy_timeout);
   s.clock = options.clock;
   return s;
@@ -364,7 +365,8 @@ EngineOptions engine_options(const config::Config& config) {
   if (!store::is_server_url(o.database.string()) && o.database.is_relative() && !config.file.empty())
     o.database = config.file.parent_path() / o.database;
   o.workers = e.workers;
-  o.synchronous_full = e.synchronous_full;
+  o.sqlite.synchronous_full = e.sqlite_synchronous_full;
+  o.postgres.connect_timeout = e.postgres_connect_timeout;
   o.busy_timeout = e.busy_timeout;
   o.lease = e.lease;
   o.heartbeat = e.heartbeat;

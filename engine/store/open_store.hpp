@@ -19,8 +19,11 @@ namespace ratchet::store {
 
 struct StoreOptions {
   std::string database;  // a file path, or a server URL
-  bool synchronous_full = false;
   std::chrono::milliseconds busy_timeout{5000};
+  // Read by one backend each: SQLite's PRAGMA synchronous=FULL, and how
+  // long one PostgreSQL connection attempt may take.
+  bool sqlite_synchronous_full = false;
+  std::chrono::seconds postgres_connect_timeout{10};
   // The clock leases of writes are read on; null: the system clock.
   std::shared_ptr<const Clock> clock;
 };

@@ -44,6 +44,21 @@
 
 namespace ratchet {
 
+// Settings only the embedded SQLite backend reads (the database is a file).
+struct SqliteOptions {
+  // PRAGMA synchronous=FULL: a committed step survives power loss, at the
+  // cost of an fsync per commit. NORMAL (the default) survives a crash of
+  // the process, not of the machine.
+  bool synchronous_full = false;
+};
+
+// Settings only the PostgreSQL backend reads (the database is a URL).
+struct PostgresOptions {
+  // How long one attempt to connect may take (libpq counts whole seconds,
+  // at least 2). Reconnects after a dropped connection use the same bound.
+  Duration connect_timeout = std::chrono::seconds(10);
+};
+
 struct EngineOptions {
   // Where jobs are kept: a file (created with mode 0600 when missing; the
   // embedded default, no server), or a PostgreSQL URL,
@@ -52,9 +67,12 @@ struct EngineOptions {
   // ?options=-csearch_path%3DNAME chooses). The password comes from
   // PGPASSWORD, ~/.pgpass (PGPASSFILE) or the URL, never from argv.
   std::filesystem::path database = "ratchet.db";
-  int workers = 8;                // jobs run at once by this engine
-  bool synchronous_full = false;  // PRAGMA synchronous=FULL (survives power loss) instead of NORMAL
-  Duration busy_timeout = std::chrono::seconds(5);          // wait this long for another process's lock
+  SqliteOptions sqlite;      // read when `database` is a file
+  PostgresOptions postgres;  // read when `database` is a URL
+  int workers = 8;           // jobs run at once by this engine
+  // How long a write or read waits for the database: for another process's
+  // lock on SQLite, for an unreachable server on PostgreSQL.
+  Duration busy_timeout = std::chrono::seconds(5);
   Duration lease = std::chrono::seconds(30);                // a running job's claim lasts this long ...
   Duration heartbeat = std::chrono::seconds(10);            // ... and is renewed this often
   Duration park_threshold = std::chrono::milliseconds(50);  // longer waits park the job

@@ -204,7 +204,7 @@ per = "1d"
 }
 
 TEST(LoadErrors_BadChoice, SuggestsTheNearestWord) {
-  auto r = load(R"([engine]
+  auto r = load(R"([engine.sqlite]
 synchronous = "fulll"
 [[plugin.p.limit]]
 rate = 1
@@ -212,11 +212,34 @@ per = "1s"
 algorithm = "token-bucket"
 scope = "global"
 )");
-  EXPECT_DIAGNOSTIC(r, "t.toml:2:15: engine.synchronous: ",
+  EXPECT_DIAGNOSTIC(r, "t.toml:2:15: engine.sqlite.synchronous: ",
                     "\"fulll\" is not one of \"normal\", \"full\" (did you mean \"full\"?)");
   EXPECT_DIAGNOSTIC(r, "t.toml:6:13: plugin.p.limit[0].algorithm: ", "did you mean \"token_bucket\"?");
   EXPECT_DIAGNOSTIC(
       r, "t.toml:7:9: plugin.p.limit[0].scope: ", "\"global\" is not one of \"process\", \"database\"");
+}
+
+// A file written when the SQLite setting sat in [engine] is told where it went.
+TEST(LoadErrors_BackendSettingInEngineTable, SaysWhichTableItBelongsTo) {
+  auto r = load("[engine]\nsynchronous = \"full\"\n");
+  EXPECT_DIAGNOSTIC(r, "t.toml:2:15: engine.synchronous: ",
+                    "a setting of the SQLite backend, read from its own table: write it as [engine.sqlite] "
+                    "synchronous");
+  EXPECT_EQ(errors(r).size(), 1u) << testing::joined(errors(r));
+}
+
+TEST(LoadErrors_BackendTables, UnknownKeysAndBadValuesNamed) {
+  auto r = load(R"([engine.sqlite]
+synchronus = "full"
+[engine.postgres]
+connect_timeout = "0s"
+pool = 3
+)");
+  EXPECT_DIAGNOSTIC(r, "t.toml:2:1: engine.sqlite.synchronus: ", "(did you mean \"synchronous\"?)");
+  EXPECT_DIAGNOSTIC(r, "t.toml:4:19: engine.postgres.connect_timeout: ", "");
+  EXPECT_DIAGNOSTIC(r, "t.toml:5:1: engine.postgres.pool: ", "allowed keys: connect_timeout");
+  EXPECT_EQ(errors(r).size(), 3u) << testing::joined(errors(r));
+  EXPECT_DIAGNOSTIC(load("[engine]\nsqlite = 1\n"), "t.toml:2:10: engine.sqlite: ", "expected a table");
 }
 
 TEST(LoadErrors_MissingRequired, NamesTheKeyAtItsTable) {

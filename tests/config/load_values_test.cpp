@@ -18,7 +18,8 @@ TEST(LoadValues_EmptyFile, GivesTheDocumentedDefaults) {
   EXPECT_EQ(e.database, std::filesystem::path("ratchet.db"));
   EXPECT_EQ(e.plugins, std::filesystem::path("plugins"));
   EXPECT_EQ(e.workers, 8);
-  EXPECT_FALSE(e.synchronous_full);
+  EXPECT_FALSE(e.sqlite_synchronous_full);
+  EXPECT_EQ(e.postgres_connect_timeout, 10s);
   EXPECT_EQ(e.busy_timeout, 5s);
   EXPECT_EQ(e.lease, 30s);
   EXPECT_EQ(e.heartbeat, 10s);
@@ -70,6 +71,17 @@ max_wait = "1d"
   EXPECT_EQ((*r)->engine.shutdown_grace, 1h);
   EXPECT_EQ((*r)->engine.busy_timeout, 90min);
   EXPECT_EQ((*r)->plugins.at("p").policy.max_wait, 24h);
+}
+
+TEST(LoadValues_BackendTables, EachBackendReadsItsOwn) {
+  auto r = load(R"([engine.sqlite]
+synchronous = "full"
+[engine.postgres]
+connect_timeout = "30s"
+)");
+  ASSERT_TRUE(r.has_value()) << testing::joined(errors(r));
+  EXPECT_TRUE((*r)->engine.sqlite_synchronous_full);
+  EXPECT_EQ((*r)->engine.postgres_connect_timeout, 30s);
 }
 
 TEST(LoadValues_RelativePaths, ResolveAgainstTheFileFolder) {

@@ -83,6 +83,7 @@ TEST(LoadSecrets_BadValueFromEnv, IsReportedWithoutTheValue) {
   auto r =
       load(R"([engine]
 lease = "${LEASE}"
+[engine.sqlite]
 synchronous = "${SYNC}"
 [job.j]
 steps = [{ name = "s", call = "${CALL}" }]
@@ -92,7 +93,8 @@ steps = [{ name = "s", call = "${CALL}" }]
   ASSERT_EQ(e.size(), 3u) << testing::joined(e);
   for (const auto& line : e) EXPECT_EQ(line.find(kSecret), std::string::npos) << line;
   EXPECT_DIAGNOSTIC(r, "t.toml:2:9: engine.lease: ", "the value from the environment is not a duration");
-  EXPECT_DIAGNOSTIC(r, "t.toml:3:15: engine.synchronous: ", "the value from the environment is not one of");
+  EXPECT_DIAGNOSTIC(
+      r, "t.toml:4:15: engine.sqlite.synchronous: ", "the value from the environment is not one of");
 }
 
 TEST(LoadSecrets_ValueFromEnv, IsUsedByReservedKeys) {

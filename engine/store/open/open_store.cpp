@@ -13,7 +13,7 @@ namespace {
 DatabaseOptions sqlite_options(const StoreOptions& o) {
   DatabaseOptions d;
   d.path = o.database;
-  d.synchronous_full = o.synchronous_full;
+  d.synchronous_full = o.sqlite_synchronous_full;
   d.busy_timeout = o.busy_timeout;
   d.clock = o.clock;
   return d;
@@ -38,6 +38,7 @@ Error unsupported_url(std::string_view database) {
 pg::PgStoreOptions postgres_options(const StoreOptions& o) {
   pg::PgStoreOptions p;
   p.connect.url = o.database;
+  p.connect.connect_timeout = o.postgres_connect_timeout;
   p.busy_timeout = o.busy_timeout;
   p.clock = o.clock;
   return p;
