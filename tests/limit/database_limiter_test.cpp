@@ -1,6 +1,5 @@
 #include "limit/database_limiter.hpp"
 
-#include <SQLiteCpp/SQLiteCpp.h>
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -32,19 +31,25 @@ config::LimitSpec spec(config::LimitAlgorithm algo, std::int64_t rate, std::chro
 }
 
 std::shared_ptr<DatabaseLimiter> open(const testing::LimiterTables& db, const config::LimitSpec& s,
-                                      const std::string& key = "imdb/day", bool fast = false) {
-  auto l = DatabaseLimiter::open(s, key, fast ? db.fast_connect() : db.connect());
+                                      const std::string& key = "imdb/day") {
+  auto l = DatabaseLimiter::open(s, key, db.connect());
   EXPECT_TRUE(l) << (l ? "" : l.error().to_string());
   return l ? *l : nullptr;
 }
+
+// Conformance cases: each runs on every store backend (tests/store/backends.hpp).
+class DatabaseLimiterTest : public ::testing::TestWithParam<store::testing::Backend> {
+ protected:
+  ratchet::testing::TempDir dir_;
+};
 
 Slot must(Result<Slot> r) {
   EXPECT_TRUE(r.has_value()) << (r ? "" : r.error().to_string());
   return r.value_or(Slot{});
 }
 
-TEST(DatabaseLimiter_Sliding, TwoConnectionsShareOneLimit) {
-  testing::LimiterTables db;
+TEST_P(DatabaseLimiterTest, Sliding_TwoConnectionsShareOneLimit) {
+  testing::LimiterTables db(GetParam());
   auto s = spec(config::LimitAlgorithm::kSlidingWindow, 3, 86400s);
   auto p1 = open(db, s);
   auto p2 = open(db, s);
@@ -55,8 +60,8 @@ TEST(DatabaseLimiter_Sliding, TwoConnectionsShareOneLimit) {
   EXPECT_EQ(must(p2->reserve(kT0 + kSec, kT0)).at_us, kT0 + 86400 * kSec);
 }
 
-TEST(DatabaseLimiter_Sliding, QuotaSurvivesARestart) {
-  testing::LimiterTables db;
+TEST_P(DatabaseLimiterTest, Sliding_QuotaSurvivesARestart) {
+  testing::LimiterTables db(GetParam());
   auto s = spec(config::LimitAlgorithm::kSlidingWindow, 2, 86400s);
   {
     auto before = open(db, s);
@@ -67,8 +72,8 @@ TEST(DatabaseLimiter_Sliding, QuotaSurvivesARestart) {
   EXPECT_EQ(must(after->reserve(kT0 + 3600 * kSec, kT0)).at_us, kT0 + 86400 * kSec);
 }
 
-TEST(DatabaseLimiter_Sliding, KeysAreIndependent) {
-  testing::LimiterTables db;
+TEST_P(DatabaseLimiterTest, Sliding_KeysAreIndependent) {
+  testing::LimiterTables db(GetParam());
   auto s = spec(config::LimitAlgorithm::kSlidingWindow, 1, 1s);
   auto a = open(db, s, "a");
   auto b = open(db, s, "b");
@@ -78,8 +83,8 @@ TEST(DatabaseLimiter_Sliding, KeysAreIndependent) {
 
 // As in process scope: a late holder takes the room there is when it comes,
 // counted then, and the next holder waits a little in its place.
-TEST(DatabaseLimiter_Sliding, LateStartIsCountedWhenItHappensAndTheNextHolderWaitsInPlace) {
-  testing::LimiterTables db;
+TEST_P(DatabaseLimiterTest, Sliding_LateStartIsCountedWhenItHappensAndTheNextHolderWaitsInPlace) {
+  testing::LimiterTables db(GetParam());
   auto l = open(db, spec(config::LimitAlgorithm::kSlidingWindow, 1, 1s));
   auto a = must(l->reserve(kT0, kT0));
   auto b = must(l->reserve(kT0, kT0));
@@ -97,16 +102,15 @@ TEST(DatabaseLimiter_Sliding, LateStartIsCountedWhenItHappensAndTheNextHolderWai
   EXPECT_EQ(c.at_us, kT0 + 1'500'000);
 }
 
-TEST(DatabaseLimiter_Sliding, OldRowsArePruned) {
-  testing::LimiterTables db;
+TEST_P(DatabaseLimiterTest, Sliding_OldRowsArePruned) {
+  testing::LimiterTables db(GetParam());
   auto l = open(db, spec(config::LimitAlgorithm::kSlidingWindow, 1, 1s));
   for (int i = 0; i < 5; ++i) must(l->reserve(kT0 + i * kSec, kT0 + i * kSec));
-  SQLite::Database check(db.path().string());
-  EXPECT_LE(check.execAndGet("SELECT COUNT(*) FROM limiter_calls").getInt(), 2);
+  EXPECT_LE(db.entries(store::LimiterLog::kCalls, "imdb/day"), 2);
 }
 
-TEST(DatabaseLimiter_TokenBucket, BurstThenPaceAcrossConnections) {
-  testing::LimiterTables db;
+TEST_P(DatabaseLimiterTest, TokenBucket_BurstThenPaceAcrossConnections) {
+  testing::LimiterTables db(GetParam());
   auto s = spec(config::LimitAlgorithm::kTokenBucket, 10, 1s, 2);
   auto p1 = open(db, s, "bucket");
   auto p2 = open(db, s, "bucket");
@@ -119,8 +123,8 @@ TEST(DatabaseLimiter_TokenBucket, BurstThenPaceAcrossConnections) {
   EXPECT_EQ(must(p1->reserve(kT0, kT0)).at_us, kT0 + 200'000);
 }
 
-TEST(DatabaseLimiter_FixedWindow, CountsPerEpochAlignedWindow) {
-  testing::LimiterTables db;
+TEST_P(DatabaseLimiterTest, FixedWindow_CountsPerEpochAlignedWindow) {
+  testing::LimiterTables db(GetParam());
   auto l = open(db, spec(config::LimitAlgorithm::kFixedWindow, 2, 60s), "fixed");
   const std::int64_t mid = kT0 + 30 * kSec;
   const std::int64_t window_end = (mid / (60 * kSec) + 1) * 60 * kSec;
@@ -129,31 +133,32 @@ TEST(DatabaseLimiter_FixedWindow, CountsPerEpochAlignedWindow) {
   EXPECT_EQ(must(l->reserve(mid, mid)).at_us, window_end);
 }
 
-TEST(DatabaseLimiter_Open, MissingTablesAreAClearDatabaseError) {
-  auto path = std::filesystem::temp_directory_path() /
-              ("ratchet-limit-no-tables-" + std::to_string(::getpid()) + ".db");
-  std::filesystem::remove(path);
-  { SQLite::Database create(path.string(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE); }
+TEST_P(DatabaseLimiterTest, Open_MissingTablesAreAClearDatabaseError) {
+  // A database ratchet never opened: an empty SQLite file, an empty schema.
+  store::StoreOptions o;
+  o.database = GetParam().fresh_database(dir_);
+  GetParam().exec(o.database, "SELECT 1");
   auto l = DatabaseLimiter::open(spec(config::LimitAlgorithm::kSlidingWindow, 1, 1s), "k",
-                                 store::sqlite_limiter_tables(path, std::chrono::seconds(5)));
-  ASSERT_TRUE(l);
+                                 store::limiter_tables_for(o));
+  ASSERT_TRUE(l) << l.error().to_string();
   auto r = (*l)->reserve(kT0, kT0);
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code(), ErrorCode::kDatabase);
-  EXPECT_NE(r.error().message().find("limiter k"), std::string::npos);
-  std::filesystem::remove(path);
+  EXPECT_NE(r.error().message().find("limiter k"), std::string::npos) << r.error().message();
 }
 
-TEST(DatabaseLimiter_Open, UnopenableFileIsADatabaseError) {
-  auto l = DatabaseLimiter::open(
-      spec(config::LimitAlgorithm::kSlidingWindow, 1, 1s), "k",
-      store::sqlite_limiter_tables("/nonexistent-dir/ratchet.db", std::chrono::seconds(5)));
+TEST_P(DatabaseLimiterTest, Open_UnreachableDatabaseIsADatabaseError) {
+  store::StoreOptions o;
+  o.database = GetParam().unreachable;
+  auto l = DatabaseLimiter::open(spec(config::LimitAlgorithm::kSlidingWindow, 1, 1s), "k",
+                                 store::limiter_tables_for(o));
   ASSERT_FALSE(l);
   EXPECT_EQ(l.error().code(), ErrorCode::kDatabase);
+  EXPECT_NE(l.error().message().find("limiter k"), std::string::npos) << l.error().message();
 }
 
-TEST(DatabaseLimiter_Concurrency, ThreadsOnTwoConnectionsNeverOverbook) {
-  testing::LimiterTables db;
+TEST_P(DatabaseLimiterTest, Concurrency_ThreadsOnTwoConnectionsNeverOverbook) {
+  testing::LimiterTables db(GetParam());
   auto s = spec(config::LimitAlgorithm::kSlidingWindow, 3, 1s);
   auto p1 = open(db, s, "shared");
   auto p2 = open(db, s, "shared");
@@ -180,8 +185,8 @@ TEST(DatabaseLimiter_Concurrency, ThreadsOnTwoConnectionsNeverOverbook) {
 // Two "processes" (connections) stack the same three database limits; callers
 // arrive at random, start on time or late, or give their slot back. The starts
 // never break any of the limits.
-TEST(DatabaseLimiter_Random, TwoConnectionsWithLateStartsAndCancelsNeverExceedAnyLimit) {
-  testing::LimiterTables db;
+TEST_P(DatabaseLimiterTest, Random_TwoConnectionsWithLateStartsAndCancelsNeverExceedAnyLimit) {
+  testing::LimiterTables db(GetParam());
   const std::vector<testing::DeclaredLimit> declared = {
       {config::LimitAlgorithm::kSlidingWindow, 4, kSec},
       {config::LimitAlgorithm::kTokenBucket, 3, kSec, 2},
@@ -193,7 +198,7 @@ TEST(DatabaseLimiter_Random, TwoConnectionsWithLateStartsAndCancelsNeverExceedAn
     for (std::size_t i = 0; i < declared.size(); ++i) {
       const auto& d = declared[i];
       ls.push_back(open(db, spec(d.algo, d.rate, std::chrono::microseconds(d.per_us), d.burst),
-                        "k" + std::to_string(i), true));
+                        "k" + std::to_string(i)));
     }
     process.emplace_back(std::move(ls));
   }
@@ -251,8 +256,8 @@ TEST(DatabaseLimiter_Random, TwoConnectionsWithLateStartsAndCancelsNeverExceedAn
 // start is counted when it really happens, so a server counting arrivals
 // never sees more than the limit in any interval, and a late holder's
 // successor waits a little in its place rather than going first.
-TEST(DatabaseLimiter_Sliding, StartsAFewMillisecondsLate_NeverPutMoreThanTheLimitInAnyInterval) {
-  testing::LimiterTables db;
+TEST_P(DatabaseLimiterTest, Sliding_StartsAFewMillisecondsLate_NeverPutMoreThanTheLimitInAnyInterval) {
+  testing::LimiterTables db(GetParam());
   const testing::DeclaredLimit declared{config::LimitAlgorithm::kSlidingWindow, 2, kSec};
   auto l = open(db, spec(declared.algo, declared.rate, std::chrono::microseconds(declared.per_us)));
   LimiterStack stack({l});
@@ -285,8 +290,8 @@ TEST(DatabaseLimiter_Sliding, StartsAFewMillisecondsLate_NeverPutMoreThanTheLimi
 // A caller reads the clock, then waits for another process to let go of the
 // database lock: its call goes when it gets the lock, so that is when it is
 // counted, or the next process's call would reach the server too soon after it.
-TEST(DatabaseLimiter_Sliding, StartAfterWaitingForTheLock_IsCountedWhenTheCallGoes) {
-  testing::LimiterTables db;
+TEST_P(DatabaseLimiterTest, Sliding_StartAfterWaitingForTheLock_IsCountedWhenTheCallGoes) {
+  testing::LimiterTables db(GetParam());
   auto clock = std::make_shared<FakeClock>(from_micros(kT0));
   DatabaseLimiterOptions options;
   options.clock = clock;
@@ -306,8 +311,8 @@ TEST(DatabaseLimiter_Sliding, StartAfterWaitingForTheLock_IsCountedWhenTheCallGo
 // Process A admitted a call at t0 and its request only leaves at +300 ms;
 // B, on another connection, asks meanwhile. A's start recounted when it
 // leaves moves every process's next slot, and counts once.
-TEST(DatabaseLimiter_Sliding, StartRecountedWhenTheRequestLeaves_CountsThenForEveryConnection) {
-  testing::LimiterTables db;
+TEST_P(DatabaseLimiterTest, Sliding_StartRecountedWhenTheRequestLeaves_CountsThenForEveryConnection) {
+  testing::LimiterTables db(GetParam());
   auto clock = std::make_shared<FakeClock>(from_micros(kT0));
   DatabaseLimiterOptions options;
   options.clock = clock;
@@ -330,8 +335,8 @@ TEST(DatabaseLimiter_Sliding, StartRecountedWhenTheRequestLeaves_CountsThenForEv
       << "A's start at t0 was given back, not kept beside the new one";
 }
 
-TEST(MakeLimiter, DatabaseScope_KeepsTheJitterMarginOfProcessScope) {
-  testing::LimiterTables db;
+TEST_P(DatabaseLimiterTest, MakeLimiter_DatabaseScope_KeepsTheJitterMarginOfProcessScope) {
+  testing::LimiterTables db(GetParam());
   auto l = make_limiter(spec(config::LimitAlgorithm::kSlidingWindow, 1, 1s), "k", db.connect());
   ASSERT_TRUE(l) << l.error().to_string();
   auto first = must((*l)->reserve(kT0, kT0));
@@ -342,35 +347,8 @@ TEST(MakeLimiter, DatabaseScope_KeepsTheJitterMarginOfProcessScope) {
   EXPECT_EQ(second.at_us, kT0 + kSec + kJitterFloorUs);
 }
 
-TEST(MakeLimiter, DatabaseScopeWithoutAConnectionIsRefused) {
-  auto l = make_limiter(spec(config::LimitAlgorithm::kSlidingWindow, 1, 1s), "k");
-  ASSERT_FALSE(l);
-  EXPECT_EQ(l.error().code(), ErrorCode::kInvalidArgument);
-}
-
-TEST(MakeLimiter, NonPositiveRateIsRefused) {
-  auto s = spec(config::LimitAlgorithm::kSlidingWindow, 0, 1s);
-  s.scope = config::LimitScope::kProcess;
-  EXPECT_FALSE(make_limiter(s, "k"));
-}
-
-TEST(MakeLimiter, RateBurstOrPerAboveTheirMaximumIsRefused) {
-  testing::LimiterTables db;
-  for (auto scope : {config::LimitScope::kProcess, config::LimitScope::kDatabase}) {
-    auto rate = spec(config::LimitAlgorithm::kSlidingWindow, std::numeric_limits<std::int64_t>::max(), 1s);
-    rate.scope = scope;
-    auto burst = spec(config::LimitAlgorithm::kTokenBucket, 10, 1s);
-    burst.burst = std::numeric_limits<std::int64_t>::max();
-    burst.scope = scope;
-    auto per = spec(config::LimitAlgorithm::kFixedWindow, 10, std::chrono::hours(24 * 366));
-    per.scope = scope;
-    for (const auto& s : {rate, burst, per}) {
-      auto l = make_limiter(s, "k", db.connect());
-      ASSERT_FALSE(l);
-      EXPECT_NE(l.error().message().find("at most"), std::string::npos) << l.error().message();
-    }
-  }
-}
+INSTANTIATE_TEST_SUITE_P(Backends, DatabaseLimiterTest, ::testing::ValuesIn(store::testing::backends()),
+                         store::testing::backend_name);
 
 }  // namespace
 }  // namespace ratchet::limit

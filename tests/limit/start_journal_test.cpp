@@ -56,8 +56,12 @@ struct Process {
   }
 };
 
-TEST(StartJournal, ProcessStoppedCleanly_TheNextOneResumesItsWindow) {
-  testing::LimiterTables db;
+// Conformance cases: the journal's rows, on every store backend
+// (tests/store/backends.hpp).
+class StartJournalTest : public ::testing::TestWithParam<store::testing::Backend> {};
+
+TEST_P(StartJournalTest, ProcessStoppedCleanly_TheNextOneResumesItsWindow) {
+  testing::LimiterTables db(GetParam());
   std::vector<std::int64_t> starts;
   {
     Process before(db, 2, kT0);
@@ -69,8 +73,8 @@ TEST(StartJournal, ProcessStoppedCleanly_TheNextOneResumesItsWindow) {
   EXPECT_EQ(starts.back(), kT0 + kSec) << "the first start left the window";
 }
 
-TEST(StartJournal, ProcessThatDiedWithUnsavedStarts_TheNextOneCountsThemAtTheLeaseEnd) {
-  testing::LimiterTables db;
+TEST_P(StartJournalTest, ProcessThatDiedWithUnsavedStarts_TheNextOneCountsThemAtTheLeaseEnd) {
+  testing::LimiterTables db(GetParam());
   const testing::DeclaredLimit declared{config::LimitAlgorithm::kSlidingWindow, 3, kSec};
   std::vector<std::int64_t> starts;
   // Still open when the next one starts: what a killed process leaves.
@@ -85,16 +89,8 @@ TEST(StartJournal, ProcessThatDiedWithUnsavedStarts_TheNextOneCountsThemAtTheLea
   EXPECT_GE(starts[3], kT0 + 200'000) << "nothing before the lease's end";
 }
 
-TEST(StartJournal, WithoutADatabase_HandsItsHistoryOnAndNeverWaits) {
-  auto j = StartJournal::open("imdb", options(2), {}, kT0);
-  ASSERT_TRUE(j);
-  Slot s = *(*j)->reserve(kT0, kT0);
-  ASSERT_EQ(s.at_us, kT0);
-  ASSERT_EQ(*(*j)->start(s, kT0 + 5), UseResult::kStarted);
-  EXPECT_EQ((*j)->history(kT0 + 10), std::vector<std::int64_t>{kT0 + 5});
-  ASSERT_TRUE((*j)->cancel(s));
-  EXPECT_TRUE((*j)->history(kT0 + 10).empty());
-}
+INSTANTIATE_TEST_SUITE_P(Backends, StartJournalTest, ::testing::ValuesIn(store::testing::backends()),
+                         store::testing::backend_name);
 
 }  // namespace
 }  // namespace ratchet::limit

@@ -2,19 +2,16 @@
 // ran beside other jobs becomes a suspect; suspects run one at a time across
 // the database; a job ends dead only after its process crashed
 // max_lease_expiries times while it ran alone. Every time below is a value
-// passed in (the store's clock is its caller's).
+// passed in (the store's clock is its caller's). Conformance cases: each runs
+// on every backend (backends.hpp).
 #include <gtest/gtest.h>
 
-#include <SQLiteCpp/Database.h>
-#include <signal.h>
-
-#include <fstream>
+#include <cstdio>
+#include <map>
 #include <set>
 
-#include "store/crash_record.hpp"
+#include "backends.hpp"
 #include "store/job_store.hpp"
-#include "store/sqlite/sqlite_store.hpp"
-#include "temp_dir.hpp"
 
 namespace ratchet::store {
 namespace {
@@ -23,28 +20,22 @@ constexpr Micros kSec = 1'000'000;
 constexpr Micros kT0 = 1'700'000'000 * kSec;
 constexpr Micros kLease = 30 * kSec;
 
-class QuarantineTest : public ::testing::Test {
+class QuarantineTest : public testing::StoreBackendTest {
  protected:
-  void SetUp() override {
-    DatabaseOptions o;
-    o.path = dir_.file("jobs.db");
-    auto s = SqliteStore::open(o);
-    ASSERT_TRUE(s) << s.error().to_string();
-    store_ = std::move(*s);
-  }
-
   JobId add(int attempts = 20) {
     auto r = store_->write([&](JobStore& s) {
       return s.insert({"t", "default", R"({"n":1})", 0, kT0, attempts, ""}, kT0);
     });
-    EXPECT_TRUE(r);
-    return r->id;
+    EXPECT_TRUE(r) << r.error().to_string();
+    return r ? r->id : 0;
   }
 
   ClaimResult claim(const std::string& owner, Micros now, int limit = 10) {
     ClaimRequest req{owner, now, now + kLease, limit, {"t"}, {}, 3};
     auto r = store_->write([&](JobStore& s) { return s.claim(req); });
-    EXPECT_TRUE(r);
+    EXPECT_TRUE(r) << r.error().to_string();
+    if (!r) return {};
+    for (const auto& j : r->jobs) tokens_[j.id] = j.token;
     return std::move(*r);
   }
 
@@ -54,14 +45,10 @@ class QuarantineTest : public ::testing::Test {
     return out;
   }
 
-  // Completes the job under the claim that holds it now.
+  // Completes the job under the claim that holds it now (its latest).
   void complete(JobId id, const std::string& owner, Micros now) {
-    std::int64_t token = 0;
-    {
-      SQLite::Database db(dir_.file("jobs.db").string(), SQLite::OPEN_READONLY);
-      token = db.execAndGet("SELECT lease_token FROM jobs WHERE id = " + std::to_string(id)).getInt64();
-    }
-    const Fence fence{owner, token};
+    ASSERT_TRUE(tokens_.contains(id)) << "job " << id << " was never claimed";
+    const Fence fence{owner, tokens_[id]};
     auto w = store_->write([&](JobStore& s) { return s.complete(id, fence, "1", now).held; });
     ASSERT_TRUE(w && *w);
   }
@@ -69,19 +56,16 @@ class QuarantineTest : public ::testing::Test {
   JobRecord job(JobId id) {
     auto r = store_->read([&](JobStore& s) { return s.get(id); });
     EXPECT_TRUE(r && r->has_value());
-    return **r;
+    return r && *r ? **r : JobRecord{};
   }
 
-  int count(const std::string& where) {
-    SQLite::Database db(dir_.file("jobs.db").string(), SQLite::OPEN_READONLY);
-    return db.execAndGet("SELECT COUNT(*) FROM jobs WHERE " + where).getInt();
-  }
+  // Jobs matching `where`, read from the quarantine's own columns.
+  int count(const std::string& where) { return count_jobs(where); }
 
-  testing::TempDir dir_;
-  std::unique_ptr<Store> store_;
+  std::map<JobId, std::int64_t> tokens_;
 };
 
-TEST_F(QuarantineTest, LeaseExpiry_BesideOtherJobs_MakesSuspectsNotDead) {
+TEST_P(QuarantineTest, LeaseExpiry_BesideOtherJobs_MakesSuspectsNotDead) {
   // Eight one-step jobs running together; their process is killed three
   // times (an OOM kill, a forced redeploy): none of them is known to be the
   // cause, so none ends dead and none loses an attempt.
@@ -112,7 +96,7 @@ TEST_F(QuarantineTest, LeaseExpiry_BesideOtherJobs_MakesSuspectsNotDead) {
   EXPECT_EQ(count("crashes_alone > 1"), 0) << "outside kills are spread over the suspects";
 }
 
-TEST_F(QuarantineTest, Suspects_AreClaimedOneAtATimeAcrossTheDatabase) {
+TEST_P(QuarantineTest, Suspects_AreClaimedOneAtATimeAcrossTheDatabase) {
   for (int i = 0; i < 3; ++i) add();
   claim("crashed", kT0, 3);
   Micros now = kT0 + kLease + kSec;
@@ -129,7 +113,7 @@ TEST_F(QuarantineTest, Suspects_AreClaimedOneAtATimeAcrossTheDatabase) {
   EXPECT_TRUE(claim("a", now, 10).jobs.empty());
 }
 
-TEST_F(QuarantineTest, SuspectThatCrashesAloneKTimes_EndsDeadAndOthersComplete) {
+TEST_P(QuarantineTest, SuspectThatCrashesAloneKTimes_EndsDeadAndOthersComplete) {
   std::vector<JobId> all;
   for (int i = 0; i < 8; ++i) all.push_back(add());
   const JobId crasher = all[5];
@@ -165,7 +149,7 @@ TEST_F(QuarantineTest, SuspectThatCrashesAloneKTimes_EndsDeadAndOthersComplete) 
   std::printf("quarantine: crasher dead after %d processes, %d crashes alone\n", processes, crashes_alone);
 }
 
-TEST_F(QuarantineTest, CrashWhileSuspectRuns_IsCountedAgainstTheSuspectNotItsNeighbours) {
+TEST_P(QuarantineTest, CrashWhileSuspectRuns_IsCountedAgainstTheSuspectNotItsNeighbours) {
   JobId suspect = add();
   claim("first", kT0, 1);  // ran alone once: counted, now a suspect
   Micros now = kT0 + kLease + kSec;
@@ -182,55 +166,7 @@ TEST_F(QuarantineTest, CrashWhileSuspectRuns_IsCountedAgainstTheSuspectNotItsNei
   EXPECT_EQ(job(suspect).state, JobState::kRunning) << "the only suspect runs again first";
 }
 
-// What a crash signal's handler appends (store/crash_record.hpp).
-void record_crash(const std::filesystem::path& db, const std::string& owner, int sig, JobId job) {
-  std::ofstream out(crash_record_path(db), std::ios::app);
-  out << owner << '\t' << sig << '\t' << job << '\n';
-}
-
-TEST_F(QuarantineTest, CrashRecordNamesTheJob_OnlyItIsCountedAndItsNeighboursAreClear) {
-  std::vector<JobId> all;
-  for (int i = 0; i < 4; ++i) all.push_back(add());
-  auto c = claim("w1", kT0, 4);
-  ASSERT_EQ(c.jobs.size(), 4u);
-  const JobId crasher = all[2];
-  record_crash(dir_.file("jobs.db"), "w1", SIGSEGV, crasher);
-  auto d = claim("w2", kT0 + kLease + kSec, 0);
-  ASSERT_EQ(d.expired.size(), 4u);
-  EXPECT_EQ(count("suspect = 1"), 1);
-  EXPECT_EQ(count("crashes_alone = 1 AND suspect = 1 AND id = " + std::to_string(crasher)), 1);
-  for (const auto& e : d.expired) {
-    if (e.id == crasher) {
-      EXPECT_NE(e.error.find("(SIGSEGV) in this job's step"), std::string::npos) << e.error;
-    } else {
-      EXPECT_NE(e.error.find("in job " + std::to_string(crasher) + ", not in this one"), std::string::npos)
-          << e.error;
-    }
-  }
-  EXPECT_EQ(count("resume = 1"), 3) << "the jobs beside it keep their attempt";
-}
-
-TEST_F(QuarantineTest, CrashRecordNamesTheJobKTimes_ItEndsDeadWhateverRanBesideIt) {
-  std::vector<JobId> all;
-  for (int i = 0; i < 4; ++i) all.push_back(add());
-  const JobId crasher = all[0];
-  Micros now = kT0;
-  for (int crash = 0; crash < 3; ++crash) {
-    const std::string owner = "p" + std::to_string(crash);
-    auto c = claim(owner, now, 4);
-    ASSERT_TRUE(ids(c).contains(crasher)) << "crash " << crash;
-    ASSERT_GE(c.jobs.size(), 2u) << "it crashes beside other jobs";
-    // It takes the process down with its neighbours still running.
-    record_crash(dir_.file("jobs.db"), owner, SIGABRT, crasher);
-    now += kLease + kSec;
-  }
-  claim("last", now, 0);
-  EXPECT_EQ(job(crasher).state, JobState::kDead);
-  EXPECT_EQ(count("state = 'dead'"), 1);
-  EXPECT_EQ(count("suspect = 1 AND id <> " + std::to_string(crasher)), 0);
-}
-
-TEST_F(QuarantineTest, OutsideKillsWhileSuspectsRun_AreSpreadOverThemSoNoneEndsDead) {
+TEST_P(QuarantineTest, OutsideKillsWhileSuspectsRun_AreSpreadOverThemSoNoneEndsDead) {
   // Three suspects (their process was killed while they ran together), then
   // six more outside kills, each while a suspect runs alone: the kills are
   // charged round the suspects, so none reaches three.
@@ -248,7 +184,7 @@ TEST_F(QuarantineTest, OutsideKillsWhileSuspectsRun_AreSpreadOverThemSoNoneEndsD
   EXPECT_EQ(count("crashes_alone = 2"), 3);
 }
 
-TEST_F(QuarantineTest, RetryByHand_ClearsSuspicion) {
+TEST_P(QuarantineTest, RetryByHand_ClearsSuspicion) {
   JobId id = add(20);
   Micros now = kT0;
   for (int i = 0; i < 3; ++i) {
@@ -261,6 +197,9 @@ TEST_F(QuarantineTest, RetryByHand_ClearsSuspicion) {
   EXPECT_EQ(count("suspect = 1"), 0);
   EXPECT_EQ(count("crashes_alone > 0"), 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, QuarantineTest, ::testing::ValuesIn(testing::backends()),
+                         testing::backend_name);
 
 }  // namespace
 }  // namespace ratchet::store

@@ -126,14 +126,19 @@ int pg_schema_version() noexcept { return migrations().back().version; }
 Status migrate_schema(Session& s, bool migrate) {
   const std::string where = s.connection().target();
   if (migrate) s.run(kMigrationLock);
-  Rows tables =
-      s.run("SELECT to_regclass('ratchet_schema') IS NOT NULL, to_regclass('ratchet_jobs') IS NOT NULL");
+  // Tables under ratchet's names (ratchet_*) in the schema its tables would
+  // go to, beside an application's own (which ratchet leaves alone).
+  Rows tables = s.run(
+      "SELECT to_regclass('ratchet_schema') IS NOT NULL, COALESCE((SELECT string_agg(relname, ', ' ORDER BY "
+      "relname) FROM pg_class WHERE relnamespace = to_regnamespace(current_schema()) AND relkind IN ('r', "
+      "'p', 'v', 'm', 'f') AND relname LIKE 'ratchet\\_%' AND relname <> 'ratchet_schema'), '')");
   const bool has_version = text(tables, 0, 0) == "t";
-  const bool has_jobs = text(tables, 0, 1) == "t";
-  if (!has_version && has_jobs) {
+  const std::string ours = text(tables, 0, 1);
+  if (!has_version && !ours.empty()) {
     return fail(Error::database("PostgreSQL " + where +
-                                ": the schema has a table ratchet_jobs that ratchet did not create (no "
-                                "ratchet_schema table); point ratchet at another database or schema"));
+                                ": the schema has tables that ratchet did not create (" + ours +
+                                "; no ratchet_schema table); point ratchet at another database or schema, "
+                                "or move those tables away"));
   }
   int version = 0;
   if (has_version) {

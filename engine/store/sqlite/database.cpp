@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <SQLiteCpp/Exception.h>
+#include <SQLiteCpp/Statement.h>
 #include <SQLiteCpp/Transaction.h>
 #include <cerrno>
 #include <cstring>
@@ -108,9 +109,28 @@ Result<std::unique_ptr<SQLite::Database>> open_database(const DatabaseOptions& o
   try {
     auto db = std::make_unique<SQLite::Database>(path.string(), SQLite::OPEN_READWRITE | SQLite::OPEN_NOMUTEX,
                                                  static_cast<int>(options.busy_timeout.count()));
-    // Read before any write: a file that is not a database or is too new is
-    // refused untouched.
-    int version = db->execAndGet("PRAGMA user_version").getInt();
+    // Read before any write: a file that is not a database, not ratchet's
+    // or too new is refused untouched. One statement, one snapshot: a file
+    // another process is migrating has its tables and its version together.
+    int version = 0;
+    std::string tables;
+    {
+      SQLite::Statement q(*db,
+                          "SELECT (SELECT user_version FROM pragma_user_version), (SELECT "
+                          "COALESCE(group_concat(name, ', '), '') FROM (SELECT name FROM sqlite_master WHERE "
+                          "type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name))");
+      q.executeStep();
+      version = q.getColumn(0).getInt();
+      tables = q.getColumn(1).getString();
+    }
+    // Ratchet sets the version with its first tables, in one transaction:
+    // tables without a version are someone else's.
+    if (version == 0 && !tables.empty()) {
+      return fail(Error::database("database " + quoted(path) + " holds tables ratchet did not create (" +
+                                  tables +
+                                  ") and no ratchet schema version: it is not a ratchet database; point the "
+                                  "engine at another file or move this one away"));
+    }
     if (version > schema_version()) {
       return fail(Error::database(
           "database " + quoted(path) + " was written by a newer ratchet (schema version " +
