@@ -137,7 +137,14 @@ std::optional<PgStore::Failure> PgStore::begin_transaction() {
   (void)writer_->jobs.take_new_work();  // a batch begun again announces anew
   if (auto e = ensure_connected(writer_->connection)) return failure_of(*e);
   try {
-    writer_->session.simple("BEGIN");
+    // A claim must walk ratchet_jobs_due in claim order and stop after a
+    // few rows. Without statistics (a table loaded faster than autovacuum
+    // analyzes it, or one analyzed while nearly every job was finished) the
+    // planner guesses a handful of due rows and picks a bitmap scan of all
+    // of them plus a sort: a second per claim with a million queued. The
+    // writer runs only claims and keyed writes, so its transactions plan
+    // without those two, in the same round trip as BEGIN.
+    writer_->session.simple("BEGIN; SET LOCAL enable_sort = off; SET LOCAL enable_bitmapscan = off");
     return std::nullopt;
   } catch (const PgFailure& e) {
     return failure_of(e.error());
