@@ -44,7 +44,9 @@ namespace {
 
 int run_main(int argc, char** argv) {
   CLI::App app{
-      "ratchet: a durable job engine in one SQLite file that calls rate-limited HTTP APIs through plugins.",
+      "ratchet: a durable job engine in one SQLite file (or a PostgreSQL database shared by many machines) "
+      "that "
+      "calls rate-limited HTTP APIs through plugins.",
       "ratchet"};
   app.footer(
       std::string(kExitCodeHelp) +
