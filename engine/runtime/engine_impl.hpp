@@ -1,7 +1,8 @@
-// The state behind ratchet::Engine, and the internal ways to build one that
-// the public header does not offer: from a validated config::Config (the
-// integrator's TOML path), with a StepCaller that performs plugin calls and
-// the template renderer of the config part, and declarative job types.
+// The state behind ratchet::Engine (reached through EngineAccess), and the
+// internal ways to build one that the public header does not offer: from a
+// validated config::Config (the integrator's TOML path), with a StepCaller
+// that performs plugin calls and the template renderer of the config part,
+// and declarative job types.
 //
 // Thread-safety: as documented for Engine.
 #pragma once
@@ -14,6 +15,7 @@
 #include "config/template.hpp"
 #include "ratchet/engine.hpp"
 #include "runtime/backoff.hpp"
+#include "runtime/engine_access.hpp"
 #include "runtime/event_bus.hpp"
 #include "runtime/job_types.hpp"
 #include "runtime/scheduler.hpp"

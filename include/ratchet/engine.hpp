@@ -202,11 +202,12 @@ class RATCHET_API Engine {
   // database's URL with any password masked.
   std::string database() const;
 
+ private:
+  // The engine's internals reach its state through EngineAccess
+  // (engine/runtime/engine_access.hpp), which is not installed.
+  friend struct EngineAccess;
   class Impl;
   explicit Engine(std::unique_ptr<Impl> impl);
-  Impl& impl() { return *impl_; }
-
- private:
   std::unique_ptr<Impl> impl_;
 };
 
