@@ -69,7 +69,7 @@ struct EngineWiring {
   TemplateRenderer render;
 };
 
-Result<std::unique_ptr<Engine>> open_engine(EngineOptions options, EngineWiring wiring = {});
+[[nodiscard]] Result<std::unique_ptr<Engine>> open_engine(EngineOptions options, EngineWiring wiring = {});
 
 // The engine section of a config as options; a relative database path
 // resolves against the config file's folder.
@@ -79,11 +79,11 @@ store::StoreOptions store_options(const EngineOptions& options);
 
 // Opens the engine the config describes and defines its declarative job
 // types. `clock` null: the system clock.
-Result<std::unique_ptr<Engine>> open_engine(const config::Config& config, EngineWiring wiring,
-                                            std::shared_ptr<const Clock> clock = nullptr);
+[[nodiscard]] Result<std::unique_ptr<Engine>> open_engine(const config::Config& config, EngineWiring wiring,
+                                                          std::shared_ptr<const Clock> clock = nullptr);
 
 // Defines (or redefines) a declarative job type.
-Status define_declarative(Engine& engine, config::JobTypeSpec spec);
+[[nodiscard]] Status define_declarative(Engine& engine, config::JobTypeSpec spec);
 
 }  // namespace runtime
 }  // namespace ratchet
