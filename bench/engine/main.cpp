@@ -148,7 +148,7 @@ double engine_rate(const std::string& path, bool full, int jobs, int workers, in
   double rate = jobs / seconds_since(start);
   if (std::getenv("RATCHET_BENCH_VERBOSE") != nullptr) {
     std::fprintf(stderr, "  %d jobs x %d steps: %.0f jobs/s, %llu commits\n", jobs, steps, rate,
-                 static_cast<unsigned long long>(engine.impl().store->commits()));
+                 static_cast<unsigned long long>(ratchet::EngineAccess::impl(engine).store->commits()));
   }
   engine.stop();
   auto counts = engine.counts();

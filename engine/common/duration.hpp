@@ -17,14 +17,14 @@ using std::chrono::milliseconds;
 // Fractions are allowed ("1.5s"); the result is rounded to microseconds.
 // At most kLongestDuration (100 years), so it always fits a clock Duration
 // and can be added to any time of this century.
-Result<std::chrono::microseconds> parse_duration(std::string_view text);
+[[nodiscard]] Result<std::chrono::microseconds> parse_duration(std::string_view text);
 
 inline constexpr std::chrono::microseconds kLongestDuration = std::chrono::hours(24 * 36500);
 
 // The length of a well-formed duration in microseconds, however long, so a
 // caller with a tighter bound can name its own; refused as parse_duration
 // refuses malformed text.
-Result<long double> duration_micros(std::string_view text);
+[[nodiscard]] Result<long double> duration_micros(std::string_view text);
 
 // The shortest exact spelling of a duration in those units, e.g. "1h30m",
 // "250ms", "0s".

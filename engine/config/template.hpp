@@ -32,7 +32,7 @@ struct TemplateRef {
 
 // Parses the inside of one placeholder. Refuses anything that is not
 // args.<key>[.<key>...] or steps.<name>.output[.<key>...].
-Result<TemplateRef> parse_template_ref(std::string_view expression);
+[[nodiscard]] Result<TemplateRef> parse_template_ref(std::string_view expression);
 
 // Every placeholder expression in `tmpl` (inside "{{" and "}}", surrounding
 // spaces trimmed), in document order, repeats included. Malformed
@@ -47,6 +47,7 @@ std::vector<std::string> template_errors(const nlohmann::json& tmpl);
 // Fills in `tmpl` from `context` = {"args": ..., "steps": {"NAME": {"output": ...}}}.
 // A reference that is missing from the context is an invalid_argument error
 // naming the placeholder and how far its path resolved.
-Result<nlohmann::json> render_template(const nlohmann::json& tmpl, const nlohmann::json& context);
+[[nodiscard]] Result<nlohmann::json> render_template(const nlohmann::json& tmpl,
+                                                     const nlohmann::json& context);
 
 }  // namespace ratchet::config

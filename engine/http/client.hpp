@@ -92,7 +92,7 @@ class Client {
 
   // The libcurl-backed client. Fails with kInvalidArgument for options out of
   // range or a ca_file that does not exist, kInternal if libcurl cannot start.
-  static Result<std::unique_ptr<Client>> create(ClientOptions options);
+  [[nodiscard]] static Result<std::unique_ptr<Client>> create(ClientOptions options);
 
   // Sends the request and returns the final response of any status, or why
   // there is none. Never throws for a network condition.

@@ -89,12 +89,12 @@ class AdaptivePacer final : public Limiter {
   // come sooner than the ones granted before).
   bool recovering() const;
 
-  Result<std::int64_t> earliest(std::int64_t now_us, std::int64_t t_us) override;
-  Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) override;
-  Result<std::int64_t> ready_at(Slot& slot, std::int64_t now_us) override;
-  Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
-  Result<UseResult> restart(Slot& slot, std::int64_t now_us) override;
-  Status cancel(const Slot& slot) override;
+  [[nodiscard]] Result<std::int64_t> earliest(std::int64_t now_us, std::int64_t t_us) override;
+  [[nodiscard]] Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) override;
+  [[nodiscard]] Result<std::int64_t> ready_at(Slot& slot, std::int64_t now_us) override;
+  [[nodiscard]] Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
+  [[nodiscard]] Result<UseResult> restart(Slot& slot, std::int64_t now_us) override;
+  [[nodiscard]] Status cancel(const Slot& slot) override;
   std::string describe() const override;
 
  private:

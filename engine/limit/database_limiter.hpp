@@ -64,17 +64,18 @@ class DatabaseLimiter final : public Limiter {
  public:
   // Opens its own connection through `connect`. Fails with kDatabase when the
   // database cannot be opened, and kInvalidArgument for a malformed spec.
-  static Result<std::shared_ptr<DatabaseLimiter>> open(const config::LimitSpec& spec, std::string key,
-                                                       const ConnectionFactory& connect,
-                                                       DatabaseLimiterOptions options = {});
+  [[nodiscard]] static Result<std::shared_ptr<DatabaseLimiter>> open(const config::LimitSpec& spec,
+                                                                     std::string key,
+                                                                     const ConnectionFactory& connect,
+                                                                     DatabaseLimiterOptions options = {});
   ~DatabaseLimiter() override;
 
-  Result<std::int64_t> earliest(std::int64_t now_us, std::int64_t t_us) override;
-  Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) override;
-  Result<std::int64_t> ready_at(Slot& slot, std::int64_t now_us) override;
-  Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
-  Result<UseResult> restart(Slot& slot, std::int64_t now_us) override;
-  Status cancel(const Slot& slot) override;
+  [[nodiscard]] Result<std::int64_t> earliest(std::int64_t now_us, std::int64_t t_us) override;
+  [[nodiscard]] Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) override;
+  [[nodiscard]] Result<std::int64_t> ready_at(Slot& slot, std::int64_t now_us) override;
+  [[nodiscard]] Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
+  [[nodiscard]] Result<UseResult> restart(Slot& slot, std::int64_t now_us) override;
+  [[nodiscard]] Status cancel(const Slot& slot) override;
   std::string describe() const override;
 
  private:

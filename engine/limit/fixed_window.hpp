@@ -19,12 +19,14 @@ class FixedWindowLimiter final : public Limiter {
   // rate >= 1, per_us >= 1.
   FixedWindowLimiter(std::int64_t rate, std::int64_t per_us);
 
-  Result<std::int64_t> earliest(std::int64_t now_us, std::int64_t t_us) override;
-  Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) override;
-  Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
+  [[nodiscard]] Result<std::int64_t> earliest(std::int64_t now_us, std::int64_t t_us) override;
+  [[nodiscard]] Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) override;
+  [[nodiscard]] Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
   // A start counts in its window as the slot did: it is used again as one.
-  Result<UseResult> restart(Slot& slot, std::int64_t now_us) override { return start(slot, now_us); }
-  Status cancel(const Slot& slot) override;
+  [[nodiscard]] Result<UseResult> restart(Slot& slot, std::int64_t now_us) override {
+    return start(slot, now_us);
+  }
+  [[nodiscard]] Status cancel(const Slot& slot) override;
   void count_started(std::span<const std::int64_t> starts_us) override;
   std::string describe() const override;
 

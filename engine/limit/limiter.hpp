@@ -59,10 +59,10 @@ class Limiter {
 
   // The earliest time >= max(now_us, t_us) at which one more call could
   // start. Changes nothing; another caller may take that time first.
-  virtual Result<std::int64_t> earliest(std::int64_t now_us, std::int64_t t_us) = 0;
+  [[nodiscard]] virtual Result<std::int64_t> earliest(std::int64_t now_us, std::int64_t t_us) = 0;
 
   // Reserves the earliest slot at or after max(now_us, t_us).
-  virtual Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) = 0;
+  [[nodiscard]] virtual Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) = 0;
 
   // The earliest time >= max(now_us, slot.at_us) at which a held slot may
   // start. Changes nothing, except in a limiter whose pace changed under the
@@ -71,12 +71,12 @@ class Limiter {
   // holder should come: a holder who came late took whatever room there was
   // then, so the next one may wait a little, keeping its place, rather than
   // lose it. Other limiters answer max(now_us, slot.at_us).
-  virtual Result<std::int64_t> ready_at(Slot& slot, std::int64_t now_us);
+  [[nodiscard]] virtual Result<std::int64_t> ready_at(Slot& slot, std::int64_t now_us);
 
   // Uses a reserved slot for a call starting at now_us. now_us < slot.at_us is
   // a caller bug and fails with kInvalidArgument. Called at or after
   // ready_at(), a limiter that admits by the calls started always starts it.
-  virtual Result<UseResult> start(Slot& slot, std::int64_t now_us) = 0;
+  [[nodiscard]] virtual Result<UseResult> start(Slot& slot, std::int64_t now_us) = 0;
 
   // The call started on `slot` did not go when it was counted (its request
   // had not left yet): counts it at now_us instead (now_us >= the time it
@@ -85,12 +85,12 @@ class Limiter {
   // A limiter that cannot take back the earlier start exactly keeps it
   // counted too: slower for a while, never faster. The default gives the
   // start back (cancel) and starts the slot again.
-  virtual Result<UseResult> restart(Slot& slot, std::int64_t now_us);
+  [[nodiscard]] virtual Result<UseResult> restart(Slot& slot, std::int64_t now_us);
 
   // Gives back a slot that was reserved and not started, or started at
   // slot.at_us (a call that never reached the server). Giving back a token
   // bucket slot that later slots depend on keeps the limit but loses the slot.
-  virtual Status cancel(const Slot& slot) = 0;
+  [[nodiscard]] virtual Status cancel(const Slot& slot) = 0;
 
   // Counts calls that started before this limiter was made (sorted times:
   // the history of a limit rebuilt by a reload, or of a restarted process),

@@ -47,7 +47,7 @@ class Reservation {
 
   // Gives the slots back now (also done by the destructor). Errors from
   // database-scope limiters are returned; the slots are forgotten either way.
-  Status cancel();
+  [[nodiscard]] Status cancel();
 
  private:
   friend class LimiterStack;
@@ -65,13 +65,13 @@ class LimiterStack {
 
   // The earliest time >= now at which every limiter allows a call, reserved
   // in all of them.
-  Result<Reservation> reserve(TimePoint now);
+  [[nodiscard]] Result<Reservation> reserve(TimePoint now);
 
   // Starts the call held by `r` at `now`. Returns true when the call may go
   // (the slots now count it). Returns false when now < r.at() (nothing
   // changes), or when a slot used late could not be honoured without breaking
   // a limit: `r` then holds a new, later time to wait for.
-  Result<bool> start(Reservation& r, TimePoint now);
+  [[nodiscard]] Result<bool> start(Reservation& r, TimePoint now);
 
   // Counts the started call of `r` at `now` instead of when it was counted:
   // its request did not leave then. Its starts are given back and the call
@@ -79,14 +79,14 @@ class LimiterStack {
   // (r.counted_at() == now or later, the time a limiter read its own clock
   // at); false when the limits no longer leave room now: `r` then holds a
   // slot for a later time, to start() once it has come.
-  Result<bool> recount(Reservation& r, TimePoint now);
+  [[nodiscard]] Result<bool> recount(Reservation& r, TimePoint now);
 
   // The time reserve(now) would answer, without reserving anything.
-  Result<TimePoint> earliest(TimePoint now);
+  [[nodiscard]] Result<TimePoint> earliest(TimePoint now);
 
   // reserve + start when the earliest time is now; otherwise gives the slots
   // back and returns false. For callers that never wait.
-  Result<bool> try_acquire(TimePoint now);
+  [[nodiscard]] Result<bool> try_acquire(TimePoint now);
 
   std::size_t size() const { return limiters_.size(); }
 
@@ -95,14 +95,14 @@ class LimiterStack {
   bool holds_slots_of(const Reservation& r) const;
 
  private:
-  Result<Reservation> reserve_from(std::int64_t now_us, std::int64_t t_us);
+  [[nodiscard]] Result<Reservation> reserve_from(std::int64_t now_us, std::int64_t t_us);
   // Uses every slot of `r` at now_us (Limiter::start, or restart for a
   // recount); when one limiter has no room, gives them all back and reserves
   // anew. Needs the start mutex.
   using UseSlot = Result<UseResult> (Limiter::*)(Slot&, std::int64_t);
-  Result<bool> use_slots(Reservation& r, std::int64_t now_us, UseSlot use);
+  [[nodiscard]] Result<bool> use_slots(Reservation& r, std::int64_t now_us, UseSlot use);
   // The earliest time >= t_us that every limiter allows, reserving nothing.
-  Result<std::int64_t> agree(std::int64_t now_us, std::int64_t t_us);
+  [[nodiscard]] Result<std::int64_t> agree(std::int64_t now_us, std::int64_t t_us);
 
   std::vector<std::shared_ptr<Limiter>> limiters_;
 };

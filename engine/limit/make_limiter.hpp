@@ -35,9 +35,10 @@ inline constexpr std::int64_t kBurstGuardUs = 25'000;
 // for process-scope limits; database-scope limits read `clock` (when given)
 // at each start. Fails with kInvalidArgument on a spec that the loader
 // should have refused (rate, per or burst not positive).
-Result<std::shared_ptr<Limiter>> make_limiter(const config::LimitSpec& spec, const std::string& key,
-                                              const ConnectionFactory& connect = {},
-                                              std::shared_ptr<const Clock> clock = nullptr);
+[[nodiscard]] Result<std::shared_ptr<Limiter>> make_limiter(const config::LimitSpec& spec,
+                                                            const std::string& key,
+                                                            const ConnectionFactory& connect = {},
+                                                            std::shared_ptr<const Clock> clock = nullptr);
 
 // A key for a database-scope limit that changes when its shape changes,
 // e.g. "imdb/get_rating/10per86400000000us/sliding".

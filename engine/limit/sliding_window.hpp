@@ -19,12 +19,12 @@ class SlidingWindowLimiter final : public Limiter {
   // rate >= 1, per_us >= 1 (the config loader has checked them).
   SlidingWindowLimiter(std::int64_t rate, std::int64_t per_us);
 
-  Result<std::int64_t> earliest(std::int64_t now_us, std::int64_t t_us) override;
-  Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) override;
-  Result<std::int64_t> ready_at(Slot& slot, std::int64_t now_us) override;
-  Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
-  Result<UseResult> restart(Slot& slot, std::int64_t now_us) override;
-  Status cancel(const Slot& slot) override;
+  [[nodiscard]] Result<std::int64_t> earliest(std::int64_t now_us, std::int64_t t_us) override;
+  [[nodiscard]] Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) override;
+  [[nodiscard]] Result<std::int64_t> ready_at(Slot& slot, std::int64_t now_us) override;
+  [[nodiscard]] Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
+  [[nodiscard]] Result<UseResult> restart(Slot& slot, std::int64_t now_us) override;
+  [[nodiscard]] Status cancel(const Slot& slot) override;
   void count_started(std::span<const std::int64_t> starts_us) override;
   std::string describe() const override;
 

@@ -51,8 +51,9 @@ class StartJournal final : public Limiter {
   // Reads what earlier processes saved for `owner` as of now_us when
   // `connect` is given; without it nothing is saved or read (a reload still
   // hands the history on). Fails with kDatabase when the tables cannot be read.
-  static Result<std::shared_ptr<StartJournal>> open(std::string owner, Options options,
-                                                    const ConnectionFactory& connect, std::int64_t now_us);
+  [[nodiscard]] static Result<std::shared_ptr<StartJournal>> open(std::string owner, Options options,
+                                                                  const ConnectionFactory& connect,
+                                                                  std::int64_t now_us);
   ~StartJournal() override;  // saves (see save())
 
   StartJournal(const StartJournal&) = delete;
@@ -66,19 +67,19 @@ class StartJournal final : public Limiter {
   void set_options(Options options);
 
   // Saves the starts not yet saved and ends the lease.
-  Status save();
+  [[nodiscard]] Status save();
 
-  Result<std::int64_t> earliest(std::int64_t now_us, std::int64_t t_us) override;
-  Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) override;
-  Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
-  Status cancel(const Slot& slot) override;
+  [[nodiscard]] Result<std::int64_t> earliest(std::int64_t now_us, std::int64_t t_us) override;
+  [[nodiscard]] Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) override;
+  [[nodiscard]] Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
+  [[nodiscard]] Status cancel(const Slot& slot) override;
   std::string describe() const override;
 
  private:
   StartJournal(std::string owner, Options options, std::unique_ptr<store::LimiterTables> db);
-  Status load(std::int64_t now_us);                    // needs mu_ (or no sharing yet)
-  Status write(std::int64_t now_us, bool take_lease);  // needs mu_
-  void prune(std::int64_t now_us);                     // needs mu_
+  [[nodiscard]] Status load(std::int64_t now_us);                    // needs mu_ (or no sharing yet)
+  [[nodiscard]] Status write(std::int64_t now_us, bool take_lease);  // needs mu_
+  void prune(std::int64_t now_us);                                   // needs mu_
 
   const std::string owner_;
   std::string instance_;  // this journal's lease, apart from other processes'

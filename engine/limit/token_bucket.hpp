@@ -22,12 +22,12 @@ class TokenBucketLimiter final : public Limiter {
   // (see make_limiter).
   TokenBucketLimiter(std::int64_t rate, std::int64_t per_us, std::int64_t burst, std::int64_t guard_us = 0);
 
-  Result<std::int64_t> earliest(std::int64_t now_us, std::int64_t t_us) override;
-  Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) override;
-  Result<std::int64_t> ready_at(Slot& slot, std::int64_t now_us) override;
-  Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
-  Result<UseResult> restart(Slot& slot, std::int64_t now_us) override;
-  Status cancel(const Slot& slot) override;
+  [[nodiscard]] Result<std::int64_t> earliest(std::int64_t now_us, std::int64_t t_us) override;
+  [[nodiscard]] Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) override;
+  [[nodiscard]] Result<std::int64_t> ready_at(Slot& slot, std::int64_t now_us) override;
+  [[nodiscard]] Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
+  [[nodiscard]] Result<UseResult> restart(Slot& slot, std::int64_t now_us) override;
+  [[nodiscard]] Status cancel(const Slot& slot) override;
   void count_started(std::span<const std::int64_t> starts_us) override;
   std::string describe() const override;
 

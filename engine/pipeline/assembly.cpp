@@ -244,7 +244,7 @@ Result<std::unique_ptr<Engine>> Engine::open_config(const std::filesystem::path&
   for (const auto& [name, spec] : config->jobs) {
     if (auto st = runtime::define_declarative(**engine, spec); !st) return fail(st.error());
   }
-  (*engine)->impl().assembly = std::move(*assembly);
+  EngineAccess::impl(**engine).assembly = std::move(*assembly);
   return engine;
 }
 
@@ -263,15 +263,15 @@ Result<std::unique_ptr<Engine>> Engine::inspect_config(const std::filesystem::pa
   for (const auto& [name, spec] : config->jobs) {
     if (auto st = runtime::define_declarative(**engine, spec); !st) return fail(st.error());
   }
-  (*engine)->impl().assembly = std::move(assembly);
-  (*engine)->impl().start_refusal =
+  EngineAccess::impl(**engine).assembly = std::move(assembly);
+  EngineAccess::impl(**engine).start_refusal =
       "this engine was opened without its plugins (Engine::inspect_config) and cannot run jobs; open it with "
       "Engine::open_config";
   return engine;
 }
 
 Result<std::string> Engine::reload_config() {
-  auto& assembly = impl().assembly;
+  auto& assembly = impl_->assembly;
   if (!assembly) return fail(Error::invalid_argument("this engine was not opened from a config file"));
   auto changed = assembly->reload();
   if (!changed) return changed;
@@ -282,16 +282,16 @@ Result<std::string> Engine::reload_config() {
   return changed;
 }
 
-PluginReport Engine::plugins() { return impl().assembly ? impl().assembly->plugins() : PluginReport{}; }
+PluginReport Engine::plugins() { return impl_->assembly ? impl_->assembly->plugins() : PluginReport{}; }
 
 std::vector<LimiterInfo> Engine::limits() {
-  return impl().assembly ? impl().assembly->limits(impl().clock->now()) : std::vector<LimiterInfo>{};
+  return impl_->assembly ? impl_->assembly->limits(impl_->clock->now()) : std::vector<LimiterInfo>{};
 }
 
 std::vector<PluginCallStats> Engine::call_stats() {
-  auto& assembly = impl().assembly;
+  auto& assembly = impl_->assembly;
   if (!assembly) return {};
-  assembly->settle_parked(*impl().store, impl().options.worker_id, impl().clock->now());
+  assembly->settle_parked(*impl_->store, impl_->options.worker_id, impl_->clock->now());
   return assembly->call_stats();
 }
 

@@ -23,9 +23,10 @@ class Assembly {
  public:
   // Opens the plugin folder the config names and checks that every
   // configured plugin has a file.
-  static Result<std::shared_ptr<Assembly>> create(std::unique_ptr<config::ConfigSource> source,
-                                                  std::filesystem::path database,
-                                                  std::shared_ptr<const Clock> clock, std::uint64_t seed);
+  [[nodiscard]] static Result<std::shared_ptr<Assembly>> create(std::unique_ptr<config::ConfigSource> source,
+                                                                std::filesystem::path database,
+                                                                std::shared_ptr<const Clock> clock,
+                                                                std::uint64_t seed);
 
   // Without the plugin host or a step caller, for an engine that only
   // inspects: limits() still lists the declared limits.
@@ -36,7 +37,7 @@ class Assembly {
   std::shared_ptr<PluginStepCaller> caller() const { return caller_; }
 
   // Re-reads the file; see Engine::reload_config.
-  Result<std::string> reload();
+  [[nodiscard]] Result<std::string> reload();
 
   PluginReport plugins();
   std::vector<LimiterInfo> limits(TimePoint now);

@@ -56,7 +56,8 @@ class GateRegistry {
                std::shared_ptr<const Clock> clock = nullptr);
 
   // The gate of `plugin`.`operation`, built on first use.
-  Result<std::shared_ptr<retry::CallGate>> gate(const std::string& plugin, const std::string& operation);
+  [[nodiscard]] Result<std::shared_ptr<retry::CallGate>> gate(const std::string& plugin,
+                                                              const std::string& operation);
 
   // Switches to a new config; see the header comment for what is kept.
   void reconfigure(config::ConfigPtr config);
@@ -84,10 +85,11 @@ class GateRegistry {
     std::map<std::string, OwnerLimits> operation_limits;
   };
 
-  Result<PluginParts*> plugin_parts(const std::string& plugin);
+  [[nodiscard]] Result<PluginParts*> plugin_parts(const std::string& plugin);
   // Builds the limits of `owner` from `specs`, taking over what `old` holds.
-  Result<OwnerLimits> build_limits(const std::string& owner, const std::vector<config::LimitSpec>& specs,
-                                   OwnerLimits* old);
+  [[nodiscard]] Result<OwnerLimits> build_limits(const std::string& owner,
+                                                 const std::vector<config::LimitSpec>& specs,
+                                                 OwnerLimits* old);
 
   std::mutex mu_;
   config::ConfigPtr config_;

@@ -56,30 +56,6 @@ bool is_limiter_wait(retry::CallGate::WaitReason r) {
 
 }  // namespace
 
-DurationHistogram step_duration_histogram() {
-  using std::chrono::milliseconds, std::chrono::seconds, std::chrono::minutes, std::chrono::hours;
-  DurationHistogram h;
-  h.bounds = {milliseconds(5),    milliseconds(10),  milliseconds(25),  milliseconds(50),
-              milliseconds(100),  milliseconds(250), milliseconds(500), seconds(1),
-              milliseconds(2500), seconds(5),        seconds(10),       seconds(30),
-              minutes(1),         minutes(5),        minutes(15),       hours(1)};
-  h.counts.assign(h.bounds.size() + 1, 0);
-  return h;
-}
-
-void observe(DurationHistogram& h, Duration d) {
-  if (h.counts.empty()) h = step_duration_histogram();
-  // A clock set back must not make a negative duration.
-  d = std::max(d, Duration::zero());
-  auto bucket = std::ranges::lower_bound(h.bounds, d) - h.bounds.begin();
-  ++h.counts[static_cast<std::size_t>(bucket)];
-  h.sum += d;
-  ++h.count;
-}
-
-PluginStepCaller::StepEntry::StepEntry(std::string plugin_name, TimePoint now)
-    : call(now), plugin(std::move(plugin_name)), started(now) {}
-
 PluginStepCaller::PluginStepCaller(std::shared_ptr<plugin_host::PluginHost> host, config::ConfigPtr config,
                                    limit::ConnectionFactory connect, std::shared_ptr<const Clock> clock,
                                    std::uint64_t seed)
@@ -105,8 +81,8 @@ void PluginStepCaller::reconfigure(config::ConfigPtr config) {
 std::map<std::string, CallCounters> PluginStepCaller::counters() const {
   const TimePoint now = clock_->now();
   std::lock_guard lock(mu_);
-  auto out = counters_;
-  for (const auto& [key, entry] : steps_) {
+  auto out = metrics_.counters();
+  for (const auto& [key, entry] : steps_.entries()) {
     CallCounters& c = out[entry->plugin];
     if (entry->park != 0) ++c.parked_now;
     if (entry->limiter_wait_since)
@@ -115,38 +91,21 @@ std::map<std::string, CallCounters> PluginStepCaller::counters() const {
   return out;
 }
 
-void PluginStepCaller::end_limiter_wait(StepEntry& entry, TimePoint now) {
+void PluginStepCaller::end_limiter_wait(ParkedSteps::Entry& entry, TimePoint now) {
   if (!entry.limiter_wait_since) return;
-  counters_[entry.plugin].limiter_wait += std::max(Duration::zero(), now - *entry.limiter_wait_since);
+  metrics_.add_limiter_wait(entry.plugin, now - *entry.limiter_wait_since);
   entry.limiter_wait_since.reset();
-}
-
-template <typename Pred>
-std::vector<std::shared_ptr<PluginStepCaller::StepEntry>> PluginStepCaller::erase_steps(JobId job,
-                                                                                        int attempt,
-                                                                                        Pred drop) {
-  const TimePoint now = clock_->now();
-  std::vector<std::shared_ptr<StepEntry>> dropped;
-  auto it = steps_.lower_bound(StepKey{job, std::string(), std::numeric_limits<int>::min()});
-  while (it != steps_.end() && std::get<0>(it->first) == job) {
-    if (std::get<2>(it->first) <= attempt && drop(*it->second)) {
-      // The wait ends here: it counts as waited, without a slot to show for it.
-      end_limiter_wait(*it->second, now);
-      dropped.push_back(std::move(it->second));
-      it = steps_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  return dropped;
 }
 
 void PluginStepCaller::forget(JobId job, int attempt) {
   // Destroyed after the lock: a dropped step gives its reserved slot back,
   // which a database-scope limiter writes to the database.
-  std::vector<std::shared_ptr<StepEntry>> dropped;
+  ParkedSteps::Entries dropped;
   std::lock_guard lock(mu_);
-  dropped = erase_steps(job, attempt, [](const StepEntry&) { return true; });
+  const TimePoint now = clock_->now();
+  dropped = steps_.take(job, attempt);
+  // The wait ends here: it counts as waited, without a slot to show for it.
+  for (const auto& e : dropped) end_limiter_wait(*e, now);
 }
 
 void PluginStepCaller::set_resume(Resume resume) {
@@ -159,92 +118,23 @@ void PluginStepCaller::parked(JobId job, int attempt) {
   Resume resume;
   {
     std::lock_guard lock(mu_);
-    auto it = steps_.lower_bound(StepKey{job, std::string(), std::numeric_limits<int>::min()});
-    for (; it != steps_.end() && std::get<0>(it->first) == job; ++it) {
-      StepEntry& e = *it->second;
-      if (std::get<2>(it->first) != attempt || !e.awaits_release || e.park == 0) continue;
-      e.park_committed = true;
-      resume_now = resume_now || e.woken;
-    }
+    resume_now = steps_.park_committed(job, attempt);
     resume = resume_;
   }
   if (resume_now && resume) resume(job, attempt);
 }
 
-std::vector<std::pair<JobId, int>> PluginStepCaller::end_call(const std::string& plugin) {
-  std::vector<std::pair<JobId, int>> out;
-  auto found = waiters_.find(plugin);
-  if (found == waiters_.end()) return out;
-  ReleaseWaiters& w = found->second;
-  ++w.ended;
-  // Marks a waiter woken; false when it no longer waits (came back, forgotten).
-  auto wake = [&](const std::pair<StepKey, std::weak_ptr<StepEntry>>& waiter) {
-    auto entry = waiter.second.lock();
-    if (!entry || !entry->awaits_release || entry->woken) return false;
-    auto it = steps_.find(waiter.first);
-    if (it == steps_.end() || it->second != entry) return false;
-    entry->woken = true;
-    if (entry->park_committed) out.emplace_back(std::get<0>(waiter.first), std::get<2>(waiter.first));
-    return true;
-  };
-  while (!w.permit.empty()) {
-    auto waiter = std::move(w.permit.front());
-    w.permit.pop_front();
-    if (wake(waiter)) break;  // one freed permit, one step resumed
-  }
-  for (const auto& waiter : w.probe) wake(waiter);
-  w.probe.clear();
-  return out;
-}
-
 std::vector<ParkedJob> PluginStepCaller::parked_jobs() const {
   std::lock_guard lock(mu_);
-  std::vector<ParkedJob> out;
-  std::size_t first_of_job = 0;
-  for (const auto& [key, entry] : steps_) {
-    if (entry->park == 0) continue;
-    const auto& [job, step, attempt] = key;
-    // Keys order a job's steps by name before attempt, so its attempts
-    // interleave, but all of them come together.
-    if (out.empty() || out.back().job != job) first_of_job = out.size();
-    auto same = std::find_if(out.begin() + static_cast<std::ptrdiff_t>(first_of_job), out.end(),
-                             [&](const ParkedJob& p) { return p.attempt == attempt; });
-    if (same == out.end()) {
-      out.push_back({job, attempt, entry->park});
-    } else {
-      same->park = std::max(same->park, entry->park);
-    }
-  }
-  return out;
+  return steps_.parked_jobs();
 }
 
 void PluginStepCaller::forget_parked(JobId job, int attempt, std::uint64_t park) {
-  std::vector<std::shared_ptr<StepEntry>> dropped;  // destroyed after the lock, as in forget()
+  ParkedSteps::Entries dropped;  // destroyed after the lock, as in forget()
   std::lock_guard lock(mu_);
-  dropped = erase_steps(job, attempt, [park](const StepEntry& e) { return e.park != 0 && e.park <= park; });
-}
-
-Result<std::shared_ptr<http::Client>> PluginStepCaller::client_for(const std::string& plugin,
-                                                                   const config::CallPolicy& policy) {
-  http::ClientOptions options;
-  options.connect_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(policy.connect_timeout);
-  options.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(policy.timeout);
-  options.max_response_bytes = policy.max_response_bytes;
-  options.max_redirects = policy.max_redirects;
-  std::lock_guard lock(mu_);
-  if (auto it = clients_.find(plugin); it != clients_.end()) {
-    const http::ClientOptions& held = it->second->options();
-    if (held.connect_timeout == options.connect_timeout && held.timeout == options.timeout &&
-        held.max_response_bytes == options.max_response_bytes &&
-        held.max_redirects == options.max_redirects) {
-      return it->second;  // unchanged: keep its open connections
-    }
-  }
-  auto made = http::Client::create(options);
-  if (!made) return fail(made.error().with_context("HTTP client of plugin " + plugin));
-  std::shared_ptr<http::Client> client = std::move(*made);
-  clients_[plugin] = client;
-  return client;
+  const TimePoint now = clock_->now();
+  dropped = steps_.take_parked(job, attempt, park);
+  for (const auto& e : dropped) end_limiter_wait(*e, now);
 }
 
 std::vector<std::string> PluginStepCaller::secrets_of(const config::Config& config,
@@ -272,41 +162,33 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
 
   auto gate = gates_.gate(call.plugin, call.operation);
   if (!gate) return runtime::CallOutcome::failed(gate.error().with_context(where));
-  auto client = client_for(call.plugin, policy);
+  auto client = clients_.client_for(call.plugin, policy);
   if (!client) return runtime::CallOutcome::failed(client.error().with_context(where));
 
-  // The step's retry state and reserved slot survive parks in this map.
-  const StepKey key{call.job_id, call.step, call.attempt};
-  std::shared_ptr<StepEntry> entry;
+  // The step's retry state and reserved slot survive parks in steps_.
+  const ParkedSteps::Key key{call.job_id, call.step, call.attempt};
+  std::shared_ptr<ParkedSteps::Entry> entry;
   {
     std::lock_guard lock(mu_);
-    auto& slot = steps_[key];
-    if (!slot) slot = std::make_shared<StepEntry>(call.plugin, clock_->now());
-    slot->park = 0;  // it came back
-    slot->awaits_release = false;
-    slot->park_committed = false;
-    slot->woken = false;
-    entry = slot;
+    entry = steps_.come_back(key, call.plugin, clock_->now());
   }
   retry::CallState& step = entry->call;
   auto finish = [&](runtime::CallOutcome outcome) {
     const TimePoint now = clock_->now();
     std::lock_guard lock(mu_);
     if (outcome.kind() == runtime::CallOutcome::Kind::kPark) {
-      ++counters_[call.plugin].parks;
-      entry->park = ++parks_made_;
-      // Forgotten while its call was in flight, the step still goes on.
-      steps_.try_emplace(key, entry);
+      metrics_.count_park(call.plugin);
+      steps_.park(key, entry);
       return outcome;
     }
     end_limiter_wait(*entry, now);
-    if (auto it = steps_.find(key); it != steps_.end() && it->second == entry) steps_.erase(it);
+    steps_.remove(key, entry);
     // A call cut short by the engine's stop runs again later: it has no
     // outcome to time.
     const bool interrupted =
         stop.stop_requested() || (outcome.kind() == runtime::CallOutcome::Kind::kFailed &&
                                   outcome.error().code() == ErrorCode::kCancelled);
-    if (!interrupted) observe(counters_[call.plugin].durations[call.operation], now - entry->started);
+    if (!interrupted) metrics_.observe_step(call.plugin, call.operation, now - entry->started);
     return outcome;
   };
 
@@ -326,7 +208,7 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
     {
       std::lock_guard lock(mu_);
       end_limiter_wait(*entry, now);
-      ended_before = waiters_[call.plugin].ended;
+      ended_before = steps_.calls_ended(call.plugin);
     }
     auto admission = (*gate)->admit(step, now);
     if (auto* f = std::get_if<retry::CallGate::Fail>(&admission)) {
@@ -342,16 +224,10 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
         // plugin ending frees it: park until then, with the plugin's request
         // timeout as a fallback (the call holding it ends by then).
         std::lock_guard lock(mu_);
-        ReleaseWaiters& waiters = waiters_[call.plugin];
-        if (waiters.ended != ended_before) continue;  // freed while it looked: look again
-        auto& queue = w->reason == retry::CallGate::WaitReason::kConcurrency ? waiters.permit : waiters.probe;
-        queue.emplace_back(key, entry);
-        entry->awaits_release = true;
-        entry->park_committed = false;
-        entry->woken = false;
-        ++counters_[call.plugin].parks;
-        entry->park = ++parks_made_;
-        steps_.try_emplace(key, entry);
+        const bool for_permit = w->reason == retry::CallGate::WaitReason::kConcurrency;
+        if (!steps_.park_for_release(key, entry, call.plugin, for_permit, ended_before))
+          continue;  // freed while it looked: look again
+        metrics_.count_park(call.plugin);
         return runtime::CallOutcome::park_until(now + std::max<Duration>(policy.timeout, park_threshold),
                                                 wait_reason(w->reason));
       }
@@ -383,9 +259,7 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
     retry::Outcome outcome = classify(reply, services);
     {
       std::lock_guard lock(mu_);
-      auto& c = counters_[call.plugin];
-      ++c.calls;
-      if (outcome.kind == retry::OutcomeKind::kThrottled) ++c.throttled;
+      metrics_.count_call(call.plugin, outcome.kind == retry::OutcomeKind::kThrottled);
     }
     limit::PaceHint hint;
     auto verdict =
@@ -395,7 +269,7 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
     Resume resume;
     {
       std::lock_guard lock(mu_);
-      resumed = end_call(call.plugin);
+      resumed = steps_.end_call(call.plugin);
       resume = resume_;
     }
     if (resume) {
@@ -416,7 +290,7 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
     auto& again = std::get<retry::CallGate::RetryAt>(verdict);
     if (!again.throttled) {
       std::lock_guard lock(mu_);
-      ++counters_[call.plugin].retries;
+      metrics_.count_retry(call.plugin);
     }
     now = clock_->now();
     if (again.at - now > park_threshold) {

@@ -38,7 +38,7 @@ struct Invocation {
   std::size_t max_output_bytes = 64u << 20;
 };
 
-Result<CallReply> invoke(Invocation call, HostServices& services, const Clock& clock);
+[[nodiscard]] Result<CallReply> invoke(Invocation call, HostServices& services, const Clock& clock);
 
 // Abandoned calls whose plugin code has not returned yet, in this process.
 // A call stops counting here before it lets go of its library.

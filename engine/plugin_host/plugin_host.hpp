@@ -90,7 +90,7 @@ class PluginHost {
  public:
   // Opens the folder and loads what it holds. Fails only if the folder is
   // unusable; refused files are reported by failures().
-  static Result<std::unique_ptr<PluginHost>> open(PluginHostOptions options);
+  [[nodiscard]] static Result<std::unique_ptr<PluginHost>> open(PluginHostOptions options);
 
   PluginHost(const PluginHost&) = delete;
   PluginHost& operator=(const PluginHost&) = delete;
@@ -105,7 +105,7 @@ class PluginHost {
 
   // Error::config naming each plugin in `names` that no loaded file provides
   // (with the folder and the refused files, which may be why).
-  Status check_configured(const std::vector<std::string>& names) const;
+  [[nodiscard]] Status check_configured(const std::vector<std::string>& names) const;
 
   // Runs `operation` of `plugin` with `args` and `settings` (null or empty:
   // {}). A plugin's statuses (ok, retryable, throttled, fatal) come back in
@@ -113,9 +113,10 @@ class PluginHost {
   // way the plugin did not report: not_found (no such plugin or operation),
   // timeout (past `timeout`, default options.default_timeout), plugin
   // (garbage reply, an escaped exception).
-  Result<CallReply> call(std::string_view plugin, std::string_view operation, const nlohmann::json& args,
-                         const nlohmann::json& settings, HostServices& services, const CallContext& context,
-                         std::optional<std::chrono::milliseconds> timeout = std::nullopt) const;
+  [[nodiscard]] Result<CallReply> call(std::string_view plugin, std::string_view operation,
+                                       const nlohmann::json& args, const nlohmann::json& settings,
+                                       HostServices& services, const CallContext& context,
+                                       std::optional<std::chrono::milliseconds> timeout = std::nullopt) const;
 
   const std::filesystem::path& folder() const { return options_.folder; }
 

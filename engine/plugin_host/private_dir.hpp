@@ -29,7 +29,7 @@ namespace ratchet::plugin_host {
 
 // Creates a fresh private folder under `parent` and records this process
 // as its owner. Fails with kIo, naming the folder and the cause.
-Result<std::filesystem::path> make_private_dir(const std::filesystem::path& parent);
+[[nodiscard]] Result<std::filesystem::path> make_private_dir(const std::filesystem::path& parent);
 
 struct SweepReport {
   int removed = 0;  // folders of gone owners

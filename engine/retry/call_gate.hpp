@@ -174,7 +174,7 @@ class CallGate {
   // longer fits then must wait. Returns nullopt: send it now; a time: send
   // nothing before it, then ask again (`counted` holds its slot meanwhile,
   // and gives it back if dropped).
-  Result<std::optional<TimePoint>> confirm_send(limit::Reservation& counted, TimePoint now);
+  [[nodiscard]] Result<std::optional<TimePoint>> confirm_send(limit::Reservation& counted, TimePoint now);
 
   const CallGateParts& parts() const { return parts_; }
 
@@ -194,9 +194,9 @@ Duration declared_pace(const std::vector<config::LimitSpec>& limits);
 // breaker and concurrency cap of its own (nothing shared with other gates).
 // `key_prefix` names database-scope limits ("imdb/get_rating"); `connect`
 // opens the shared database for them.
-Result<std::shared_ptr<CallGate>> make_call_gate(const config::CallPolicy& policy,
-                                                 const std::string& key_prefix,
-                                                 const limit::ConnectionFactory& connect = {},
-                                                 std::uint64_t seed = 0x5eed);
+[[nodiscard]] Result<std::shared_ptr<CallGate>> make_call_gate(const config::CallPolicy& policy,
+                                                               const std::string& key_prefix,
+                                                               const limit::ConnectionFactory& connect = {},
+                                                               std::uint64_t seed = 0x5eed);
 
 }  // namespace ratchet::retry

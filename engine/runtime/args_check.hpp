@@ -28,9 +28,9 @@ inline constexpr std::size_t kMaxArgsBytes = 1 << 20;  // 1 MiB
 // Only the bounds above, walking the value without recursion: used on
 // arguments read back from the database (written by an older version) before
 // anything recursive touches them.
-Status check_args_bounds(const std::string& job_type, const nlohmann::json& args);
+[[nodiscard]] Status check_args_bounds(const std::string& job_type, const nlohmann::json& args);
 
-Status check_args(const std::string& job_type, const std::vector<config::ArgSpec>& declared,
-                  const nlohmann::json& args);
+[[nodiscard]] Status check_args(const std::string& job_type, const std::vector<config::ArgSpec>& declared,
+                                const nlohmann::json& args);
 
 }  // namespace ratchet::runtime

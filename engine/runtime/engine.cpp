@@ -340,7 +340,7 @@ store::StoreOptions store_options(const EngineOptions& options) {
 
 Result<std::unique_ptr<Engine>> open_engine(EngineOptions options, EngineWiring wiring) {
   if (auto st = check_options(options); !st) return fail(st.error());
-  auto impl = std::make_unique<Engine::Impl>();
+  auto impl = std::make_unique<EngineAccess::Impl>();
   // An engine's own clock, since anchoring it to the database steps it.
   if (!options.clock) options.clock = std::make_shared<const SystemClock>();
   if (options.worker_id.empty()) options.worker_id = default_worker_id();
@@ -355,7 +355,7 @@ Result<std::unique_ptr<Engine>> open_engine(EngineOptions options, EngineWiring 
   impl->jitter = std::make_unique<Jitter>(seed);
   impl->caller = std::move(wiring.caller);
   if (wiring.render) impl->render = std::move(wiring.render);
-  return std::make_unique<Engine>(std::move(impl));
+  return EngineAccess::make(std::move(impl));
 }
 
 EngineOptions engine_options(const config::Config& config) {
@@ -394,8 +394,8 @@ Status define_declarative(Engine& engine, config::JobTypeSpec spec) {
   if (spec.steps.empty()) {
     return fail(Error::invalid_argument("job type \"" + spec.name + "\" declares no steps"));
   }
-  engine.impl().types.define(std::make_shared<JobType>(JobType{std::move(spec), {}}));
-  engine.impl().wake();
+  EngineAccess::impl(engine).types.define(std::make_shared<JobType>(JobType{std::move(spec), {}}));
+  EngineAccess::impl(engine).wake();
   return {};
 }
 

@@ -1,7 +1,8 @@
-// The state behind ratchet::Engine, and the internal ways to build one that
-// the public header does not offer: from a validated config::Config (the
-// integrator's TOML path), with a StepCaller that performs plugin calls and
-// the template renderer of the config part, and declarative job types.
+// The state behind ratchet::Engine (reached through EngineAccess), and the
+// internal ways to build one that the public header does not offer: from a
+// validated config::Config (the integrator's TOML path), with a StepCaller
+// that performs plugin calls and the template renderer of the config part,
+// and declarative job types.
 //
 // Thread-safety: as documented for Engine.
 #pragma once
@@ -14,6 +15,7 @@
 #include "config/template.hpp"
 #include "ratchet/engine.hpp"
 #include "runtime/backoff.hpp"
+#include "runtime/engine_access.hpp"
 #include "runtime/event_bus.hpp"
 #include "runtime/job_types.hpp"
 #include "runtime/scheduler.hpp"
@@ -67,7 +69,7 @@ struct EngineWiring {
   TemplateRenderer render;
 };
 
-Result<std::unique_ptr<Engine>> open_engine(EngineOptions options, EngineWiring wiring = {});
+[[nodiscard]] Result<std::unique_ptr<Engine>> open_engine(EngineOptions options, EngineWiring wiring = {});
 
 // The engine section of a config as options; a relative database path
 // resolves against the config file's folder.
@@ -77,11 +79,11 @@ store::StoreOptions store_options(const EngineOptions& options);
 
 // Opens the engine the config describes and defines its declarative job
 // types. `clock` null: the system clock.
-Result<std::unique_ptr<Engine>> open_engine(const config::Config& config, EngineWiring wiring,
-                                            std::shared_ptr<const Clock> clock = nullptr);
+[[nodiscard]] Result<std::unique_ptr<Engine>> open_engine(const config::Config& config, EngineWiring wiring,
+                                                          std::shared_ptr<const Clock> clock = nullptr);
 
 // Defines (or redefines) a declarative job type.
-Status define_declarative(Engine& engine, config::JobTypeSpec spec);
+[[nodiscard]] Status define_declarative(Engine& engine, config::JobTypeSpec spec);
 
 }  // namespace runtime
 }  // namespace ratchet

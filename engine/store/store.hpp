@@ -113,7 +113,8 @@ class Store {
 
  private:
   template <typename F>
-  auto write_with(std::optional<TimePoint> lease_until, F& fn) -> Result<std::invoke_result_t<F&, JobStore&>>;
+  [[nodiscard]] auto write_with(std::optional<TimePoint> lease_until, F& fn)
+      -> Result<std::invoke_result_t<F&, JobStore&>>;
 };
 
 template <typename F>

@@ -110,15 +110,15 @@ class RATCHET_API Engine {
  public:
   // Opens (creating or migrating) the database. Fails with kDatabase when the
   // file is locked, read-only, not a database, corrupt or from a newer ratchet.
-  static Result<std::unique_ptr<Engine>> open(EngineOptions options);
+  [[nodiscard]] static Result<std::unique_ptr<Engine>> open(EngineOptions options);
 
   // Opens the engine a TOML config file declares: its database, its plugin
   // folder (every plugin loaded, each wrapped in the limiters, retry and
   // circuit breaker the file declares for it) and its job types. Fails with
   // kConfig listing every problem of the file (each with file:line:column and
   // key), or with kPlugin when a configured plugin has no file.
-  static Result<std::unique_ptr<Engine>> open_config(const std::filesystem::path& file,
-                                                     ConfigOverrides overrides = {});
+  [[nodiscard]] static Result<std::unique_ptr<Engine>> open_config(const std::filesystem::path& file,
+                                                                   ConfigOverrides overrides = {});
 
   // Opens the database and the job types a TOML config file declares, but
   // no plugin: no plugin file is read or loaded, so a plugin whose file is
@@ -130,8 +130,8 @@ class RATCHET_API Engine {
   // folder only, call_stats() is empty, and it runs nothing: start() fails
   // with kInvalidArgument. Fails with kConfig like open_config, for the file
   // itself.
-  static Result<std::unique_ptr<Engine>> inspect_config(const std::filesystem::path& file,
-                                                        ConfigOverrides overrides = {});
+  [[nodiscard]] static Result<std::unique_ptr<Engine>> inspect_config(const std::filesystem::path& file,
+                                                                      ConfigOverrides overrides = {});
 
   ~Engine();
   Engine(const Engine&) = delete;
@@ -139,45 +139,47 @@ class RATCHET_API Engine {
 
   // Defines (or redefines) a C++ job type. Only job types defined in this
   // engine are claimed by it.
-  Status define(std::string type, JobHandler handler, JobTypeOptions options = {});
+  [[nodiscard]] Status define(std::string type, JobHandler handler, JobTypeOptions options = {});
 
   // Enqueues a job of a defined type. Refuses an unknown type or arguments
   // that do not match the type's declared arguments (nothing is written).
   // With a unique key held by a live job, returns that job's id.
-  Result<JobId> enqueue(std::string_view type, nlohmann::json args, EnqueueOptions options = {});
+  [[nodiscard]] Result<JobId> enqueue(std::string_view type, nlohmann::json args,
+                                      EnqueueOptions options = {});
   // Enqueues many jobs of one type in one transaction: all or none.
-  Result<std::vector<JobId>> enqueue_many(std::string_view type, const std::vector<nlohmann::json>& args,
-                                          EnqueueOptions options = {});
+  [[nodiscard]] Result<std::vector<JobId>> enqueue_many(std::string_view type,
+                                                        const std::vector<nlohmann::json>& args,
+                                                        EnqueueOptions options = {});
 
   // Starts the workers, heartbeat and claiming. Idempotent. kInvalidArgument
   // for an engine opened by inspect_config.
-  Status start();
+  [[nodiscard]] Status start();
   // Blocks until no job that this engine would run (its job types, in its
   // queues) is pending or running in the database, including such jobs of
   // other processes and jobs scheduled in the future; or until `timeout`
   // (real time) passes: then kTimeout. Jobs of types defined elsewhere are
   // not waited for.
-  Status drain(std::optional<std::chrono::steady_clock::duration> timeout = std::nullopt);
+  [[nodiscard]] Status drain(std::optional<std::chrono::steady_clock::duration> timeout = std::nullopt);
   // Stops claiming, lets running steps finish within shutdown_grace, then
   // releases unfinished jobs with their checkpoints for another worker.
   // Idempotent; start() may be called again afterwards.
   void stop();
 
   // One job with its steps, attempt errors and timeline; kNotFound if absent.
-  Result<JobRecord> get(JobId id);
-  Result<std::vector<JobRecord>> list(const JobFilter& filter = {});
+  [[nodiscard]] Result<JobRecord> get(JobId id);
+  [[nodiscard]] Result<std::vector<JobRecord>> list(const JobFilter& filter = {});
   // Jobs per state.
-  Result<std::vector<std::pair<JobState, std::int64_t>>> counts();
+  [[nodiscard]] Result<std::vector<std::pair<JobState, std::int64_t>>> counts();
 
   // Cancels a pending job now, or a running job at its next step boundary.
   // kInvalidArgument when the job already ended.
-  Status cancel(JobId id);
+  [[nodiscard]] Status cancel(JobId id);
   // Puts a dead or cancelled job back to available with a fresh set of
   // attempts; its committed steps are kept and not run again.
-  Status retry(JobId id);
+  [[nodiscard]] Status retry(JobId id);
   // Deletes terminal jobs (with their steps, errors and timeline) that
   // finished before now - older_than. Returns how many.
-  Result<std::int64_t> purge(Duration older_than);
+  [[nodiscard]] Result<std::int64_t> purge(Duration older_than);
 
   // Calls `callback` after each event is committed, in commit order, from
   // the engine thread that records how jobs end (the dispatcher, for jobs
@@ -192,7 +194,7 @@ class RATCHET_API Engine {
   // policies, plugin settings and job types apply from the next call; an
   // invalid file is refused with all its errors (kConfig) and the running
   // config stays. Returns what changed. kInvalidArgument without a file.
-  Result<std::string> reload_config();
+  [[nodiscard]] Result<std::string> reload_config();
 
   // The plugin folder: loaded plugins and refused files. Rescans the folder
   // first, so a file dropped in since the last call is included.
@@ -220,11 +222,12 @@ class RATCHET_API Engine {
   // database's URL with any password masked.
   std::string database() const;
 
+ private:
+  // The engine's internals reach its state through EngineAccess
+  // (engine/runtime/engine_access.hpp), which is not installed.
+  friend struct EngineAccess;
   class Impl;
   explicit Engine(std::unique_ptr<Impl> impl);
-  Impl& impl() { return *impl_; }
-
- private:
   std::unique_ptr<Impl> impl_;
 };
 

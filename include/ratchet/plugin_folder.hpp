@@ -17,6 +17,6 @@ namespace ratchet {
 // and unloads them again; files that fail to load are listed with why.
 // Loading runs each library's initialisers, as opening an engine would.
 // Fails with kConfig when the folder does not exist or is not a directory.
-RATCHET_API Result<PluginReport> scan_plugin_folder(const std::filesystem::path& folder);
+[[nodiscard]] RATCHET_API Result<PluginReport> scan_plugin_folder(const std::filesystem::path& folder);
 
 }  // namespace ratchet

@@ -70,7 +70,9 @@ class [[nodiscard]] Error {
   std::string message_;
 };
 
-// Either a T or the Error that prevented it.
+// Either a T or the Error that prevented it. std::expected is not
+// [[nodiscard]] itself (only Error is), so every function returning a
+// Result or a Status is marked [[nodiscard]].
 template <typename T>
 using Result = std::expected<T, Error>;
 

@@ -97,7 +97,7 @@ TEST_F(EngineFixture, Dag_StepFailsThenJobRetried_CommittedStepsNotCalledAgain) 
   EXPECT_NE(j.errors[0].error.find("503"), std::string::npos);
   EXPECT_EQ(caller_->calls("summary"), 0) << "a step after a failed one does not start";
   clock_->advance(std::chrono::seconds(5));
-  e->impl().wake();
+  EngineAccess::impl(*e).wake();
   j = wait_state(*e, id, JobState::kCompleted);
   EXPECT_EQ(caller_->calls("imdb"), 1);
   EXPECT_EQ(caller_->calls("rt"), 2);
@@ -131,7 +131,7 @@ TEST_F(EngineFixture, Dag_StepParks_JobScheduledAndOtherPluginJobsProceed) {
   auto o = *e->enqueue("other", nlohmann::json::object());
   wait_state(*e, o, JobState::kCompleted);
   clock_->advance(std::chrono::minutes(1));
-  e->impl().wake();
+  EngineAccess::impl(*e).wake();
   j = wait_state(*e, id, JobState::kCompleted);
   EXPECT_EQ(j.attempt, 1);
   EXPECT_EQ(caller_->calls("rt"), 1) << "the step that committed before the park is replayed";
@@ -213,7 +213,7 @@ TEST_F(EngineFixture, Dag_StepFailsFatallyWhileSiblingParks_AttemptFailsOnceWith
   EXPECT_NE(j.errors[0].error.find("not JSON"), std::string::npos) << j.errors[0].error;
   EXPECT_NE(j.last_error.find("not JSON"), std::string::npos) << j.last_error;
   clock_->advance(std::chrono::minutes(2));
-  e->impl().wake();
+  EngineAccess::impl(*e).wake();
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(caller_->calls("rt"), 1) << "a dead job calls nothing again";
   const auto forgotten = caller_->forgotten();

@@ -161,7 +161,7 @@ TEST_F(EngineFixture, Events_CompletedEvent_ArrivesOnceCommittedAndItsCallbackMa
     EXPECT_EQ(state_at_event, JobState::kCompleted);
     next = follow_up;
   }
-  e->impl().wake();
+  EngineAccess::impl(*e).wake();
   auto j = wait_state(*e, *next, JobState::kCompleted);
   EXPECT_EQ(j.result, "second");
 }
@@ -197,7 +197,7 @@ TEST_F(EngineFixture, Handler_FailsAfterAStep_RetriedWithBackoffAndCommittedStep
   EXPECT_EQ(j.errors[0].step, "b");
   EXPECT_NE(j.errors[0].error.find("upstream said no"), std::string::npos);
   clock_->advance(10s);
-  e->impl().wake();
+  EngineAccess::impl(*e).wake();
   j = wait_state(*e, *id, JobState::kCompleted);
   EXPECT_EQ(j.attempt, 2);
   EXPECT_EQ(a_runs.load(), 1) << "a committed step never runs again";
@@ -230,7 +230,7 @@ TEST_F(EngineFixture, Handler_AlwaysFails_DeadAfterLastAttemptThenRetryByHandRun
   ASSERT_TRUE(e->start());
   wait_state(*e, *id, JobState::kRetryable);
   clock_->advance(1s);
-  e->impl().wake();
+  EngineAccess::impl(*e).wake();
   auto j = wait_state(*e, *id, JobState::kDead);
   EXPECT_EQ(j.attempt, 2);
   EXPECT_EQ(j.errors.size(), 2u);
@@ -340,7 +340,7 @@ TEST_F(EngineFixture, Timeout_RunPastItsJobTypeTimeout_InterruptedAndAttemptFail
   EXPECT_NE(j.errors[0].error.find("\"slow\""), std::string::npos) << j.errors[0].error;
   // The next attempt replays the committed step and finishes in time.
   clock_->advance(std::chrono::seconds(1));
-  e->impl().wake();
+  EngineAccess::impl(*e).wake();
   j = wait_state(*e, id, JobState::kCompleted);
   EXPECT_EQ(j.attempt, 2);
   EXPECT_TRUE(after_ran.load());
@@ -407,7 +407,7 @@ TEST_F(EngineFixture, Call_ThrottledLongerThanThreshold_ParksWithoutUsingAnAttem
   wait_state(*e, *fast, JobState::kCompleted);
   EXPECT_EQ(e->get(*slow)->state, JobState::kScheduled);
   clock_->advance(30s);
-  e->impl().wake();
+  EngineAccess::impl(*e).wake();
   j = wait_state(*e, *slow, JobState::kCompleted);
   EXPECT_EQ(j.attempt, 1) << "a park does not use up an attempt";
   EXPECT_EQ(j.result["rating"], 8);
@@ -450,7 +450,7 @@ TEST_F(EngineFixture, Stop_WithAJobMidway_ReleasesItWithCheckpointsAndAnotherEng
   ASSERT_TRUE(e->define("two", handler));
   ASSERT_TRUE(e->start());
   clock_->advance(1h);  // past any retry backoff
-  e->impl().wake();
+  EngineAccess::impl(*e).wake();
   auto j = wait_state(*e, id, JobState::kCompleted);
   EXPECT_EQ(first_runs.load(), 1);
   EXPECT_EQ(j.result, "done");
@@ -509,7 +509,7 @@ TEST_F(EngineFixture, LeaseExpired_JobOfAVanishedWorker_IsTakenOverAndResumesAft
   }
   ASSERT_TRUE(e->start());
   clock_->advance(31s);
-  e->impl().wake();
+  EngineAccess::impl(*e).wake();
   auto j = wait_state(*e, id, JobState::kCompleted);
   EXPECT_EQ(a_runs.load(), 0) << "step a committed by the dead worker is not run again";
   EXPECT_EQ(j.result, 107);
@@ -620,7 +620,7 @@ TEST_F(EngineFixture, DatabaseLocked_PastTheBusyTimeoutWhileJobsRun_NoStepCalled
     // Five busy timeouts of real time: the checkpoints of the steps that
     // succeeded meanwhile wait for the lock, their leases (fake time) last.
     std::this_thread::sleep_for(500ms);
-    EXPECT_TRUE(e->impl().store->stalled());
+    EXPECT_TRUE(EngineAccess::impl(*e).store->stalled());
     other.exec("ROLLBACK");
   }
   auto drained = e->drain(20s);
@@ -628,7 +628,7 @@ TEST_F(EngineFixture, DatabaseLocked_PastTheBusyTimeoutWhileJobsRun_NoStepCalled
     // Show what the runs given up lead to: their leases expire and their
     // steps are called again.
     clock_->advance(31s);
-    e->impl().wake();
+    EngineAccess::impl(*e).wake();
     (void)e->drain(20s);
   }
   EXPECT_TRUE(drained) << "every job completes once the lock is released";

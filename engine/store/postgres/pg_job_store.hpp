@@ -55,6 +55,7 @@ class PgJobStore final : public JobStore {
   bool take_new_work() { return std::exchange(new_work_, false); }
 
  private:
+  // Reaps expired leases into `result` (pg_lease_reaping.cpp).
   void expire_leases(const ClaimRequest& req, ClaimResult& result);
   ExpiryVerdict judge(JobId id, const std::string& owner, int attempt, int max_attempts, int max_alone,
                       Micros now);

@@ -20,6 +20,6 @@ int pg_schema_version() noexcept;
 // Brings the schema to pg_schema_version(); `migrate` false only checks it.
 // Throws PgFailure for the server's errors; returns the Error for a schema
 // it refuses.
-Status migrate_schema(Session& s, bool migrate);
+[[nodiscard]] Status migrate_schema(Session& s, bool migrate);
 
 }  // namespace ratchet::store::pg

@@ -57,7 +57,7 @@ class PgStore final : public GroupCommitStore {
   std::optional<Failure> run_unguarded(const std::function<void(JobStore&)>& body) override;
   void rollback_transaction() override;
   std::optional<Failure> commit_transaction() override;
-  Status run_read(const std::function<void(JobStore&)>& body) override;
+  [[nodiscard]] Status run_read(const std::function<void(JobStore&)>& body) override;
 
  private:
   struct Side {

@@ -35,7 +35,7 @@ class Rows {
   std::optional<std::string_view> get_optional_text(int row, int col) const noexcept;
   // A bigint/integer value; an Error (kDatabase) names the column when the
   // value is NULL or not an integer.
-  Result<std::int64_t> get_int64(int row, int col) const;
+  [[nodiscard]] Result<std::int64_t> get_int64(int row, int col) const;
 
   // Rows inserted, updated, deleted (or selected) by the statement; 0 for
   // statements that report none (CREATE, BEGIN, ...).

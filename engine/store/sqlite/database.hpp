@@ -38,7 +38,7 @@ struct DatabaseOptions {
   std::shared_ptr<const Clock> clock;
 };
 
-Result<std::unique_ptr<SQLite::Database>> open_database(const DatabaseOptions& options);
+[[nodiscard]] Result<std::unique_ptr<SQLite::Database>> open_database(const DatabaseOptions& options);
 
 // A kDatabase Error for an exception thrown while `doing` something with the
 // database at `path`: what went wrong and how to fix it.

@@ -188,55 +188,7 @@ std::optional<Micros> SqliteJobStore::next_run_at(Micros now, const std::vector<
 
 ClaimResult SqliteJobStore::claim(const ClaimRequest& req) {
   ClaimResult result;
-  // Jobs whose worker vanished: the quarantine judges whom the crash is
-  // counted against (a job that keeps crashing its process ends dead instead
-  // of taking every worker down; the jobs beside it do not).
-  {
-    std::vector<std::tuple<JobId, std::string, int, int, int, std::string>> expired;
-    {
-      Use q(
-          stmt("SELECT id, type, attempt, max_attempts, lease_expiries, lease_owner FROM jobs "
-               "INDEXED BY jobs_leases WHERE state = 'running' AND lease_expires_us <= ? ORDER BY "
-               "lease_expires_us LIMIT 64"));
-      q->bind(1, req.now);
-      while (q->executeStep()) {
-        expired.emplace_back(q->getColumn(0).getInt64(), q->getColumn(1).getString(),
-                             q->getColumn(2).getInt(), q->getColumn(3).getInt(), q->getColumn(4).getInt(),
-                             text_or_empty(q->getColumn(5)));
-      }
-    }
-    for (const auto& [id, type, attempt, max_attempts, expiries, owner] : expired) {
-      const ExpiryVerdict verdict =
-          quarantine_->judge(id, owner, attempt, max_attempts, req.max_lease_expiries, req.now);
-      const bool dead = verdict.dead;
-      std::string error =
-          "lease expired: worker " + owner + " stopped renewing it (crashed or hung); " + verdict.why;
-      Use u(stmt(
-          "UPDATE jobs SET state = ?, lease_owner = NULL, lease_expires_us = NULL, "
-          "lease_expiries = lease_expiries + 1, resume = 0, run_at_us = ?, last_error = ?, updated_us = ?, "
-          "finished_us = ? WHERE id = ?"));
-      u->bind(1, dead ? "dead" : "retryable");
-      u->bind(2, req.now);
-      u->bind(3, error);
-      u->bind(4, req.now);
-      if (dead) {
-        u->bind(5, req.now);
-      } else {
-        u->bind(5);
-      }
-      u->bind(6, id);
-      u->exec();
-      quarantine_->apply(id, verdict);
-      Use e(stmt("INSERT INTO job_errors (job_id, attempt, step, error, at_us) VALUES (?, ?, NULL, ?, ?)"));
-      e->bind(1, id);
-      e->bind(2, attempt);
-      e->bind(3, error);
-      e->bind(4, req.now);
-      e->exec();
-      add_timeline(id, req.now, "lease_expired", error);
-      result.expired.push_back({id, type, attempt, dead, error});
-    }
-  }
+  expire_leases(req, result);
 
   const std::vector<std::int64_t> priorities = pending_priorities();
   // At most one suspect, and only while no other runs on the database.

@@ -50,6 +50,8 @@ class SqliteJobStore final : public JobStore {
 
  private:
   SQLite::Statement& stmt(const char* sql);  // prepared once per connection
+  // Reaps expired leases into `result` (lease_reaping.cpp).
+  void expire_leases(const ClaimRequest& req, ClaimResult& result);
   std::vector<std::int64_t> pending_priorities();
   // Due jobs in claim order: by priority, resumed before fresh, then by time;
   // each with whether it is a resumed one.

@@ -35,7 +35,7 @@ class SqliteStore final : public GroupCommitStore {
   std::optional<Failure> run_in_savepoint(const std::function<void(JobStore&)>& body) override;
   void rollback_transaction() override;
   std::optional<Failure> commit_transaction() override;
-  Status run_read(const std::function<void(JobStore&)>& body) override;
+  [[nodiscard]] Status run_read(const std::function<void(JobStore&)>& body) override;
 
  private:
   SqliteStore(DatabaseOptions options, std::unique_ptr<SQLite::Database> writer,

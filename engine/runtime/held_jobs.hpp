@@ -1,0 +1,55 @@
+// The jobs one engine holds a lease on, from claim to committed end: queued
+// ahead of the workers, running, or ended with their write not yet
+// committed. The dispatcher adds to it, the worker pool takes from it, the
+// finisher removes what committed, and the heartbeat renews every lease in
+// it; one mutex guards it all, so each sees the others' changes whole.
+//
+// A job may be held twice by one engine: its run stalled past the lease and
+// the dispatcher claimed it again. Runs are told apart by their claim token;
+// only the newer claim is renewed, the older run is told it lost the job.
+//
+// Ownership: owned by the Scheduler, borrowed by its roles; the runs in
+// `active` live on their workers' stacks. Thread-safety: every member but
+// `batch` under `mu`.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "runtime/job_run.hpp"
+#include "store/job_store.hpp"
+
+namespace ratchet::runtime {
+
+using ClaimKey = std::pair<JobId, std::int64_t>;  // job id and claim token
+
+struct HeldJobs {
+  explicit HeldJobs(int workers) : batch(static_cast<std::size_t>(workers)) {}
+
+  // Whether the dispatcher would claim now (under mu): the queue ahead of
+  // the workers is low and the engine holds less than two batches.
+  bool claim_wanted() const {
+    const auto held = static_cast<std::size_t>(running) + ready.size();
+    return ready.size() <= batch / 2 && held < 2 * batch;
+  }
+
+  const std::size_t batch;  // one claim's worth: as many jobs as workers
+
+  std::mutex mu;
+  std::condition_variable work_cv;      // ready gained a job, or stopping
+  std::condition_variable_any room_cv;  // ready has room for another claim
+  std::condition_variable idle_cv;      // a run ended
+  std::deque<store::ClaimedJob> ready;
+  std::map<ClaimKey, JobRun*> active;
+  std::map<ClaimKey, TimePoint> finishing;  // ended, write not yet committed; its lease
+  int running = 0;                          // taken by a worker and not yet finished
+  std::uint64_t claim_seq = 0;              // claims taken so far (ClaimedJob::claim_seq)
+  bool stopping = false;
+};
+
+}  // namespace ratchet::runtime
