@@ -7,9 +7,9 @@
 # Usage: tools/bench_against.sh COMMIT [--rounds N] [--jobs N] [--workers N]
 #
 # COMMIT is built in a scratch worktree under build/against-<commit> (kept
-# for the next run; ccache makes rebuilds cheap). Each round runs the old
-# then the new benchmark; the table gives the median of every figure over
-# the rounds and new/old.
+# for the next run; ccache makes rebuilds cheap). Each round runs both
+# benchmarks, in turns which goes first; the table gives the median of
+# every figure over the rounds and new/old.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -63,8 +63,13 @@ figures() {
     }'
 }
 
+# Odd rounds run the old benchmark first, even rounds the new one, so that
+# whatever the first run of a pair leaves behind (a warm page cache, a
+# hotter CPU) favours neither side.
 for r in $(seq 1 "$rounds"); do
-  for side in old new; do
+  order="old new"
+  [ $((r % 2)) -eq 0 ] && order="new old"
+  for side in $order; do
     bin=$old_bin
     [ "$side" = new ] && bin=$new_bin
     mkdir -p "$scratch/db"
