@@ -4,13 +4,16 @@
 //   ratchet::EngineOptions opts;
 //   opts.database = "jobs.db";
 //   auto engine = ratchet::Engine::open(opts);          // Result<std::unique_ptr<Engine>>
+//   if (!engine) return fail(engine.error());
 //   ratchet::JobTypeOptions type;
 //   type.args = {{"name", ratchet::ArgKind::kString}};
-//   (*engine)->define("rate_movie", handler, type);
-//   (*engine)->start();
-//   auto id = (*engine)->enqueue("rate_movie", {{"name", "Heat"}});
-//   (*engine)->drain();
+//   if (auto st = (*engine)->define("rate_movie", handler, type); !st) ...
+//   if (auto st = (*engine)->start(); !st) ...
+//   auto id = (*engine)->enqueue("rate_movie", {{"name", "Heat"}});  // Result<JobId>
+//   if (auto st = (*engine)->drain(); !st) ...
 //   (*engine)->stop();
+//
+// Every Result and Status is [[nodiscard]]: an error ignored is a warning.
 //
 // Guarantees (docs/semantics.md states them all): a step whose output was committed never
 // runs again for its job; a step interrupted by a crash runs again; every job

@@ -212,18 +212,30 @@ std::vector<Renewed> PgJobStore::renew(const std::string& owner,
 }
 
 LeaseWrite PgJobStore::checkpoint(const StepDone& step, Micros lease_until, Micros now) {
-  auto held = renew(step.fence.owner, {{step.id, step.fence.token}}, lease_until, now);
-  if (held.empty()) return {};
-  // A completed step is never overwritten: its first committed output stands.
-  s_.run(
-      "INSERT INTO ratchet_steps (job_id, name, state, output, attempts, started_us, finished_us, "
-      "last_error) "
-      "VALUES ($1, $2, 'completed', $3, 1, $4, $5, NULL) ON CONFLICT (job_id, name) DO UPDATE SET "
-      "state = 'completed', output = excluded.output, attempts = ratchet_steps.attempts + 1, "
-      "started_us = excluded.started_us, finished_us = excluded.finished_us "
-      "WHERE ratchet_steps.state <> 'completed'",
-      {p(step.id), p(step.step), p(step.output_json), p(step.started), p(step.finished)});
-  return {true, held.front().cancel_requested};
+  // One round trip: the fenced lease renewal and the step's row in one
+  // statement, the row written only when the renewal found the job still
+  // ours. A completed step is never overwritten: its first committed output
+  // stands. (The writer is one connection, so statements per step bound a
+  // process's throughput on a server.)
+  Params params = fence_params(step.id, step.fence, now);
+  params.push_back(p(lease_until));
+  params.push_back(p(step.step));
+  params.push_back(p(step.output_json));
+  params.push_back(p(step.started));
+  params.push_back(p(step.finished));
+  Rows r = s_.run(
+      "WITH held AS (UPDATE ratchet_jobs SET lease_expires_us = $5, updated_us = $4" RATCHET_FENCED
+      " RETURNING cancel_requested), "
+      "step AS (INSERT INTO ratchet_steps (job_id, name, state, output, attempts, started_us, finished_us, "
+      "last_error) SELECT $1::bigint, $6::text, 'completed', $7::text, 1, $8::bigint, $9::bigint, NULL FROM "
+      "held "
+      "ON CONFLICT (job_id, name) DO UPDATE SET state = 'completed', output = excluded.output, "
+      "attempts = ratchet_steps.attempts + 1, started_us = excluded.started_us, "
+      "finished_us = excluded.finished_us WHERE ratchet_steps.state <> 'completed') "
+      "SELECT cancel_requested FROM held",
+      params);
+  if (r.size() == 0) return {};
+  return {true, i64(r, 0, 0) != 0};
 }
 
 LeaseWrite PgJobStore::complete(JobId id, const Fence& fence, const std::string& result_json, Micros now) {
