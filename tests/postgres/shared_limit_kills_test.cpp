@@ -169,6 +169,12 @@ TEST_P(PgSharedLimit, ProcessesKilledAndReplaced_EveryJobCompletedNoStepRunTwice
       << count(*c, unfinished) << " jobs unfinished";
   const long long run_ms = since_ms(t0);
   for (auto& child : live) {
+    // A replacement started just now may not have its handlers yet, and
+    // SIGTERM before them ends it by the default action (exit 143) with
+    // nothing claimed; the clean stop is asked of a running worker.
+    EXPECT_TRUE(wait_until([&] { return child->err().find(" started from ") != std::string::npos; },
+                           kSanitized ? 60000 : 15000))
+        << "a replacement run never started: " << child->err();
     child->signal(SIGTERM);
     const int rc = child->wait(kSanitized ? 60000 : 15000);
     EXPECT_EQ(rc, 0) << "a run stopped with SIGTERM after the work, exit " << rc << ": " << child->err();
