@@ -207,10 +207,12 @@ Ending execute(JobRun& run, const JobType* type, const ExecutorEnv& env) {
     return end;
   }
 
-  std::string result_json = result.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  write([id, fence, result_json = std::move(result_json)](store::JobStore& s, store::Micros now_us) {
-    return s.complete(id, fence, result_json, now_us);
-  });
+  std::vector<store::StepDone> steps = run.take_unwritten();
+  unwritten = step_names(steps);
+  end.run = store::RunWrite{id, fence, std::move(steps),
+                            result.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                            std::chrono::duration_cast<std::chrono::microseconds>(env.run.lease).count()};
+  end.lease_until = run.lease_until();
   event.kind = JobEvent::Kind::kCompleted;
   event.result = std::move(result);
   end.after = [id, events, event = std::move(event), unwritten](const Result<store::LeaseWrite>& w) {

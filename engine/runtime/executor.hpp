@@ -33,8 +33,11 @@ struct ExecutorEnv {
 };
 
 struct Ending {
-  // Empty: nothing to write (the lease was lost).
+  // Empty, and no `run` either: nothing to write (the lease was lost).
   std::function<store::LeaseWrite(store::JobStore&)> write;
+  // Set instead of `write` for a run that completed: its steps and result,
+  // which the store may write together with other runs' (Store::write_run_async).
+  std::optional<store::RunWrite> run;
   std::function<void(const Result<store::LeaseWrite>&)> after;
   // The lease `write` is made under (Store::write_async's lease_until).
   std::optional<TimePoint> lease_until;

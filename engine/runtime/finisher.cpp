@@ -27,6 +27,23 @@ void Finisher::stop() {
 }
 
 void Finisher::finish(ClaimKey key, Ending end) {
+  if (end.run) {
+    store::RunWrite run = std::move(*end.run);
+    end.run.reset();
+    const TimePoint lease_until = end.lease_until.value_or(TimePoint{});
+    env_.run.store->write_run_async(
+        std::move(run),
+        [this, key, end = std::move(end)](Result<store::LeaseWrite> written) mutable {
+          // As below: handed over to the finisher thread.
+          std::lock_guard lock(mu_);
+          queue_.emplace_back([this, key, written = std::move(written), end = std::move(end)] {
+            finished(key, end, written);
+          });
+          cv_.notify_one();
+        },
+        lease_until);
+    return;
+  }
   if (!end.write) {
     finished(key, end, store::LeaseWrite{});
     return;

@@ -133,29 +133,28 @@ void JobRun::write_checkpoints() {
   std::lock_guard writing(write_mu_);
   std::vector<store::StepDone> steps = take_unwritten();
   if (steps.empty()) return;
-  store::Micros renewed_to = 0;
-  // The time is read when the write runs: a write that waited for a lock is
-  // fenced by the lease as it is then.
-  auto written = env_.store->write_under_lease(lease_until(), [&](store::JobStore& s) {
-    const TimePoint now = env_.clock->now();
-    renewed_to = store::to_micros(now + env_.lease);
-    return write_steps(s, steps, renewed_to, store::to_micros(now));
-  });
+  // The store reads the time when the write runs: a write that waited for
+  // a lock is fenced by the lease as it is then.
+  const std::string names = step_names(steps);
+  auto written = env_.store->write_run_under_lease(
+      lease_until(),
+      store::RunWrite{job_.id, fence(), std::move(steps), std::nullopt,
+                      std::chrono::duration_cast<std::chrono::microseconds>(env_.lease).count()});
   if (!written) {
     // Not committed (or not known to be): give the job up. Its lease expires
     // and the next owner replays whatever did commit.
-    spdlog::error("job {}: checkpoints of steps {} not written, so they will run again: {}", job_.id,
-                  step_names(steps), written.error().to_string());
+    spdlog::error("job {}: checkpoints of steps {} not written, so they will run again: {}", job_.id, names,
+                  written.error().to_string());
     mark_lost();
     raise(SignalKind::kLost);
   }
   if (!written->held) {
     spdlog::warn("job {}: lease lost before the checkpoints of steps {} were written; they will run again",
-                 job_.id, step_names(steps));
+                 job_.id, names);
     mark_lost();
     raise(SignalKind::kLost);
   }
-  lease_renewed(renewed_to);
+  lease_renewed(written->renewed_to);
   if (written->cancel_requested) cancel_.store(true);
 }
 

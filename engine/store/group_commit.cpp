@@ -1,6 +1,7 @@
 #include "store/group_commit.hpp"
 
 #include <algorithm>
+#include <unordered_set>
 
 namespace ratchet::store {
 namespace {
@@ -68,6 +69,15 @@ void GroupCommitStore::set_stalled(bool stalled) {
 }
 
 void GroupCommitStore::finish_op(Op* op) {
+  if (op->on_run_done) {
+    std::unique_ptr<Op> owned(op);
+    if (owned->error) {
+      owned->on_run_done(fail(std::move(*owned->error)));
+    } else {
+      owned->on_run_done(owned->run_written);
+    }
+    return;
+  }
   if (op->on_done) {
     std::unique_ptr<Op> owned(op);
     owned->on_done(std::move(owned->error));
@@ -89,6 +99,14 @@ void GroupCommitStore::submit(Op& op) {
   op.cv.wait(lock, [&] { return op.done; });
 }
 
+void GroupCommitStore::enqueue(std::unique_ptr<Op> op) {
+  {
+    std::lock_guard lock(mu_);
+    queue_.push_back(op.release());
+  }
+  cv_.notify_one();
+}
+
 void GroupCommitStore::write_async(std::function<void(JobStore&)> body,
                                    std::function<void(std::optional<Error>)> done,
                                    std::optional<TimePoint> lease_until) {
@@ -96,11 +114,59 @@ void GroupCommitStore::write_async(std::function<void(JobStore&)> body,
   op->body = std::move(body);
   op->on_done = std::move(done);
   op->lease_until = lease_until;
-  {
-    std::lock_guard lock(mu_);
-    queue_.push_back(op.release());
+  enqueue(std::move(op));
+}
+
+void GroupCommitStore::write_run_async(RunWrite run, std::function<void(Result<LeaseWrite>)> done,
+                                       TimePoint lease_until) {
+  auto op = std::make_unique<Op>();
+  op->run = std::move(run);
+  op->on_run_done = std::move(done);
+  op->lease_until = lease_until;
+  enqueue(std::move(op));
+}
+
+Result<LeaseWrite> GroupCommitStore::write_run_under_lease(TimePoint lease_until, RunWrite run) {
+  Op op;
+  op.run = std::move(run);
+  op.lease_until = lease_until;
+  submit(op);
+  if (op.error) return fail(std::move(*op.error));
+  return op.run_written;
+}
+
+std::size_t GroupCommitStore::group_end(const std::deque<Op*>& batch, std::size_t from, bool guarded) const {
+  if (!batch[from]->run || guarded || !merges_runs()) return from + 1;
+  // The run writes next to this one, each of a job not in the group yet
+  // (write_runs takes distinct jobs).
+  std::unordered_set<JobId> jobs;
+  std::size_t to = from;
+  while (to < batch.size() && batch[to]->run && jobs.insert(batch[to]->run->id).second) ++to;
+  return to;
+}
+
+std::optional<GroupCommitStore::Failure> GroupCommitStore::run_ops(std::deque<Op*>& batch, std::size_t from,
+                                                                   std::size_t to, bool guarded) {
+  std::function<void(JobStore&)> runs;
+  const std::function<void(JobStore&)>* body = &batch[from]->body;
+  if (batch[from]->run) {
+    runs = [&](JobStore& s) {
+      std::vector<const RunWrite*> group;
+      for (std::size_t i = from; i < to; ++i) group.push_back(&*batch[i]->run);
+      // Read when the write runs: a write that waited for a lock is fenced
+      // by the lease as it is then.
+      const Micros now = to_micros(clock_->now());
+      const std::vector<LeaseWrite> written = s.write_runs(group, now);
+      for (std::size_t i = from; i < to; ++i) {
+        LeaseWrite w = written.at(i - from);
+        const RunWrite& run = *batch[i]->run;
+        w.renewed_to = w.held && !run.result_json ? now + run.lease : 0;
+        batch[i]->run_written = w;
+      }
+    };
+    body = &runs;
   }
-  cv_.notify_one();
+  return guarded ? run_in_savepoint(*body) : run_unguarded(*body);
 }
 
 void GroupCommitStore::run_writer(std::stop_token stop) {
@@ -192,9 +258,10 @@ void GroupCommitStore::commit_batch(std::deque<Op*>& batch, std::stop_token stop
     disk_error.reset();
     std::optional<Error> lost;
     bool spoiled = false;
-    for (Op* op : batch) {
-      op->error.reset();
-      auto failure = guarded ? run_in_savepoint(op->body) : run_unguarded(op->body);
+    for (std::size_t from = 0; from < batch.size();) {
+      const std::size_t to = group_end(batch, from, guarded);
+      for (std::size_t i = from; i < to; ++i) batch[i]->error.reset();
+      auto failure = run_ops(batch, from, to, guarded);
       if (failure) {
         if (failure->transaction_lost && round < kMaxLostRounds) {
           lost = failure->error;
@@ -205,8 +272,9 @@ void GroupCommitStore::commit_batch(std::deque<Op*>& batch, std::stop_token stop
           break;
         }
         if (failure->disk) disk_error = failure->error;
-        op->error = std::move(failure->error);
+        for (std::size_t i = from; i < to; ++i) batch[i]->error = failure->error;
       }
+      from = to;
     }
     if (spoiled) {
       rollback_transaction();

@@ -20,6 +20,11 @@
 // the transaction, so the batch is rolled back and run again, each write in
 // its own savepoint, and only the failing write reports its error.
 //
+// Run writes (Store::write_run_async) queued next to each other, of
+// distinct jobs, go to JobStore::write_runs together when the backend
+// merges_runs(): one call, so a server backend writes them in a few
+// statements instead of a few per job. Guarded, each goes alone.
+//
 // Ownership: a backend's constructor calls start_writer() once its
 // connections are open, and its destructor stop_writer() before closing
 // them (queued writes are finished first).
@@ -41,6 +46,9 @@ class GroupCommitStore : public Store {
 
   void write_async(std::function<void(JobStore&)> body, std::function<void(std::optional<Error>)> done,
                    std::optional<TimePoint> lease_until = std::nullopt) override;
+  void write_run_async(RunWrite run, std::function<void(Result<LeaseWrite>)> done,
+                       TimePoint lease_until) override;
+  [[nodiscard]] Result<LeaseWrite> write_run_under_lease(TimePoint lease_until, RunWrite run) override;
   bool stalled() const override;
   void wait_while_stalled(std::stop_token stop, std::chrono::steady_clock::duration at_most) const override;
   std::uint64_t commits() const override;
@@ -81,6 +89,9 @@ class GroupCommitStore : public Store {
   virtual std::optional<Failure> run_unguarded(const std::function<void(JobStore&)>& body) {
     return run_in_savepoint(body);
   }
+  // Whether run writes queued together go to JobStore::write_runs in one
+  // call (worth it where each statement is a round trip).
+  virtual bool merges_runs() const { return false; }
   // Rolls the open transaction back; errors are ignored (a lost connection
   // has no transaction left).
   virtual void rollback_transaction() = 0;
@@ -92,6 +103,11 @@ class GroupCommitStore : public Store {
   // semaphore's spin-and-yield costs more than it saves on a busy machine).
   struct Op {
     std::function<void(JobStore&)> body;
+    // Set for a run's write (write_run_async, write_run_under_lease) instead
+    // of body; run_written is what it got.
+    std::optional<RunWrite> run;
+    LeaseWrite run_written;
+    std::function<void(Result<LeaseWrite>)> on_run_done;
     std::optional<Error> error;
     std::mutex mu;
     std::condition_variable cv;
@@ -104,6 +120,12 @@ class GroupCommitStore : public Store {
   };
 
   void submit(Op& op);
+  void enqueue(std::unique_ptr<Op> op);
+  // Runs batch[from, to) (one body, or run writes together) in the open
+  // transaction, guarded by a savepoint or not.
+  std::optional<Failure> run_ops(std::deque<Op*>& batch, std::size_t from, std::size_t to, bool guarded);
+  // Where the ops to run with batch[from] end.
+  std::size_t group_end(const std::deque<Op*>& batch, std::size_t from, bool guarded) const;
   void run_writer(std::stop_token stop);
   void commit_batch(std::deque<Op*>& batch, std::stop_token stop);
   // Begins the batch's transaction; false when every op of it failed meanwhile.

@@ -124,6 +124,9 @@ struct ClaimResult {
 struct LeaseWrite {
   bool held = false;  // false: the job is no longer ours; nothing was written
   bool cancel_requested = false;
+  // Where a run write (Store::write_run_async) left the lease when held and
+  // the run goes on: now + lease at the time it was written; 0 otherwise.
+  Micros renewed_to = 0;
 };
 
 struct Renewed {
@@ -139,6 +142,20 @@ struct StepDone {
   std::string output_json;
   Micros started = 0;
   Micros finished = 0;
+};
+
+// A run's write of its finished steps: their checkpoints (each as
+// checkpoint() would write it, the lease renewed to now + lease), then,
+// when `result_json` is set, the job completed with that result (as
+// complete()). Fenced by (id, fence) as a whole: once the claim is gone
+// nothing of it is written. The run's id and fence are its steps' too
+// (whatever a StepDone of it says).
+struct RunWrite {
+  JobId id = 0;
+  Fence fence;
+  std::vector<StepDone> steps;
+  std::optional<std::string> result_json;  // nullopt: the run goes on
+  Micros lease = 0;                        // the lease length the renewal extends to from `now`
 };
 
 struct AttemptFailure {
@@ -165,6 +182,11 @@ class JobStore {
   // Commits a finished step's output and renews the lease to lease_until.
   virtual LeaseWrite checkpoint(const StepDone& step, Micros lease_until, Micros now) = 0;
   virtual LeaseWrite complete(JobId id, const Fence& fence, const std::string& result_json, Micros now) = 0;
+  // Writes each run (RunWrite) at `now` and returns what each got, in
+  // order. The runs are of distinct jobs. The default writes them one by one
+  // with checkpoint() and complete(); a backend whose every statement is a
+  // round trip to a server writes them all in a few statements instead.
+  virtual std::vector<LeaseWrite> write_runs(const std::vector<const RunWrite*>& runs, Micros now);
   virtual LeaseWrite fail_attempt(const AttemptFailure& failure) = 0;
   virtual LeaseWrite park(JobId id, const Fence& fence, Micros until, const std::string& reason,
                           Micros now) = 0;

@@ -26,6 +26,10 @@
 // write_failure() says when every commit has failed so for a while, so that
 // a host can stop and say why instead of trying for ever.
 //
+// write_run_async and write_run_under_lease are the same for a run's steps
+// and completion (JobStore::write_runs): the writer may merge the run
+// writes queued beside each other into a few statements.
+//
 // Thread-safety: every member may be called from any thread; fn runs on the
 // writer thread (write) or under the read lock (read) and must not call back
 // into the Store.
@@ -73,6 +77,14 @@ class Store {
   virtual void write_async(std::function<void(JobStore&)> body,
                            std::function<void(std::optional<Error>)> done,
                            std::optional<TimePoint> lease_until = std::nullopt) = 0;
+
+  // Queues a run's write (JobStore::write_runs), made under the lease
+  // lasting until lease_until; done receives what it got once committed, or
+  // the Error that prevented the commit. done runs as write_async's does.
+  virtual void write_run_async(RunWrite run, std::function<void(Result<LeaseWrite>)> done,
+                               TimePoint lease_until) = 0;
+  // The same, waiting for the commit.
+  [[nodiscard]] virtual Result<LeaseWrite> write_run_under_lease(TimePoint lease_until, RunWrite run) = 0;
 
   // Whether writes made under a lease are waiting for the database (see above).
   virtual bool stalled() const = 0;

@@ -33,6 +33,8 @@ class PgJobStore final : public JobStore {
                              Micros now) override;
   LeaseWrite checkpoint(const StepDone& step, Micros lease_until, Micros now) override;
   LeaseWrite complete(JobId id, const Fence& fence, const std::string& result_json, Micros now) override;
+  // Every run in one statement (pg_run_writes.cpp).
+  std::vector<LeaseWrite> write_runs(const std::vector<const RunWrite*>& runs, Micros now) override;
   LeaseWrite fail_attempt(const AttemptFailure& failure) override;
   LeaseWrite park(JobId id, const Fence& fence, Micros until, const std::string& reason, Micros now) override;
   bool resume_parked(JobId id, int attempt, Micros now) override;

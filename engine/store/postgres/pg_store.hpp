@@ -55,6 +55,8 @@ class PgStore final : public GroupCommitStore {
   std::optional<Failure> begin_transaction() override;
   std::optional<Failure> run_in_savepoint(const std::function<void(JobStore&)>& body) override;
   std::optional<Failure> run_unguarded(const std::function<void(JobStore&)>& body) override;
+  // Every statement is a round trip: a batch's run writes go in one.
+  bool merges_runs() const override { return true; }
   void rollback_transaction() override;
   std::optional<Failure> commit_transaction() override;
   [[nodiscard]] Status run_read(const std::function<void(JobStore&)>& body) override;
