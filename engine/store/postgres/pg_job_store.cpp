@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <tuple>
 
+#include "store/postgres/arrays.hpp"
 #include "store/stored_json.hpp"
 
 namespace ratchet::store::pg {
@@ -100,25 +101,22 @@ std::map<JobId, std::map<std::string, nlohmann::json>> PgJobStore::load_checkpoi
   std::map<JobId, std::map<std::string, nlohmann::json>> out;
   if (ids.empty()) return out;
   // One round trip for every job of a claim, not one per job.
-  std::string array = "{";
-  for (std::size_t i = 0; i < ids.size(); ++i) array += (i == 0 ? "" : ",") + std::to_string(ids[i]);
-  array += "}";
   Rows r = s_.run(
       "SELECT job_id, name, output FROM ratchet_steps WHERE job_id = ANY($1::bigint[]) AND state = "
       "'completed'",
-      {p(array)});
+      {p(bigint_array(ids))});
   for (int i = 0; i < r.size(); ++i) out[i64(r, i, 0)].emplace(text(r, i, 1), json_or_null(r, i, 2));
   return out;
 }
 
 std::optional<JobId> PgJobStore::next_suspect(const ClaimRequest& req) {
   if (req.limit <= 0) return std::nullopt;
-  Rows running = s_.run("SELECT 1 FROM ratchet_jobs WHERE state = 'running' AND suspect = 1 LIMIT 1");
-  if (running.size() > 0) return std::nullopt;
+  // One suspect at a time: none while another runs (one round trip for both).
   Rows q = s_.run(
       "SELECT id FROM ratchet_jobs WHERE suspect = 1 AND state IN ('scheduled', 'available', 'retryable') "
       "AND run_at_us <= $1 AND type IN (SELECT jsonb_array_elements_text($2::jsonb)) "
       "AND ($3::jsonb IS NULL OR queue IN (SELECT jsonb_array_elements_text($3::jsonb))) "
+      "AND NOT EXISTS (SELECT 1 FROM ratchet_jobs r WHERE r.state = 'running' AND r.suspect = 1) "
       "ORDER BY crashes_alone, run_at_us, id LIMIT 1 FOR UPDATE SKIP LOCKED",
       {p(req.now), p(json_array(req.types)), queues_param(req.queues)});
   if (q.size() == 0) return std::nullopt;
@@ -147,8 +145,10 @@ ClaimResult PgJobStore::claim(const ClaimRequest& req) {
       "lease_owner = $1, lease_token = j.lease_token + 1, lease_expires_us = $2, updated_us = $3 "
       "FROM picked WHERE j.id = picked.id "
       "RETURNING j.id, j.type, j.queue, j.args, j.attempt, j.max_attempts, j.cancel_requested, "
-      "j.lease_token, "
-      "picked.resume, picked.priority, picked.run_at_us",
+      "j.lease_token, picked.resume, picked.priority, picked.run_at_us, "
+      // Whether it has checkpoints to load: a fresh job has none, so a
+      // claim of fresh jobs loads nothing (one round trip fewer).
+      "EXISTS (SELECT 1 FROM ratchet_steps s WHERE s.job_id = j.id AND s.state = 'completed')",
       {p(req.owner), p(req.lease_until), p(req.now), p(json_array(req.types)), queues_param(req.queues),
        p(std::int64_t{std::max(room, 0)}),
        p(suspect.empty() ? std::string("{}") : "{" + std::to_string(suspect.front()) + "}")});
@@ -157,6 +157,7 @@ ClaimResult PgJobStore::claim(const ClaimRequest& req) {
     std::int64_t priority;
     bool resumed;
     Micros run_at;
+    bool has_steps;
     ClaimedJob job;
   };
   std::vector<Row> rows;
@@ -173,14 +174,17 @@ ClaimResult PgJobStore::claim(const ClaimRequest& req) {
     j.resumed = i64(r, i, 8) != 0;
     j.lease_until = req.lease_until;
     const bool is_suspect = !suspect.empty() && j.id == suspect.front();
-    rows.push_back({is_suspect, i64(r, i, 9), j.resumed, i64(r, i, 10), std::move(j)});
+    rows.push_back(
+        {is_suspect, i64(r, i, 9), j.resumed, i64(r, i, 10), r.get_text(i, 11) == "t", std::move(j)});
   }
   std::ranges::sort(rows, [](const Row& a, const Row& b) {
     return std::tuple(!a.suspect, a.priority, !a.resumed, a.run_at, a.job.id) <
            std::tuple(!b.suspect, b.priority, !b.resumed, b.run_at, b.job.id);
   });
   std::vector<JobId> ids;
-  for (const auto& row : rows) ids.push_back(row.job.id);
+  for (const auto& row : rows) {
+    if (row.has_steps) ids.push_back(row.job.id);
+  }
   auto checkpoints = load_checkpoints(ids);
   for (auto& row : rows) {
     if (auto found = checkpoints.find(row.job.id); found != checkpoints.end()) {
