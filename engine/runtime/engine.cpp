@@ -190,10 +190,11 @@ Status Engine::start() {
   runtime::SchedulerOptions so{impl_->options.workers, impl_->options.heartbeat, impl_->options.poll_interval,
                                impl_->options.queues, impl_->options.max_lease_expiries};
   if (impl_->options.record_crashes && !impl_->crashes) {
-    // A server database has no file to keep the record beside.
-    if (!store::is_server_url(impl_->options.database.string())) {
-      impl_->crashes = store::CrashRecorder::open(store::crash_record_path(impl_->options.database),
-                                                  impl_->options.worker_id);
+    if (const std::filesystem::path record = impl_->store->crash_record(); !record.empty()) {
+      // The handler only appends to the file: its folder must be there.
+      std::error_code ec;
+      std::filesystem::create_directories(record.parent_path(), ec);
+      impl_->crashes = store::CrashRecorder::open(record, impl_->options.worker_id);
     }
   }
   runtime::ExecutorEnv env;
@@ -375,18 +376,6 @@ EngineOptions engine_options(const config::Config& config) {
   o.shutdown_grace = e.shutdown_grace;
   o.max_lease_expiries = e.max_lease_expiries;
   return o;
-}
-
-Result<std::unique_ptr<Engine>> open_engine(const config::Config& config, EngineWiring wiring,
-                                            std::shared_ptr<const Clock> clock) {
-  EngineOptions o = engine_options(config);
-  o.clock = std::move(clock);
-  auto engine = open_engine(std::move(o), std::move(wiring));
-  if (!engine) return engine;
-  for (const auto& [name, spec] : config.jobs) {
-    if (auto st = define_declarative(**engine, spec); !st) return fail(st.error());
-  }
-  return engine;
 }
 
 Status define_declarative(Engine& engine, config::JobTypeSpec spec) {

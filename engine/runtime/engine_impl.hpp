@@ -77,11 +77,6 @@ EngineOptions engine_options(const config::Config& config);
 // The store settings of `options`.
 store::StoreOptions store_options(const EngineOptions& options);
 
-// Opens the engine the config describes and defines its declarative job
-// types. `clock` null: the system clock.
-[[nodiscard]] Result<std::unique_ptr<Engine>> open_engine(const config::Config& config, EngineWiring wiring,
-                                                          std::shared_ptr<const Clock> clock = nullptr);
-
 // Defines (or redefines) a declarative job type.
 [[nodiscard]] Status define_declarative(Engine& engine, config::JobTypeSpec spec);
 

@@ -1,5 +1,7 @@
 #include "store/quarantine_rules.hpp"
 
+#include <algorithm>
+
 namespace ratchet::store {
 
 ExpiryVerdict judge_expiry(const ExpiryFacts& f) {
@@ -20,6 +22,24 @@ ExpiryVerdict judge_expiry(const ExpiryFacts& f) {
     v.suspect = true;
     v.why = "it ran beside " + std::to_string(f.beside) + " other job" + (f.beside == 1 ? "" : "s") +
             ", so it is a suspect and runs alone next";
+  }
+  return v;
+}
+
+ExpiryVerdict judge_recorded_crash(const CrashEvidence& crash, std::int64_t id, const ExpiryFacts& f) {
+  ExpiryVerdict v;
+  v.crashes_alone = f.crashes_alone;
+  const std::string how = "its process crashed (" + signal_name(crash.signal) + ")";
+  if (std::ranges::find(crash.jobs, id) != crash.jobs.end()) {
+    v.counted = true;
+    v.suspect = true;
+    v.crashes_alone = f.crashes_alone + 1;
+    v.dead = v.crashes_alone >= f.max_alone || f.attempt >= f.max_attempts;
+    v.why = how + " in this job's step (" + std::to_string(v.crashes_alone) + " of " +
+            std::to_string(f.max_alone) + ")";
+  } else {
+    v.suspect = f.was_suspect;
+    v.why = how + " in job " + std::to_string(crash.jobs.front()) + ", not in this one";
   }
   return v;
 }

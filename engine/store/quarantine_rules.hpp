@@ -34,6 +34,8 @@
 #include <cstdint>
 #include <string>
 
+#include "store/crash_record.hpp"
+
 namespace ratchet::store {
 
 // What an expired lease means for the job that held it.
@@ -58,5 +60,10 @@ struct ExpiryFacts {
 
 // The rules above for a process that left no crash record naming a job.
 ExpiryVerdict judge_expiry(const ExpiryFacts& facts);
+
+// The verdict on job `id` when its owner's process recorded the jobs whose
+// threads crashed it (non-empty crash.jobs): those are counted, and every
+// other job of that process is cleared.
+ExpiryVerdict judge_recorded_crash(const CrashEvidence& crash, std::int64_t id, const ExpiryFacts& facts);
 
 }  // namespace ratchet::store

@@ -37,6 +37,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <stop_token>
@@ -103,6 +104,11 @@ class Store {
 
   // Where the data lives, for messages: a file path, or a URL without its password.
   virtual std::string location() const = 0;
+
+  // The file this host's engines on this database append a line to when a
+  // crash signal kills them (store/crash_record.hpp), read when the leases
+  // they held are judged; empty: crashes are not recorded.
+  virtual std::filesystem::path crash_record() const = 0;
 
   // Opens connections for database-scope limiter state in this database.
   virtual LimiterTablesFactory limiter_tables() const = 0;

@@ -90,7 +90,9 @@ struct EngineOptions {
   int max_lease_expiries = 3;
   // On a crash signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) the engine
   // appends the owner, signal and job of the crashing thread to
-  // "<database>-crashes" and passes the signal on to the handler installed
+  // "<database>-crashes" (PostgreSQL: a file per database under
+  // $XDG_STATE_HOME/ratchet or ~/.local/state/ratchet, read by the engines
+  // of this host) and passes the signal on to the handler installed
   // before (or the default action). That crash is then counted against the
   // job that caused it alone, and the jobs that ran beside it are not even
   // suspects. The handlers are installed at the first start() in the

@@ -23,6 +23,9 @@ inline std::string fresh_postgres_schema() {
   if (!env) throw std::runtime_error(why);
   ::setenv("PGPASSFILE", env->passfile.c_str(), 1);
   ::unsetenv("PGPASSWORD");
+  // Engines on the cluster keep their crash records (PgStore::crash_record)
+  // in its folder, which goes with it, not under the home directory.
+  ::setenv("XDG_STATE_HOME", (env->dir + "/state").c_str(), 1);
   static int counter = 0;
   const std::string schema = "t" + std::to_string(::getpid()) + "_" + std::to_string(++counter);
   auto c = store::pg::connect({env->url, std::nullopt, std::chrono::seconds(10)});

@@ -1,12 +1,16 @@
 // A small program the process tests start as children:
 // DB is an SQLite file or a postgresql:// URL.
 //   worker DB enqueue N              enqueue N five-step jobs
+//   worker DB enqueue-crash N        enqueue one job whose step crashes its
+//                                    process (SIGSEGV) while N slow one-step
+//                                    jobs, also enqueued, run beside it
 //   worker DB work RUNS LEASE_MS     run jobs until none is pending, then exit 0
 // Each step appends "RUN <job> <step> <pid>" to the RUNS file before it
 // returns, and first checks (on its own connection) whether that step's
 // checkpoint is already committed: if so it appends "VIOLATION ...", because
 // a committed step must never run again.
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <SQLiteCpp/Database.h>
@@ -89,6 +93,31 @@ nlohmann::json five_steps(ratchet::StepContext& ctx) {
   return out;
 }
 
+// Crashes its process a moment after it starts, so that the slow jobs
+// claimed with it are in the middle of their steps.
+nlohmann::json crashing(ratchet::StepContext& ctx) {
+  return ctx.step("boom", [] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    ::raise(SIGSEGV);
+    return nlohmann::json(nullptr);
+  });
+}
+
+nlohmann::json slow(ratchet::StepContext& ctx) {
+  return ctx.step("wait", [] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    return nlohmann::json(true);
+  });
+}
+
+ratchet::JobTypeOptions many_attempts() {
+  ratchet::JobTypeOptions o;
+  o.attempts = 20;
+  o.backoff.initial = std::chrono::milliseconds(5);
+  o.backoff.max = std::chrono::milliseconds(50);
+  return o;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -117,6 +146,14 @@ int main(int argc, char** argv) {
   }
   auto& e = **engine;
   if (auto st = e.define("five", five_steps, five_options()); !st) return 1;
+  if (auto st = e.define("crash", crashing, many_attempts()); !st) return 1;
+  if (auto st = e.define("slow", slow, many_attempts()); !st) return 1;
+  if (mode == "enqueue-crash") {
+    // The crashing job first, so that every claim takes it with the slow ones.
+    if (!e.enqueue("crash", nlohmann::json::object())) return 1;
+    std::vector<nlohmann::json> args(static_cast<std::size_t>(std::atoi(argv[3])), nlohmann::json::object());
+    return e.enqueue_many("slow", args) ? 0 : 1;
+  }
   if (mode == "enqueue") {
     std::vector<nlohmann::json> args;
     for (int i = 0; i < std::atoi(argv[3]); ++i) args.push_back({{"n", i}});

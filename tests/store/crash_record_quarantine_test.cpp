@@ -1,22 +1,17 @@
-// The crash record in the quarantine: a crash signal's line beside the
-// database names the job that crashed, so only it is counted. The record is
-// a file beside an SQLite database (store/crash_record.hpp); a server
-// database has none (the engine records no crashes there), so these cases
-// are the SQLite backend's own. The rest of the quarantine is a conformance
-// suite (quarantine_test.cpp).
+// The crash record in the quarantine: a crash signal's line in the store's
+// crash record (an SQLite database's `<database>-crashes`; on PostgreSQL a
+// file of this host's, Store::crash_record) names the job that crashed, so
+// only it is counted. Conformance cases: each runs on every backend.
 #include <gtest/gtest.h>
 
-#include <SQLiteCpp/Database.h>
 #include <signal.h>
 
 #include <fstream>
-#include <map>
 #include <set>
 
+#include "backends.hpp"
 #include "store/crash_record.hpp"
 #include "store/job_store.hpp"
-#include "store/sqlite/sqlite_store.hpp"
-#include "temp_dir.hpp"
 
 namespace ratchet::store {
 namespace {
@@ -25,16 +20,8 @@ constexpr Micros kSec = 1'000'000;
 constexpr Micros kT0 = 1'700'000'000 * kSec;
 constexpr Micros kLease = 30 * kSec;
 
-class CrashRecordQuarantineTest : public ::testing::Test {
+class CrashRecordQuarantineTest : public testing::StoreBackendTest {
  protected:
-  void SetUp() override {
-    DatabaseOptions o;
-    o.path = dir_.file("jobs.db");
-    auto s = SqliteStore::open(o);
-    ASSERT_TRUE(s) << s.error().to_string();
-    store_ = std::move(*s);
-  }
-
   JobId add() {
     auto r = store_->write([&](JobStore& s) {
       return s.insert({"t", "default", R"({"n":1})", 0, kT0, 20, ""}, kT0);
@@ -62,28 +49,25 @@ class CrashRecordQuarantineTest : public ::testing::Test {
     return r && *r ? **r : JobRecord{};
   }
 
-  int count(const std::string& where) {
-    SQLite::Database db(dir_.file("jobs.db").string(), SQLite::OPEN_READONLY);
-    return db.execAndGet("SELECT COUNT(*) FROM jobs WHERE " + where).getInt();
-  }
+  int count(const std::string& where) { return count_jobs(where); }
 
-  testing::TempDir dir_;
-  std::unique_ptr<Store> store_;
+  // What a crash signal's handler appends (store/crash_record.hpp).
+  void record_crash(const std::string& owner, int sig, JobId job) {
+    const std::filesystem::path record = store_->crash_record();
+    ASSERT_FALSE(record.empty()) << backend().name << " keeps no crash record";
+    std::filesystem::create_directories(record.parent_path());
+    std::ofstream out(record, std::ios::app);
+    out << owner << '\t' << sig << '\t' << job << '\n';
+  }
 };
 
-// What a crash signal's handler appends (store/crash_record.hpp).
-void record_crash(const std::filesystem::path& db, const std::string& owner, int sig, JobId job) {
-  std::ofstream out(crash_record_path(db), std::ios::app);
-  out << owner << '\t' << sig << '\t' << job << '\n';
-}
-
-TEST_F(CrashRecordQuarantineTest, CrashRecordNamesTheJob_OnlyItIsCountedAndItsNeighboursAreClear) {
+TEST_P(CrashRecordQuarantineTest, CrashRecordNamesTheJob_OnlyItIsCountedAndItsNeighboursAreClear) {
   std::vector<JobId> all;
   for (int i = 0; i < 4; ++i) all.push_back(add());
   auto c = claim("w1", kT0, 4);
   ASSERT_EQ(c.jobs.size(), 4u);
   const JobId crasher = all[2];
-  record_crash(dir_.file("jobs.db"), "w1", SIGSEGV, crasher);
+  record_crash("w1", SIGSEGV, crasher);
   auto d = claim("w2", kT0 + kLease + kSec, 0);
   ASSERT_EQ(d.expired.size(), 4u);
   EXPECT_EQ(count("suspect = 1"), 1);
@@ -99,7 +83,7 @@ TEST_F(CrashRecordQuarantineTest, CrashRecordNamesTheJob_OnlyItIsCountedAndItsNe
   EXPECT_EQ(count("resume = 1"), 3) << "the jobs beside it keep their attempt";
 }
 
-TEST_F(CrashRecordQuarantineTest, CrashRecordNamesTheJobKTimes_ItEndsDeadWhateverRanBesideIt) {
+TEST_P(CrashRecordQuarantineTest, CrashRecordNamesTheJobKTimes_ItEndsDeadWhateverRanBesideIt) {
   std::vector<JobId> all;
   for (int i = 0; i < 4; ++i) all.push_back(add());
   const JobId crasher = all[0];
@@ -110,7 +94,7 @@ TEST_F(CrashRecordQuarantineTest, CrashRecordNamesTheJobKTimes_ItEndsDeadWhateve
     ASSERT_TRUE(ids(c).contains(crasher)) << "crash " << crash;
     ASSERT_GE(c.jobs.size(), 2u) << "it crashes beside other jobs";
     // It takes the process down with its neighbours still running.
-    record_crash(dir_.file("jobs.db"), owner, SIGABRT, crasher);
+    record_crash(owner, SIGABRT, crasher);
     now += kLease + kSec;
   }
   claim("last", now, 0);
@@ -118,6 +102,9 @@ TEST_F(CrashRecordQuarantineTest, CrashRecordNamesTheJobKTimes_ItEndsDeadWhateve
   EXPECT_EQ(count("state = 'dead'"), 1);
   EXPECT_EQ(count("suspect = 1 AND id <> " + std::to_string(crasher)), 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, CrashRecordQuarantineTest, ::testing::ValuesIn(testing::backends()),
+                         testing::backend_name);
 
 }  // namespace
 }  // namespace ratchet::store

@@ -6,14 +6,17 @@
 // hosts claiming at once skip each other's rows, and a row another claim
 // committed meanwhile is re-checked against the WHERE (READ COMMITTED), so
 // a job is never claimed twice. Expired leases are taken over the same way.
-// The quarantine rules (store/quarantine_rules.hpp) apply as on SQLite; a
-// server database has no crash record beside it, so every crash is judged
-// as an outside kill.
+// The quarantine rules (store/quarantine_rules.hpp) apply as on SQLite. The
+// crash record is this host's file (PgStore::crash_record): a crash is
+// pinned on its job when the claim that judges the expired lease runs on
+// the crashed process's host; on another host it is judged as an outside
+// kill.
 //
 // Failures throw PgFailure (store/postgres/session.hpp).
 // Thread-safety: one thread at a time, as its Session.
 #pragma once
 
+#include <filesystem>
 #include <utility>
 
 #include "store/job_store.hpp"
@@ -52,6 +55,9 @@ class PgJobStore final : public JobStore {
   std::int64_t machine_clock_base(const std::string& boot_id, std::int64_t wall_base_ns) override;
   std::optional<std::int64_t> stored_clock_base(const std::string& boot_id) override;
 
+  // The crash record lease judgements read (store/crash_record.hpp); empty: none.
+  void set_crash_record(std::filesystem::path record) { crash_record_ = std::move(record); }
+
   // Whether the statements since the last call made jobs claimable (new,
   // retried or released ones), which the store announces at commit; resets.
   bool take_new_work() { return std::exchange(new_work_, false); }
@@ -68,6 +74,7 @@ class PgJobStore final : public JobStore {
 
   Session& s_;
   bool new_work_ = false;
+  std::filesystem::path crash_record_;
 };
 
 }  // namespace ratchet::store::pg

@@ -33,7 +33,14 @@ ExpiryVerdict PgJobStore::judge(JobId id, const std::string& owner, int attempt,
   s_.run("INSERT INTO ratchet_lease_crashes (owner, job_id, suspect, at_us) VALUES ($1, $2, $3, $4)",
          {p(owner), p(id), p(std::int64_t{was_suspect ? 1 : 0}), p(now)});
 
-  return judge_expiry({was_suspect, crashes_alone, beside, suspect_beside, attempt, max_attempts, max_alone});
+  const ExpiryFacts facts{was_suspect, crashes_alone, beside,   suspect_beside,
+                          attempt,     max_attempts,  max_alone};
+  // The process named the job whose thread crashed it: that job alone is
+  // counted, whatever ran beside it.
+  if (auto crash = find_crash(crash_record_, owner); crash && !crash->jobs.empty()) {
+    return judge_recorded_crash(*crash, id, facts);
+  }
+  return judge_expiry(facts);
 }
 
 void PgJobStore::expire_leases(const ClaimRequest& req, ClaimResult& result) {

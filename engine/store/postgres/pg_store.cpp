@@ -1,6 +1,8 @@
 #include "store/postgres/pg_store.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "store/postgres/listener.hpp"
@@ -21,6 +23,30 @@ std::optional<PgError> ensure_connected(Connection& c) {
   if (!c.is_broken()) return std::nullopt;
   if (auto st = c.reset(); !st) return st.error();
   return std::nullopt;
+}
+
+// This host's crash record for one database and schema: engines on other
+// hosts never see it, so a crash is pinned on its job when the process that
+// judges the expired leases runs on the crashed one's host (its restart, or
+// another worker there); elsewhere it is judged as an outside kill.
+std::filesystem::path crash_record_for(const std::string& masked_url, const std::string& schema) {
+  std::filesystem::path base;
+  if (const char* state = std::getenv("XDG_STATE_HOME"); state != nullptr && *state == '/') {
+    base = state;
+  } else if (const char* home = std::getenv("HOME"); home != nullptr && *home == '/') {
+    base = std::filesystem::path(home) / ".local" / "state";
+  } else {
+    return {};
+  }
+  // FNV-1a: a stable name, and no password in it (the URL is masked).
+  std::uint64_t hash = 14695981039346656037ULL;
+  for (unsigned char c : masked_url + '\n' + schema) {
+    hash ^= c;
+    hash *= 1099511628211ULL;
+  }
+  char name[40];
+  std::snprintf(name, sizeof name, "pg-%016llx.crashes", static_cast<unsigned long long>(hash));
+  return base / "ratchet" / name;
 }
 
 }  // namespace
@@ -54,10 +80,15 @@ Result<std::unique_ptr<PgStore>> PgStore::open(const PgStoreOptions& options) {
   auto schema = writer->connection.exec("SELECT current_schema()");
   if (!schema) return fail(schema.error().error().with_context("opening the job store"));
   const std::string channel = "ratchet_jobs:" + std::string(schema->get_text(0, 0));
+  std::filesystem::path record =
+      crash_record_for(mask_url(options.connect.url), std::string(schema->get_text(0, 0)));
+  writer->jobs.set_crash_record(record);
   auto r = connect(options.connect);
   if (!r) return fail(r.error().error());
   auto reader = std::make_unique<Side>(std::move(*r));
-  return std::unique_ptr<PgStore>(new PgStore(options, std::move(writer), std::move(reader), channel));
+  auto store = std::unique_ptr<PgStore>(new PgStore(options, std::move(writer), std::move(reader), channel));
+  store->crash_record_ = std::move(record);
+  return store;
 }
 
 PgStore::PgStore(PgStoreOptions options, std::unique_ptr<Side> writer, std::unique_ptr<Side> reader,

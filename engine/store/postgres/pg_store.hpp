@@ -48,6 +48,9 @@ class PgStore final : public GroupCommitStore {
   ~PgStore() override;
 
   std::string location() const override;
+  // Under $XDG_STATE_HOME/ratchet (or ~/.local/state/ratchet), one file per
+  // database and schema as this host's URL names them.
+  std::filesystem::path crash_record() const override { return crash_record_; }
   LimiterTablesFactory limiter_tables() const override;
   void on_new_work(std::function<void()> wake) override;
 
@@ -80,6 +83,7 @@ class PgStore final : public GroupCommitStore {
   std::unique_ptr<Side> reader_;
   std::mutex read_mu_;
   const std::string channel_;  // NOTIFY/LISTEN channel of this schema's jobs
+  std::filesystem::path crash_record_;
 
   std::mutex wake_mu_;  // held while wake_ runs, so clearing it waits for a running call
   std::function<void()> wake_;

@@ -76,26 +76,14 @@ ExpiryVerdict Quarantine::judge(JobId id, const std::string& owner, int attempt,
     i->exec();
   }
 
-  ExpiryVerdict v;
-  v.crashes_alone = crashes_alone;
+  const ExpiryFacts facts{was_suspect, crashes_alone, beside,   suspect_beside,
+                          attempt,     max_attempts,  max_alone};
   // The process named the job whose thread crashed it: that job alone is
   // counted, whatever ran beside it.
   if (auto crash = find_crash(crash_record_, owner); crash && !crash->jobs.empty()) {
-    const std::string how = "its process crashed (" + signal_name(crash->signal) + ")";
-    if (std::ranges::find(crash->jobs, id) != crash->jobs.end()) {
-      v.counted = true;
-      v.suspect = true;
-      v.crashes_alone = crashes_alone + 1;
-      v.dead = v.crashes_alone >= max_alone || attempt >= max_attempts;
-      v.why = how + " in this job's step (" + std::to_string(v.crashes_alone) + " of " +
-              std::to_string(max_alone) + ")";
-    } else {
-      v.suspect = was_suspect;
-      v.why = how + " in job " + std::to_string(crash->jobs.front()) + ", not in this one";
-    }
-    return v;
+    return judge_recorded_crash(*crash, id, facts);
   }
-  return judge_expiry({was_suspect, crashes_alone, beside, suspect_beside, attempt, max_attempts, max_alone});
+  return judge_expiry(facts);
 }
 
 void Quarantine::apply(JobId id, const ExpiryVerdict& v) {

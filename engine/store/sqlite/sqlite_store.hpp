@@ -13,6 +13,7 @@
 #include <SQLiteCpp/Database.h>
 #include <SQLiteCpp/Statement.h>
 
+#include "store/crash_record.hpp"
 #include "store/group_commit.hpp"
 #include "store/sqlite/database.hpp"
 
@@ -27,6 +28,7 @@ class SqliteStore final : public GroupCommitStore {
   ~SqliteStore() override;
 
   std::string location() const override { return options_.path.string(); }
+  std::filesystem::path crash_record() const override { return crash_record_path(options_.path); }
   LimiterTablesFactory limiter_tables() const override;
   const std::filesystem::path& path() const { return options_.path; }
 
