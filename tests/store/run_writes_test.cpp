@@ -69,6 +69,38 @@ class RunWritesTest : public testing::StoreBackendTest {
     return w ? *w : std::vector<LeaseWrite>{};
   }
 
+  // Queues `runs` with write_run_async while the writer is held busy, so
+  // that they make one batch; each one's outcome, by index.
+  std::vector<Result<LeaseWrite>> queued_together(std::vector<RunWrite> runs) {
+    std::atomic<bool> hold = true;
+    store_->write_async(
+        [&](JobStore&) {
+          while (hold) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        },
+        [](std::optional<Error>) {});
+    std::mutex mu;
+    std::condition_variable cv;
+    std::map<std::size_t, Result<LeaseWrite>> got;
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      store_->write_run_async(
+          std::move(runs[i]),
+          [&, i](Result<LeaseWrite> w) {
+            std::lock_guard lock(mu);
+            got.emplace(i, std::move(w));
+            cv.notify_all();
+          },
+          from_micros(t0_ + kLease));
+    }
+    hold = false;
+    // Every write reports back (a writer that hangs is the test's timeout);
+    // the callbacks refer to this frame, so it waits for all of them.
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return got.size() == runs.size(); });
+    std::vector<Result<LeaseWrite>> out;
+    for (auto& [i, w] : got) out.push_back(std::move(w));
+    return out;
+  }
+
   std::shared_ptr<FakeClock> clock_ = std::make_shared<FakeClock>();
   Micros t0_ = 0;
 };
@@ -204,37 +236,18 @@ TEST_P(RunWritesTest, QueuedTogether_EachCallerGetsItsOwnOutcome) {
   auto jobs = claimed(kRuns);
   clock_->advance(std::chrono::seconds(2));
   const Micros now = to_micros(clock_->now());
-  std::atomic<bool> hold = true;
-  store_->write_async(
-      [&](JobStore&) {
-        while (hold) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      },
-      [](std::optional<Error>) {});
-  std::mutex mu;
-  std::condition_variable cv;
-  std::map<int, Result<LeaseWrite>> got;
+  std::vector<RunWrite> runs;
   for (int i = 0; i < kRuns; ++i) {
     const auto& [id, fence] = jobs[static_cast<std::size_t>(i)];
     // Every third one with a stale token; odd ones complete, even ones go on.
     const Fence f = i % 3 == 2 ? Fence{fence.owner, fence.token + 1} : fence;
     RunWrite run{id, f, {step(id, fence, "s" + std::to_string(i), std::to_string(i))}, std::nullopt, kLease};
     if (i % 2 == 1) run.result_json = std::to_string(100 + i);
-    store_->write_run_async(
-        std::move(run),
-        [&, i](Result<LeaseWrite> w) {
-          std::lock_guard lock(mu);
-          got.emplace(i, std::move(w));
-          cv.notify_all();
-        },
-        from_micros(t0_ + kLease));
+    runs.push_back(std::move(run));
   }
-  hold = false;
-  {
-    std::unique_lock lock(mu);
-    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(20), [&] { return got.size() == kRuns; }));
-  }
+  const auto got = queued_together(std::move(runs));
   for (int i = 0; i < kRuns; ++i) {
-    const auto& w = got.at(i);
+    const auto& w = got[static_cast<std::size_t>(i)];
     ASSERT_TRUE(w) << w.error().to_string();
     const auto& [id, fence] = jobs[static_cast<std::size_t>(i)];
     const bool stale = i % 3 == 2;
@@ -269,34 +282,15 @@ TEST_P(RunWritesTest, OneTheDatabaseRefuses_FailsAloneTheOthersAreWritten) {
   constexpr int kRuns = 5;
   constexpr int kBad = 2;
   auto jobs = claimed(kRuns);
-  std::atomic<bool> hold = true;
-  store_->write_async(
-      [&](JobStore&) {
-        while (hold) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      },
-      [](std::optional<Error>) {});
-  std::mutex mu;
-  std::condition_variable cv;
-  std::map<int, Result<LeaseWrite>> got;
+  std::vector<RunWrite> runs;
   for (int i = 0; i < kRuns; ++i) {
     const auto& [id, fence] = jobs[static_cast<std::size_t>(i)];
     const std::string name = i == kBad ? std::string("bad \xff\xfe name") : "s" + std::to_string(i);
-    store_->write_run_async(
-        RunWrite{id, fence, {step(id, fence, name, "1")}, "\"done\"", kLease},
-        [&, i](Result<LeaseWrite> w) {
-          std::lock_guard lock(mu);
-          got.emplace(i, std::move(w));
-          cv.notify_all();
-        },
-        from_micros(t0_ + kLease));
+    runs.push_back(RunWrite{id, fence, {step(id, fence, name, "1")}, "\"done\"", kLease});
   }
-  hold = false;
-  {
-    std::unique_lock lock(mu);
-    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(20), [&] { return got.size() == kRuns; }));
-  }
+  const auto got = queued_together(std::move(runs));
   for (int i = 0; i < kRuns; ++i) {
-    const auto& w = got.at(i);
+    const auto& w = got[static_cast<std::size_t>(i)];
     const JobId id = jobs[static_cast<std::size_t>(i)].first;
     if (i == kBad) {
       if (backend().name == "postgres") {
