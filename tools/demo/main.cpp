@@ -158,6 +158,13 @@ int run_demo(const Flags& f) {
 
   mock_portal::ServerOptions options;
   options.portals = portals();
+  // Each kept-alive connection holds a server thread. The engine keeps one
+  // per worker (config/oscar.toml: 16) and portal, and the worker started
+  // after the kill opens its own before the killed one's have timed out:
+  // with fewer threads, requests would queue in the server, reach it late
+  // and bunched, and the counts below would show the server's queue rather
+  // than the engine's pace.
+  options.threads = 2 * 16 * 5 + 8;
   auto server = mock_portal::MockPortalServer::start(options);
   if (!server) {
     fmt::print(stderr, "ratchet-demo: {}\n", server.error().to_string());
@@ -293,15 +300,22 @@ int run_demo(const Flags& f) {
   // The job with the most eventful life: parked, taken over after the kill.
   JobId chosen = ids->front();
   std::size_t events = 0;
+  std::int64_t parks = 0;
   for (JobId id : *ids) {
     auto job = (*engine)->get(id);
     if (!job) continue;
+    for (const auto& t : job->timeline) parks += t.kind == "parked" ? 1 : 0;
     std::size_t n = job->timeline.size() + static_cast<std::size_t>(job->lease_expiries) * 10;
     if (n > events) {
       events = n;
       chosen = id;
     }
   }
+  // A step that must wait for its slot parks once: more parks than calls
+  // would mean steps sent back to wait again.
+  const auto calls = completed * static_cast<std::int64_t>(mock_portal::portal_names().size());
+  fmt::print("parks: {} for {} calls ({:.2f} per call; a step waiting for its slot parks once)\n", parks,
+             calls, calls > 0 ? static_cast<double>(parks) / static_cast<double>(calls) : 0.0);
   fmt::print("\none job's steps and timeline (`ratchet jobs show {} -c {}`):\n", chosen, config.string());
   std::fflush(stdout);
   (void)run_to_end({ratchet, "jobs", "show", std::to_string(chosen), "-c", config.string()});
