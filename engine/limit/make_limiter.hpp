@@ -27,8 +27,10 @@ constexpr std::int64_t jitter_margin_us(std::int64_t per_us) {
   return share > floor ? share : floor;
 }
 // ...and hold a burst back by this long (a token bucket's burst, minus the
-// tokens that refill in this time, goes at once).
-inline constexpr std::int64_t kBurstGuardUs = 25'000;
+// tokens that refill in this time, goes at once): the server's bucket starts
+// refilling when the burst's last call arrives, up to the jitter floor after
+// it started, so the calls after the burst are held back by as much.
+inline constexpr std::int64_t kBurstGuardUs = kJitterFloorUs;
 
 // A token bucket without a declared burst gets a burst of 1 (strict spacing
 // per/rate), which also keeps the sliding-window rule. `connect` may be empty

@@ -15,6 +15,7 @@
 #include "limit/fixed_window.hpp"
 #include "limit/gcra_math.hpp"
 #include "limit/limiter_stack.hpp"
+#include "limit/make_limiter.hpp"
 #include "limit/micros.hpp"
 #include "limit/sliding_window.hpp"
 #include "limit/token_bucket.hpp"
@@ -111,6 +112,55 @@ RC_GTEST_PROP(LimiterProperty, NoIntervalEverHoldsMoreStartsThanAnyLimitAllows, 
     auto b = breach(l, starts);
     RC_ASSERT_FALSE(b.has_value());
   }
+}
+
+// At the server: the engine's limiters (as make_limiter builds them for a
+// declared limit, with their jitter margin and burst guard) under a backlog,
+// each call reaching the server up to 50ms after it started (opening a
+// connection, a loaded machine). The arrivals, not the starts, must keep the
+// declared limit exactly: a user who declares the server's own limit gets no
+// 429. Fixed windows are counted in the server's aligned windows.
+RC_GTEST_PROP(LimiterProperty, ArrivalsLaggingStartsByUpTo50msKeepTheDeclaredLimitAtTheServer, ()) {
+  config::LimitSpec spec;
+  spec.algorithm = *rc::gen::element(Algo::kSlidingWindow, Algo::kTokenBucket, Algo::kFixedWindow);
+  spec.rate = *rc::gen::inRange(1, 30);
+  spec.per = std::chrono::microseconds(*rc::gen::element(1000, 2000, 10000, 60000) * kMs);
+  // A bucket that allows no burst at all (strict spacing) would refuse any
+  // two calls that arrive closer than its interval, which no margin short
+  // of the lag itself on every interval can prevent: buckets of 2 or more.
+  if (spec.algorithm == Algo::kTokenBucket) spec.burst = *rc::gen::inRange<std::int64_t>(2, spec.rate + 2);
+  auto limiter = make_limiter(spec, "p");
+  RC_ASSERT(limiter.has_value());
+  LimiterStack stack({*limiter});
+  // A backlog of calls, some arriving at once, over about five windows;
+  // each caller comes back at its slot's time and starts then.
+  std::mt19937_64 random(*rc::gen::arbitrary<std::uint64_t>());
+  std::uniform_int_distribution<std::int64_t> lag(0, 50 * kMs);
+  const std::int64_t per = spec.per.count();
+  const std::int64_t calls = spec.rate * 5 + 3;
+  const std::int64_t start_at = kT0 + *rc::gen::inRange<std::int64_t>(0, per);  // any alignment
+  std::vector<std::int64_t> arrivals;
+  std::string trace = "burst " + std::to_string(spec.burst.value_or(0)) + ": ";
+  std::int64_t now = start_at;
+  for (std::int64_t i = 0; i < calls; ++i) {
+    auto r = stack.reserve(from_micros(now));
+    RC_ASSERT(r.has_value());
+    for (;;) {
+      now = std::max(now, to_micros(r->at()));
+      auto go = stack.start(*r, from_micros(now));
+      RC_ASSERT(go.has_value());
+      if (*go) break;
+    }
+    arrivals.push_back(now + lag(random));
+    trace += std::to_string(now - kT0) + "->" + std::to_string(arrivals.back() - kT0) + " ";
+  }
+  std::sort(arrivals.begin(), arrivals.end());
+  const Limit declared{spec.algorithm, spec.rate, per, spec.burst.value_or(1)};
+  auto b = breach(declared, arrivals);
+  RC_TAG(spec.algorithm == Algo::kSlidingWindow ? "sliding"
+         : spec.algorithm == Algo::kTokenBucket ? "bucket"
+                                                : "fixed");
+  if (b) RC_FAIL(*b + "; starts->arrivals (us from the test epoch): " + trace);
 }
 
 // Demand above the limit: a backlog from the start and arrivals at twice the
