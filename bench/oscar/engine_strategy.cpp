@@ -41,11 +41,13 @@ RunResult run_engine(const BenchSetup& setup) {
   result.makespan_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   (*engine)->stop();
 
+  result.parks = 0;
   for (JobId id : *ids) {
     JobRecord record;
     auto job = (*engine)->get(id);
     if (job) {
       record.completed = job->state == JobState::kCompleted;
+      for (const auto& t : job->timeline) result.parks += t.kind == "parked" ? 1 : 0;
       for (const auto& step : job->steps) {
         for (std::size_t p = 0; p < setup.portals.size(); ++p) {
           if (setup.portals[p].name == step.name && step.output.contains("rating")) {

@@ -13,6 +13,11 @@ double Row::requests_per_rating() const {
   return ratings > 0 ? static_cast<double>(requests) / ratings : 0;
 }
 
+double Row::parks_per_call() const {
+  const auto calls = static_cast<double>(jobs_completed) * static_cast<double>(kPortals);
+  return calls > 0 && parks >= 0 ? static_cast<double>(parks) / calls : 0;
+}
+
 std::vector<std::string> Row::over_limit() const {
   std::vector<std::string> out;
   for (const auto& p : portals) {
@@ -84,6 +89,7 @@ Row Harness::run(const std::string& name, const BenchSetup& setup,
   row.peak_rss_kib = peak_rss_kib();
   if (!result.available) return row;
   row.makespan_s = result.makespan_s;
+  row.parks = result.parks;
 
   // Every rating obtained is checked, not a sample: it is cheap.
   for (std::size_t job = 0; job < result.jobs.size() && job < setup.movies.size(); ++job) {

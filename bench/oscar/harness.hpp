@@ -43,7 +43,10 @@ struct Row {
   std::int64_t ratings_checked = 0;
   std::int64_t ratings_wrong = 0;  // differ from the server's deterministic rating
   std::vector<PortalCount> portals;
-  long peak_rss_kib = 0;  // of the whole process, when the row ended
+  long peak_rss_kib = 0;    // of the whole process, when the row ended
+  std::int64_t parks = -1;  // jobs parked, in all (the engine rows); -1: not a parking strategy
+  // Parks per portal call made for a completed job (a step that waits for its slot parks once).
+  double parks_per_call() const;
 
   double ratio() const { return bound_s > 0 ? makespan_s / bound_s : 0; }
   // Requests per rating obtained: requests / (jobs completed * 5).

@@ -97,6 +97,7 @@ struct RunResult {
   bool available = true;        // false: the strategy is not in this build (see note)
   std::string note;             // why not available, or anything the row should say
   double makespan_s = 0;        // from the first call until the last job completed (or the cut-off)
+  std::int64_t parks = -1;      // the engine's jobs parked this often in all; -1: the strategy does not park
   std::vector<JobRecord> jobs;  // one per job, in setup.movies order
 };
 

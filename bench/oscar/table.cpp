@@ -51,14 +51,16 @@ void print_table(std::ostream& out, const BenchSetup& setup, const std::vector<R
   out << "\n";
 
   std::vector<std::vector<std::string>> grid{{"strategy", "makespan s", "x bound", "requests", "429s",
-                                              "req/rating", "jobs done", "wrong ratings", "peak RSS MiB"}};
+                                              "req/rating", "parks/call", "jobs done", "wrong ratings",
+                                              "peak RSS MiB"}};
   for (const auto& r : rows) {
     if (!r.available) {
-      grid.push_back({r.strategy, "-", "-", "-", "-", "-", "-", "-", "-"});
+      grid.push_back({r.strategy, "-", "-", "-", "-", "-", "-", "-", "-", "-"});
       continue;
     }
     grid.push_back({r.strategy, fixed(r.makespan_s, 2), fixed(r.ratio(), 2), std::to_string(r.requests),
                     std::to_string(r.throttled), fixed(r.requests_per_rating(), 2),
+                    r.parks >= 0 ? fixed(r.parks_per_call(), 2) : "-",
                     std::to_string(r.jobs_completed) + "/" + std::to_string(r.jobs),
                     std::to_string(r.ratings_wrong) + "/" + std::to_string(r.ratings_checked),
                     fixed(static_cast<double>(r.peak_rss_kib) / 1024.0, 1)});
@@ -128,6 +130,8 @@ nlohmann::json to_json(const BenchSetup& setup, const std::vector<Row>& rows) {
                 {"throttled", r.throttled},
                 {"errors", r.errors},
                 {"requests_per_rating", r.requests_per_rating()},
+                {"parks", r.parks},
+                {"parks_per_call", r.parks >= 0 ? nlohmann::json(r.parks_per_call()) : nlohmann::json()},
                 {"jobs", r.jobs},
                 {"jobs_completed", r.jobs_completed},
                 {"ratings_checked", r.ratings_checked},
