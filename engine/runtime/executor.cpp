@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <chrono>
 #include <thread>
 
 #include "common/duration.hpp"
@@ -162,7 +164,11 @@ Ending execute(JobRun& run, const JobType* type, const ExecutorEnv& env) {
     case SignalKind::kParked: {
       auto until = store::to_micros(run.park_until());
       write([id, fence, until, reason = run.park_reason()](store::JobStore& s, store::Micros now_us) {
-        return s.park(id, fence, until, reason, now_us);
+        // One park per wait: the row says how long this one is, so a step
+        // parked again shows as such.
+        const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::chrono::microseconds(std::max<store::Micros>(0, until - now_us)));
+        return s.park(id, fence, until, reason + ", until +" + common::format_duration(wait), now_us);
       });
       end.after = [id, attempt, caller, forget_steps, unwritten](const Result<store::LeaseWrite>& w) {
         report_write(w, id, "was parked", unwritten);

@@ -402,6 +402,7 @@ TEST_F(EngineFixture, Call_ThrottledLongerThanThreshold_ParksWithoutUsingAnAttem
   ASSERT_FALSE(j.timeline.empty());
   EXPECT_EQ(j.timeline.back().kind, "parked");
   EXPECT_NE(j.timeline.back().detail.find("limiter slow"), std::string::npos);
+  EXPECT_NE(j.timeline.back().detail.find("until +30s"), std::string::npos) << j.timeline.back().detail;
   // The single worker is free for a job on another plugin.
   auto fast = e->enqueue("fast_job", nlohmann::json::object());
   wait_state(*e, *fast, JobState::kCompleted);
