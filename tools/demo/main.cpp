@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "child.hpp"
+#include "declared_limits.hpp"
 #include "demo_config.hpp"
 #include "mock_portal/server.hpp"
 #include "ratchet/engine.hpp"
@@ -180,6 +181,7 @@ int run_demo(const Flags& f) {
     fmt::print(stderr, "ratchet-demo: {}\n", text.error().message());
     return 1;
   }
+  const auto declared = allowed_per_second(*text);
   if (!f.database.empty()) {
     // The example's file setting gives way to the server database asked for.
     const std::string file_setting = "database = \"oscar.db\"";
@@ -281,15 +283,28 @@ int run_demo(const Flags& f) {
   fmt::print("\n=== summary ===\n");
   fmt::print("jobs completed: {}/{}{}\n", completed, f.jobs,
              killed ? " (one worker killed with SIGKILL halfway, a second one resumed)" : "");
-  fmt::print("{:<16} {:>9} {:>6} {:>6} {:>12} {:>14}\n", "portal", "requests", "429s", "5xx", "max in 1s",
-             "requests/rating");
+  fmt::print("{:<16} {:>9} {:>6} {:>6} {:>10} {:>8}  {:<30} {:>8}\n", "portal", "requests", "429s", "5xx",
+             "max in 1s", "allowed", "declared limit", "req/rating");
   for (const auto& name : mock_portal::portal_names()) {
     const auto& p = stats.portals[name];
     double per =
         completed > 0 ? static_cast<double>(p.requests - p.throttled) / static_cast<double>(completed) : 0;
-    fmt::print("{:<16} {:>9} {:>6} {:>6} {:>8}/{:<3} {:>14.2f}\n", name, p.requests, p.throttled, p.errors,
-               p.max_in_window, options.portals[name].limit, per);
+    // A fixed window is counted, as declared, in the seconds of the clock.
+    std::string busiest = std::to_string(p.max_in_window);
+    std::string allowed = "-";
+    std::string shape = "none";
+    if (auto it = declared.find(name); it != declared.end()) {
+      if (it->second.aligned) busiest = std::to_string(p.max_in_aligned_window) + " (aligned)";
+      const std::int64_t seen = it->second.aligned ? p.max_in_aligned_window : p.max_in_window;
+      allowed = std::to_string(it->second.calls) + (seen > it->second.calls ? " !" : "");
+      shape = it->second.shape;
+    }
+    fmt::print("{:<16} {:>9} {:>6} {:>6} {:>10} {:>8}  {:<30} {:>8.2f}\n", name, p.requests, p.throttled,
+               p.errors, busiest, allowed, shape, per);
   }
+  fmt::print(
+      "(max in 1s: the most requests the portal received in any second, or in one second of the clock for a "
+      "fixed window; allowed: what the declared limit lets through in it, a burst's calls included)\n");
   fmt::print(
       "(requests/rating leaves out 429s; above 1.00 means a step ran again after the kill, at-least-once "
       "for the step in flight)\n");

@@ -60,6 +60,8 @@ void Portal::configure(PortalOptions options) {
   window_index_ = -1;
   window_count_ = 0;
   bucket_started_ = false;
+  arrivals_index_ = 0;
+  arrivals_in_index_ = 0;
 }
 
 PortalOptions Portal::options() const {
@@ -223,6 +225,14 @@ Answer Portal::handle(std::string_view movie, const Clock& clock) {
   recent_.push_back(now);
   stats_.max_in_window =
       std::max<std::int64_t>(stats_.max_in_window, static_cast<std::int64_t>(recent_.size()));
+  const std::int64_t aligned =
+      floor_div(std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count(),
+                std::chrono::duration_cast<std::chrono::microseconds>(options_.window).count());
+  if (aligned != arrivals_index_) {
+    arrivals_index_ = aligned;
+    arrivals_in_index_ = 0;
+  }
+  stats_.max_in_aligned_window = std::max(stats_.max_in_aligned_window, ++arrivals_in_index_);
 
   const Limit limit = decide(now);
   Answer a;

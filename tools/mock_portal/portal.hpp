@@ -66,7 +66,9 @@ class Portal {
   mutable std::mutex mu_;
   PortalOptions options_;
   PortalStats stats_;
-  std::deque<TimePoint> recent_;  // arrivals within the last window, for max_in_window
+  std::deque<TimePoint> recent_;        // arrivals within the last window, for max_in_window
+  std::int64_t arrivals_index_ = 0;     // the clock-aligned window of the latest arrival
+  std::int64_t arrivals_in_index_ = 0;  // and the arrivals in it, for max_in_aligned_window
   std::int64_t window_index_ = -1;
   std::int64_t window_count_ = 0;
   bool bucket_started_ = false;

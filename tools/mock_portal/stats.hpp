@@ -1,10 +1,12 @@
 // What the mock portal server counted, served at GET /_stats:
 //   {"portals": {"imdb": {"requests": 12, "ok": 10, "throttled": 2, "errors": 0,
-//                "max_in_window": 10, "window_ms": 1000, "movies": {"Up": 12}}, ...},
+//                "max_in_window": 10, "max_in_aligned_window": 10, "window_ms": 1000,
+//                "movies": {"Up": 12}}, ...},
 //    "connections": 3}
 // `max_in_window` is the most requests the portal received in any interval
 // of length `window_ms` (sliding, half-open), which a client that keeps its
-// declared limit keeps at or below the limit.
+// declared limit keeps at or below the limit; `max_in_aligned_window` the
+// most in one window aligned to the clock (as a fixed-window server counts).
 //
 // Thread-safety: plain values.
 #pragma once
@@ -21,11 +23,12 @@
 namespace ratchet::mock_portal {
 
 struct PortalStats {
-  std::int64_t requests = 0;       // every request to the portal's movie route
-  std::int64_t ok = 0;             // 2xx answers
-  std::int64_t throttled = 0;      // 429 answers
-  std::int64_t errors = 0;         // 5xx answers
-  std::int64_t max_in_window = 0;  // most requests in any window of length `window`
+  std::int64_t requests = 0;               // every request to the portal's movie route
+  std::int64_t ok = 0;                     // 2xx answers
+  std::int64_t throttled = 0;              // 429 answers
+  std::int64_t errors = 0;                 // 5xx answers
+  std::int64_t max_in_window = 0;          // most requests in any window of length `window`
+  std::int64_t max_in_aligned_window = 0;  // most requests in one clock-aligned window
   std::chrono::milliseconds window{0};
   std::map<std::string, std::int64_t> movies;  // requests per movie name
 
