@@ -42,9 +42,6 @@ struct Slot {
   // Set by limiters whose pace can change under granted slots: the pace
   // (its generation) the slot was spaced by.
   std::uint64_t generation = 0;
-  // Set by limiters that give a holder displaced from its time a turn of
-  // its own (see ready_at): the slot's time is that turn.
-  bool turn = false;
 };
 
 enum class UseResult {
@@ -73,10 +70,7 @@ class Limiter {
   // admit by the calls actually started, and a slot's time is when its
   // holder should come: a holder who came late took whatever room there was
   // then, so the next one may wait a little, keeping its place, rather than
-  // lose it. Holders displaced that way (and every holder behind them) are
-  // given turns one by one, in the order they ask, so each is moved once
-  // rather than every time another displaced holder takes the room first.
-  // Other limiters answer max(now_us, slot.at_us).
+  // lose it. Other limiters answer max(now_us, slot.at_us).
   [[nodiscard]] virtual Result<std::int64_t> ready_at(Slot& slot, std::int64_t now_us);
 
   // Uses a reserved slot for a call starting at now_us. now_us < slot.at_us is

@@ -9,7 +9,7 @@
 namespace ratchet::limit {
 
 SlidingWindowLimiter::SlidingWindowLimiter(std::int64_t rate, std::int64_t per_us)
-    : rate_(rate), per_(per_us), turn_spacing_(per_us / rate + (per_us % rate != 0 ? 1 : 0)) {}
+    : rate_(rate), per_(per_us) {}
 
 std::int64_t SlidingWindowLimiter::advance(std::int64_t now_us) {
   if (now_us > high_water_) {
@@ -43,31 +43,12 @@ Result<Slot> SlidingWindowLimiter::reserve(std::int64_t now_us, std::int64_t t_u
   Slot slot;
   slot.at_us = sliding_earliest(log_, rate_, per_, std::max(t_us, advance(now_us)));
   insert(log_, slot.at_us);
-  // Behind holders waiting for their turns, a new slot waits for one too.
-  if (next_turn_ > slot.at_us) take_turn_locked(slot, slot.at_us);
   return slot;
-}
-
-void SlidingWindowLimiter::take_turn_locked(Slot& slot, std::int64_t t_us) {
-  const std::int64_t turn = std::max(t_us, next_turn_);
-  next_turn_ = turn + turn_spacing_;
-  erase_one(log_, slot.at_us);
-  insert(log_, turn);
-  slot.at_us = turn;
-  slot.turn = true;
 }
 
 Result<std::int64_t> SlidingWindowLimiter::ready_at(Slot& slot, std::int64_t now_us) {
   std::lock_guard lock(mu_);
-  const std::int64_t base = std::max({slot.at_us, now_us, advance(now_us)});
-  const std::int64_t allowed = sliding_earliest(started_, rate_, per_, base);
-  if (allowed <= base && (slot.turn || next_turn_ <= base)) return base;
-  // Late starts took this slot's room (or its turn's): the holders they
-  // displaced would all wait for the same next room, one would take it and
-  // the rest wait again. Each takes a turn instead (see
-  // TokenBucketLimiter::ready_at).
-  take_turn_locked(slot, allowed);
-  return slot.at_us;
+  return sliding_earliest(started_, rate_, per_, std::max({slot.at_us, now_us, advance(now_us)}));
 }
 
 Result<UseResult> SlidingWindowLimiter::start(Slot& slot, std::int64_t now_us) {
@@ -110,7 +91,6 @@ UseResult SlidingWindowLimiter::start_locked(Slot& slot, std::int64_t now_us) {
 
 Status SlidingWindowLimiter::cancel(const Slot& slot) {
   std::lock_guard lock(mu_);
-  if (slot.turn && !slot.started && next_turn_ == slot.at_us + turn_spacing_) next_turn_ = slot.at_us;
   // Already pruned means it no longer counted anyway.
   erase_one(log_, slot.at_us);
   if (slot.started) erase_one(started_, slot.at_us);

@@ -3,9 +3,6 @@
 // declares no burst (docs/semantics.md, rule 7).
 //
 // State: a sorted log of starts and reservations newer than now - per.
-// A start that comes later than its slot can take the room of a holder
-// behind it; holders displaced that way take turns, per/rate apart, in the
-// order they come (ready_at), so each waits once.
 // Thread-safety: all members are safe to call concurrently (one mutex).
 #pragma once
 
@@ -35,8 +32,6 @@ class SlidingWindowLimiter final : public Limiter {
   std::int64_t advance(std::int64_t now_us);  // raises the high-water mark and prunes; needs mu_
   UseResult start_locked(Slot& slot, std::int64_t now_us);
   static void insert(std::deque<std::int64_t>& log, std::int64_t at_us);
-  // Gives `slot` the next turn at or after t_us (see the header comment); needs mu_.
-  void take_turn_locked(Slot& slot, std::int64_t t_us);
   static bool erase_one(std::deque<std::int64_t>& log, std::int64_t at_us);
 
   const std::int64_t rate_;
@@ -45,8 +40,6 @@ class SlidingWindowLimiter final : public Limiter {
   std::int64_t high_water_ = 0;
   std::deque<std::int64_t> log_;      // every slot granted, started or not: when to come
   std::deque<std::int64_t> started_;  // the calls started: who may go
-  const std::int64_t turn_spacing_;   // per / rate, rounded up
-  std::int64_t next_turn_ = 0;        // after the turns given so far
 };
 
 }  // namespace ratchet::limit

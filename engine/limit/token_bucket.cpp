@@ -27,33 +27,12 @@ Result<std::int64_t> TokenBucketLimiter::earliest(std::int64_t now_us, std::int6
 
 Result<Slot> TokenBucketLimiter::reserve(std::int64_t now_us, std::int64_t t_us) {
   std::lock_guard lock(mu_);
-  Slot slot = gcra_.grant(tat_, std::max(now_us, t_us));
-  // Behind holders waiting for their turns, a new slot waits for one too.
-  if (next_turn_ > slot.at_us) {
-    slot.at_us = take_turn_locked(slot.at_us);
-    slot.turn = true;
-  }
-  return slot;
-}
-
-std::int64_t TokenBucketLimiter::take_turn_locked(std::int64_t t_us) {
-  const std::int64_t turn = std::max(t_us, next_turn_);
-  next_turn_ = turn + gcra_.interval_us;
-  return turn;
+  return gcra_.grant(tat_, std::max(now_us, t_us));
 }
 
 Result<std::int64_t> TokenBucketLimiter::ready_at(Slot& slot, std::int64_t now_us) {
   std::lock_guard lock(mu_);
-  const std::int64_t base = std::max(now_us, slot.at_us);
-  const std::int64_t allowed = started_tat_ - gcra_.tolerance_us;
-  if (allowed <= base && (slot.turn || next_turn_ <= base)) return base;
-  // Late starts took this slot's room (or its turn's, when its holder came
-  // late too): every holder they displaced would otherwise wait for the
-  // same next room, one would take it and the rest wait again, an interval
-  // more each time. Each takes a turn instead, behind the turns given.
-  slot.at_us = take_turn_locked(std::max(base, allowed));
-  slot.turn = true;
-  return slot.at_us;
+  return std::max({now_us, slot.at_us, started_tat_ - gcra_.tolerance_us});
 }
 
 Result<UseResult> TokenBucketLimiter::start(Slot& slot, std::int64_t now_us) {
@@ -99,7 +78,6 @@ UseResult TokenBucketLimiter::start_locked(Slot& slot, std::int64_t now_us) {
 
 Status TokenBucketLimiter::cancel(const Slot& slot) {
   std::lock_guard lock(mu_);
-  if (slot.turn && !slot.started && next_turn_ == slot.at_us + gcra_.interval_us) next_turn_ = slot.at_us;
   if (slot.started && started_tat_ == slot.started_after_us) started_tat_ = slot.started_before_us;
   gcra_.give_back(tat_, slot);
   return {};

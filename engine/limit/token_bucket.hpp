@@ -5,9 +5,6 @@
 //
 // Reservations are granted in request order (each one after the previous);
 // only the latest reservation can be given back exactly (limit/gcra_math.hpp).
-// A start that comes later than its slot by more than the burst allows moves
-// the room of every holder behind it; those holders then take turns, one
-// interval apart, in the order they come (ready_at), so each waits once.
 // Thread-safety: all members are safe to call concurrently (one mutex).
 #pragma once
 
@@ -36,8 +33,6 @@ class TokenBucketLimiter final : public Limiter {
 
  private:
   UseResult start_locked(Slot& slot, std::int64_t now_us);  // needs mu_
-  // The next turn at or after t_us for a displaced holder (see ready_at); needs mu_.
-  std::int64_t take_turn_locked(std::int64_t t_us);
 
   const std::int64_t rate_;
   const std::int64_t per_;
@@ -46,9 +41,6 @@ class TokenBucketLimiter final : public Limiter {
   std::mutex mu_;
   std::int64_t tat_ = Gcra::kIdle;          // of every slot granted: when to come
   std::int64_t started_tat_ = Gcra::kIdle;  // of the calls started: who may go
-  // After the turns given to holders displaced by late starts: while it is
-  // ahead, every holder queues behind them (one interval apart).
-  std::int64_t next_turn_ = Gcra::kIdle;
 };
 
 }  // namespace ratchet::limit

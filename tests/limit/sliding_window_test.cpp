@@ -2,10 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <vector>
 
-#include "come_back.hpp"
 #include "limit/sliding_log.hpp"
 
 namespace ratchet::limit {
@@ -90,26 +88,10 @@ TEST(SlidingWindow_Start, LateUseTakesTheRoomLeftAndTheNextWaitsInItsPlace) {
   EXPECT_EQ(*r, UseResult::kStarted);
   // b would make two starts in [0.5, 1.5): it waits for a to leave the
   // window, without going behind c.
-  // b's slot now holds that time.
   EXPECT_EQ(*l.ready_at(b, b.at_us), kT0 + 1'500'000);
-  EXPECT_EQ(b.at_us, kT0 + 1'500'000);
-  EXPECT_EQ(*l.start(b, b.at_us), UseResult::kStarted);
+  EXPECT_EQ(*l.start(b, b.at_us), UseResult::kMoved);
+  EXPECT_EQ(*l.start(b, kT0 + 1'500'000), UseResult::kStarted);
   EXPECT_EQ(*l.ready_at(c, c.at_us), kT0 + 2'500'000);
-}
-
-TEST(SlidingWindow_Start, HoldersDisplacedByALateStartAreEachMovedOnceInTheirOrder) {
-  SlidingWindowLimiter l(2, kSec);
-  std::vector<Slot> slots;
-  for (int i = 0; i < 12; ++i) slots.push_back(must(l.reserve(kT0, kT0)));  // two a second, +0 .. +5s
-  // The first four holders come at +1.9s, together (every worker was busy):
-  // two start, taking room the holders behind them were given, and the
-  // others come at their times.
-  std::vector<std::int64_t> starts;
-  const std::vector<std::int64_t> late(4, kT0 + 1'900'000);
-  auto moves = testing::come_back_until_started(l, slots, &starts, late);
-  for (std::size_t i = 0; i < moves.size(); ++i) EXPECT_LE(moves[i], 1) << "holder " << i;
-  ASSERT_EQ(starts.size(), 12u);
-  for (std::size_t i = 2; i < starts.size(); ++i) EXPECT_GE(starts[i] - starts[i - 2], kSec) << i;
 }
 
 TEST(SlidingWindow_Start, BeforeItsTimeIsRefused) {
