@@ -8,7 +8,12 @@
 
 namespace ratchet::limit {
 
-FixedWindowLimiter::FixedWindowLimiter(std::int64_t rate, std::int64_t per_us) : rate_(rate), per_(per_us) {}
+FixedWindowLimiter::FixedWindowLimiter(std::int64_t rate, std::int64_t per_us, std::int64_t guard_us)
+    : rate_(rate), per_(per_us), guard_(guard_us) {}
+
+bool FixedWindowLimiter::in_guard(std::int64_t t_us) const {
+  return t_us - floor_div(t_us, per_) * per_ >= per_ - guard_;
+}
 
 std::int64_t FixedWindowLimiter::advance(std::int64_t now_us) {
   if (now_us > high_water_) {
@@ -20,6 +25,7 @@ std::int64_t FixedWindowLimiter::advance(std::int64_t now_us) {
 
 std::int64_t FixedWindowLimiter::find(std::int64_t t_us) const {
   std::int64_t k = floor_div(t_us, per_);
+  if (in_guard(t_us)) t_us = ++k * per_;
   for (auto it = counts_.find(k); it != counts_.end() && it->first == k && it->second >= rate_; ++it) {
     ++k;
     t_us = k * per_;
@@ -51,7 +57,7 @@ Result<UseResult> FixedWindowLimiter::start(Slot& slot, std::int64_t now_us) {
   }
   std::lock_guard lock(mu_);
   const std::int64_t hw = advance(now_us);
-  if (floor_div(now_us, per_) == floor_div(slot.at_us, per_)) {
+  if (floor_div(now_us, per_) == floor_div(slot.at_us, per_) && !in_guard(now_us)) {
     slot.at_us = now_us;
     return UseResult::kStarted;
   }

@@ -3,6 +3,11 @@
 // two adjacent windows can together put 2 * rate starts into one unaligned
 // interval; use it only for servers that count exactly these windows.
 //
+// A call reaches the server a little after it starts, so a start in the
+// last `guard` of a window could be counted in the next one there: no call
+// starts then. Its slot is in the next window (find), and a holder that
+// comes that late to its window gets a slot in the next window with room.
+//
 // Thread-safety: all members are safe to call concurrently (one mutex).
 #pragma once
 
@@ -16,8 +21,8 @@ namespace ratchet::limit {
 
 class FixedWindowLimiter final : public Limiter {
  public:
-  // rate >= 1, per_us >= 1.
-  FixedWindowLimiter(std::int64_t rate, std::int64_t per_us);
+  // rate >= 1, per_us >= 1, 0 <= guard_us < per_us.
+  FixedWindowLimiter(std::int64_t rate, std::int64_t per_us, std::int64_t guard_us = 0);
 
   [[nodiscard]] Result<std::int64_t> earliest(std::int64_t now_us, std::int64_t t_us) override;
   [[nodiscard]] Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) override;
@@ -32,11 +37,14 @@ class FixedWindowLimiter final : public Limiter {
 
  private:
   std::int64_t advance(std::int64_t now_us);  // raises the high-water mark and prunes; needs mu_
+  // The earliest time >= t_us outside every window's guard, in a window with room.
   std::int64_t find(std::int64_t t_us) const;
+  bool in_guard(std::int64_t t_us) const;
   void release(std::int64_t at_us);
 
   const std::int64_t rate_;
   const std::int64_t per_;
+  const std::int64_t guard_;
   std::mutex mu_;
   std::int64_t high_water_ = 0;
   std::map<std::int64_t, std::int64_t> counts_;  // window index -> starts and reservations

@@ -1,5 +1,7 @@
 #include "limit/make_limiter.hpp"
 
+#include <algorithm>
+
 #include "limit/fixed_window.hpp"
 #include "limit/limit_bounds.hpp"
 #include "limit/sliding_window.hpp"
@@ -31,7 +33,8 @@ Result<std::shared_ptr<Limiter>> make_limiter(const config::LimitSpec& spec, con
   // calls are the slowest to get there (each opens a connection), so the
   // calls after a full burst would reach a bucket that has refilled less
   // than ours. Fixed windows count epoch-aligned windows like most servers
-  // and keep the exact figure.
+  // and keep the exact figure, starting nothing in the margin before a
+  // window's end (a call then could reach the server in the next window).
   const std::int64_t per_us = spec.per.count() + jitter_margin_us(spec.per.count());
   switch (spec.algorithm) {
     case config::LimitAlgorithm::kSlidingWindow:
@@ -39,7 +42,8 @@ Result<std::shared_ptr<Limiter>> make_limiter(const config::LimitSpec& spec, con
     case config::LimitAlgorithm::kTokenBucket:
       return std::make_shared<TokenBucketLimiter>(spec.rate, per_us, spec.burst.value_or(1), kBurstGuardUs);
     case config::LimitAlgorithm::kFixedWindow:
-      return std::make_shared<FixedWindowLimiter>(spec.rate, spec.per.count());
+      return std::make_shared<FixedWindowLimiter>(spec.rate, spec.per.count(),
+                                                  std::min(kJitterFloorUs, spec.per.count() / 10));
   }
   return fail(Error::internal("limit " + key + ": unknown algorithm"));
 }

@@ -132,11 +132,14 @@ RC_GTEST_PROP(LimiterProperty, ArrivalsLaggingStartsByUpTo50msKeepTheDeclaredLim
   auto limiter = make_limiter(spec, "p");
   RC_ASSERT(limiter.has_value());
   LimiterStack stack({*limiter});
-  // A backlog of calls, some arriving at once, over about five windows;
-  // each caller comes back at its slot's time and starts then.
+  // A backlog of calls over about five windows; each caller comes back at
+  // its slot's time, or (one in three) up to half a window late, a worker
+  // having been busy, and starts when the limiter lets it.
   std::mt19937_64 random(*rc::gen::arbitrary<std::uint64_t>());
   std::uniform_int_distribution<std::int64_t> lag(0, 50 * kMs);
   const std::int64_t per = spec.per.count();
+  std::uniform_int_distribution<std::int64_t> lateness(0, per / 2);
+  std::uniform_int_distribution<int> one_in_three(0, 2);
   const std::int64_t calls = spec.rate * 5 + 3;
   const std::int64_t start_at = kT0 + *rc::gen::inRange<std::int64_t>(0, per);  // any alignment
   std::vector<std::int64_t> arrivals;
@@ -145,6 +148,7 @@ RC_GTEST_PROP(LimiterProperty, ArrivalsLaggingStartsByUpTo50msKeepTheDeclaredLim
   for (std::int64_t i = 0; i < calls; ++i) {
     auto r = stack.reserve(from_micros(now));
     RC_ASSERT(r.has_value());
+    if (one_in_three(random) == 0) now = std::max(now, to_micros(r->at())) + lateness(random);
     for (;;) {
       now = std::max(now, to_micros(r->at()));
       auto go = stack.start(*r, from_micros(now));
