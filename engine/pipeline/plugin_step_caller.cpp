@@ -34,7 +34,11 @@ retry::Outcome classify(const Result<plugin_host::CallReply>& reply, const CallS
     case S::kThrottled: {
       std::optional<Duration> after;
       if (reply->retry_after) after = *reply->retry_after;
-      return retry::Outcome::throttled(after, reply->message);
+      retry::Outcome out = retry::Outcome::throttled(after, reply->message);
+      // The plugin passes on a request the limits held back as throttling;
+      // the server never saw it.
+      out.held_back = services.last_transport_error() == http::TransportError::Kind::kHeldBack;
+      return out;
     }
     case S::kRetryable: {
       using K = http::TransportError::Kind;
@@ -259,7 +263,8 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
     retry::Outcome outcome = classify(reply, services);
     {
       std::lock_guard lock(mu_);
-      metrics_.count_call(call.plugin, outcome.kind == retry::OutcomeKind::kThrottled);
+      if (!outcome.held_back)
+        metrics_.count_call(call.plugin, outcome.kind == retry::OutcomeKind::kThrottled);
     }
     limit::PaceHint hint;
     auto verdict =

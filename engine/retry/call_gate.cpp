@@ -151,9 +151,11 @@ CallGate::Verdict CallGate::record(CallState& step, Ticket ticket, const Outcome
       hint.source = limit::HintSource::kRetryAfter;
     }
   }
-  if (parts_.pacer) parts_.pacer->observe(hint, now, ticket.started());
-  if (parts_.breaker) parts_.breaker->record(outcome.is_failure(), ticket.probe_, now);
-  ticket.probe_ = false;  // reported: the ticket must not release it again
+  if (!outcome.held_back) {
+    if (parts_.pacer) parts_.pacer->observe(hint, now, ticket.started());
+    if (parts_.breaker) parts_.breaker->record(outcome.is_failure(), ticket.probe_, now);
+    ticket.probe_ = false;  // reported: the ticket must not release it again
+  }
   RetryVerdict v =
       decide_retry(parts_.retry, parts_.max_wait, step.retry_, outcome, hint.resume_at, now, random01());
   if (hint_out) *hint_out = std::move(hint);

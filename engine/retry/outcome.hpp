@@ -26,6 +26,10 @@ struct Outcome {
   int http_status = 0;                  // for kHttp and kThrottled from HTTP
   std::optional<Duration> retry_after;  // the plugin's own retry-after, if it gave one
   std::string message;                  // for errors; never holds secrets
+  // Throttled here, not by the server: the engine's own limits held the
+  // request back and nothing was sent. Neither the learned pace nor the
+  // circuit breaker hears of it (it says nothing about the server).
+  bool held_back = false;
 
   static Outcome ok() { return {}; }
   static Outcome throttled(std::optional<Duration> retry_after = std::nullopt, std::string m = {}) {

@@ -148,6 +148,26 @@ TEST(CallGate_Record, ThrottledReplyIsNotAFailureAndSlowsTheWholePlugin) {
   EXPECT_GT(*std::get<Gate::Wait>(retry).until, clock.now());
 }
 
+TEST(CallGate_Record, ARequestTheLimitsHeldBackNeitherPausesNorSlowsThePlugin) {
+  FakeClock clock;
+  auto parts = parts_with(100, 1s);
+  Gate gate(parts);
+  CallState step(clock.now()), other(clock.now());
+  auto go = go_or_fail(gate.admit(step, clock.now()));
+  // The request did not leave (no room when it was to be sent): the plugin
+  // reports throttling with the engine's retry-after; the server saw nothing.
+  Outcome held = Outcome::throttled(2s, "refused by the engine");
+  held.held_back = true;
+  auto v = gate.record(step, std::move(go.ticket), held, {}, clock.now());
+  ASSERT_TRUE(std::holds_alternative<Gate::RetryAt>(v));
+  EXPECT_TRUE(std::get<Gate::RetryAt>(v).throttled);
+  EXPECT_EQ(std::get<Gate::RetryAt>(v).at, clock.now() + 2s);
+  // The step waits for its room; the rest of the plugin goes on at once.
+  EXPECT_EQ(parts.pacer->resume_at(), TimePoint{});
+  EXPECT_EQ(parts.pacer->interval(), Duration::zero());
+  go_or_fail(gate.admit(other, clock.now()));
+}
+
 TEST(CallGate_Admit, AStepBackBeforeItsSlotTradesItForASoonerOneWhenThePaceSpedUp) {
   FakeClock clock;
   CallGateParts parts;
