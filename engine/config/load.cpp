@@ -9,11 +9,48 @@
 
 #include "config/reader.hpp"
 #include "config/sections.hpp"
+#include "config/template.hpp"
 
 namespace ratchet::config {
 namespace {
 
 constexpr std::array<std::string_view, 3> kTopKeys = {"engine", "plugin", "job"};
+
+// A step that calls through a limit keyed by {{args.X}} needs its job to
+// have X: an inferred argument list gains it, a declared one must hold it
+// (else every call of the step would fail at run time).
+void check_keyed_args(detail::Reader& r, Config& config) {
+  for (auto& [job_name, job] : config.jobs) {
+    for (const auto& step : job.steps) {
+      auto plugin = config.plugins.find(step.plugin);
+      if (plugin == config.plugins.end()) continue;
+      std::vector<const LimitSpec*> limits;
+      for (const auto& l : plugin->second.policy.limits) limits.push_back(&l);
+      if (auto op = plugin->second.operations.find(step.operation); op != plugin->second.operations.end()) {
+        for (const auto& l : op->second.limits) limits.push_back(&l);
+      }
+      for (const LimitSpec* l : limits) {
+        if (!l->key) continue;
+        for (const auto& expr : placeholders(nlohmann::json(*l->key))) {
+          auto ref = parse_key_ref(expr);
+          if (!ref || ref->root != TemplateRef::Root::kArgs) continue;
+          const std::string& arg = ref->path.front();
+          bool has = false;
+          for (const auto& a : job.args) has = has || a.name == arg;
+          if (has) continue;
+          if (job.args_inferred) {
+            job.args.push_back(ArgSpec{arg, ArgType::kAny, true});
+          } else {
+            r.error(step.source, "step \"" + step.name + "\" calls " + step.plugin + "." + step.operation +
+                                     ", whose limit (" + l->source.to_string() + ") is keyed by {{" +
+                                     ref->text + "}}; declare argument \"" + arg + "\" in [job." + job_name +
+                                     "] args");
+          }
+        }
+      }
+    }
+  }
+}
 
 LoadResult load_document(std::string_view text, const std::string& file_name,
                          const std::filesystem::path& base, const std::filesystem::path& file_path,
@@ -66,6 +103,7 @@ LoadResult load_document(std::string_view text, const std::string& file_name,
       }
     }
   }
+  check_keyed_args(r, *config);
   config->env_keys = std::move(r.env_keys());
   config->secret_values = std::move(r.env_values());
 

@@ -374,6 +374,7 @@ void check_steps(Reader& r, JobTypeSpec& job, const std::vector<StepNodes>& node
     }
   }
   if (!args_declared) {
+    job.args_inferred = true;
     for (const auto& name : inferred) job.args.push_back(ArgSpec{name, ArgType::kAny, true});
   }
 }

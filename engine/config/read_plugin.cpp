@@ -3,6 +3,7 @@
 #include "config/bounds.hpp"
 #include "config/sections.hpp"
 #include "config/suggest.hpp"
+#include "config/template.hpp"
 
 namespace ratchet::config::detail {
 namespace {
@@ -13,7 +14,7 @@ constexpr std::array<std::string_view, 9> kPolicyKeys = {
 constexpr std::array<std::string_view, 10> kReservedPluginKeys = {
     "limit",    "concurrency",        "retry",         "circuit_breaker", "timeout", "connect_timeout",
     "max_wait", "max_response_bytes", "max_redirects", "operation"};
-constexpr std::array<std::string_view, 5> kLimitKeys = {"rate", "per", "burst", "algorithm", "scope"};
+constexpr std::array<std::string_view, 6> kLimitKeys = {"rate", "per", "burst", "algorithm", "scope", "key"};
 constexpr std::array<std::string_view, 10> kRetryKeys = {
     "attempts", "backoff",         "initial",  "max", "multiplier",
     "jitter",   "per_try_timeout", "deadline", "on",  "statuses"};
@@ -66,6 +67,22 @@ std::optional<LimitSpec> read_limit(Reader& r, const toml::node& node, const std
                                             {"token_bucket", LimitAlgorithm::kTokenBucket},
                                             {"fixed_window", LimitAlgorithm::kFixedWindow}});
       if (!algorithm) ok = false;
+    } else if (k == "key") {
+      if (auto v = r.string(value, at)) {
+        if (v->from_env) {
+          r.error(value, at,
+                  "write the key literally; a key naming a secret reads it from the plugin's settings, "
+                  "e.g. \"{{settings.api_key}}\"");
+          ok = false;
+        }
+        for (const auto& why : key_template_errors(v->value)) {
+          r.error(value, at, why);
+          ok = false;
+        }
+        l.key = v->value;
+      } else {
+        ok = false;
+      }
     } else if (k == "scope") {
       if (auto v = r.choice<LimitScope>(
               value, at, {{"process", LimitScope::kProcess}, {"database", LimitScope::kDatabase}})) {
@@ -249,6 +266,34 @@ void check_policy(Reader& r, const toml::table& t, const std::string& path, cons
   }
 }
 
+// A key over the plugin's settings must name settings it has: checked here,
+// where the settings are known, rather than failing every call.
+void check_limit_keys(Reader& r, const PluginSpec& p, const std::vector<LimitSpec>& limits) {
+  for (const auto& l : limits) {
+    if (!l.key) continue;
+    for (const auto& expr : placeholders(nlohmann::json(*l.key))) {
+      auto ref = parse_key_ref(expr);
+      if (!ref || ref->root != TemplateRef::Root::kSettings) continue;
+      const nlohmann::json* at = &p.settings;
+      for (const auto& seg : ref->path) {
+        auto it = at->is_object() ? at->find(seg) : at->end();
+        if (!at->is_object() || it == at->end()) {
+          at = nullptr;
+          break;
+        }
+        at = &*it;
+      }
+      if (at == nullptr) {
+        SourceRef where = l.source;
+        where.key_path = child_path(where.key_path, "key");
+        r.error(std::move(where), "limit key {{" + ref->text + "}}: plugin " + p.name + " has no setting " +
+                                      ref->text.substr(9) + " (add it to [plugin." + p.name +
+                                      "], or key the limit by a job argument)");
+      }
+    }
+  }
+}
+
 bool valid_name(std::string_view name) {
   if (name.empty()) return false;
   for (char c : name) {
@@ -285,6 +330,7 @@ PluginSpec read_plugin(Reader& r, const std::string& name, const toml::table& t)
   }
   apply_policy(r, t, path, p.policy);
   check_policy(r, t, path, p.policy);
+  check_limit_keys(r, p, p.policy.limits);
 
   if (const toml::node* ops = t.get("operation")) {
     const std::string ops_path = child_path(path, "operation");
@@ -301,6 +347,7 @@ PluginSpec read_plugin(Reader& r, const std::string& name, const toml::table& t)
         merged.limits.clear();
         apply_policy(r, *op_table, op_path, merged);
         check_policy(r, *op_table, op_path, merged);
+        check_limit_keys(r, p, merged.limits);
         p.operations[op] = std::move(merged);
       }
     }

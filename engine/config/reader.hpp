@@ -53,6 +53,9 @@ class Reader {
   SourceRef ref(const toml::source_region& at, std::string path) const;
   SourceRef ref(const toml::node& at, std::string path) const { return ref(at.source(), std::move(path)); }
   void error(const toml::source_region& at, std::string path, std::string message);
+  void error(SourceRef at, std::string message) {
+    diagnostics_.push_back(Diagnostic{std::move(at), std::move(message)});
+  }
   void error(const toml::node& at, std::string path, std::string message) {
     error(at.source(), std::move(path), std::move(message));
   }

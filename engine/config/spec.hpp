@@ -62,6 +62,9 @@ struct LimitSpec {
   microseconds per{0};                // window or period; > 0
   std::optional<std::int64_t> burst;  // token bucket size; >= 1
   LimitScope scope = LimitScope::kProcess;
+  // A keyed limit is one budget per key: the text of this template for the
+  // call ("{{args.account}}", "{{settings.api_key}}"; config/template.hpp).
+  std::optional<std::string> key;
   SourceRef source;
 };
 
@@ -171,7 +174,8 @@ struct JobTypeSpec {
   std::optional<microseconds> timeout;  // one job attempt
   std::string queue = "default";
   int priority = 0;
-  std::vector<ArgSpec> args;  // declared or inferred from {{args.X}} placeholders
+  std::vector<ArgSpec> args;   // declared or inferred from {{args.X}} placeholders
+  bool args_inferred = false;  // no `args` table: inferred (also from the keys of limits its steps meet)
   std::vector<StepSpec> steps;
   SourceRef source;
 };

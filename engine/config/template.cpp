@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cstddef>
 #include <optional>
+#include <variant>
 
 namespace ratchet::config {
 namespace {
@@ -70,10 +71,11 @@ Error missing(const TemplateRef& ref, const std::string& resolved, const std::st
 Result<const nlohmann::json*> resolve(const TemplateRef& ref, const nlohmann::json& context) {
   const nlohmann::json* at = nullptr;
   std::string resolved;
-  if (ref.root == TemplateRef::Root::kArgs) {
-    if (!context.is_object() || !context.contains("args")) return fail(missing(ref, "the context", "args"));
-    at = &context["args"];
-    resolved = "args";
+  if (ref.root == TemplateRef::Root::kArgs || ref.root == TemplateRef::Root::kSettings) {
+    const char* root = ref.root == TemplateRef::Root::kArgs ? "args" : "settings";
+    if (!context.is_object() || !context.contains(root)) return fail(missing(ref, "the context", root));
+    at = &context[root];
+    resolved = root;
   } else {
     if (!context.is_object() || !context.contains("steps") || !context["steps"].is_object() ||
         !context["steps"].contains(ref.step)) {
@@ -144,6 +146,21 @@ Result<nlohmann::json> render_string(const std::string& s, const nlohmann::json&
   return nlohmann::json(std::move(out));
 }
 
+// The path segments of a placeholder, or why it is malformed.
+std::variant<std::vector<std::string>, std::string_view> path_segments(const std::string& text) {
+  if (text.empty()) return std::string_view("it is empty");
+  auto parts = split_dots(text);
+  for (const auto& p : parts) {
+    if (p.empty()) return std::string_view("it has an empty path segment");
+    for (char c : p) {
+      bool ok =
+          (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+      if (!ok) return std::string_view("it holds a character other than letters, digits, '_', '-' and '.'");
+    }
+  }
+  return parts;
+}
+
 }  // namespace
 
 Result<TemplateRef> parse_template_ref(std::string_view expression) {
@@ -152,16 +169,9 @@ Result<TemplateRef> parse_template_ref(std::string_view expression) {
     return fail(Error::invalid_argument("placeholder {{" + text + "}}: " + std::string(why) +
                                         " (write {{args.NAME}} or {{steps.STEP.output.KEY}})"));
   };
-  if (text.empty()) return bad("it is empty");
-  auto parts = split_dots(text);
-  for (const auto& p : parts) {
-    if (p.empty()) return bad("it has an empty path segment");
-    for (char c : p) {
-      bool ok =
-          (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
-      if (!ok) return bad("it holds a character other than letters, digits, '_', '-' and '.'");
-    }
-  }
+  auto segments = path_segments(text);
+  if (auto* why = std::get_if<std::string_view>(&segments)) return bad(*why);
+  const auto& parts = std::get<std::vector<std::string>>(segments);
   TemplateRef ref;
   ref.text = text;
   if (parts[0] == "args") {
@@ -231,6 +241,103 @@ Result<nlohmann::json> render_template(const nlohmann::json& tmpl, const nlohman
     return out;
   }
   return tmpl;
+}
+
+Result<TemplateRef> parse_key_ref(std::string_view expression) {
+  std::string text(trim(expression));
+  auto bad = [&](std::string_view why) {
+    return fail(Error::invalid_argument("placeholder {{" + text + "}}: " + std::string(why) +
+                                        " (a limit's key reads {{args.NAME}} or {{settings.NAME}})"));
+  };
+  auto segments = path_segments(text);
+  if (auto* why = std::get_if<std::string_view>(&segments)) return bad(*why);
+  const auto& parts = std::get<std::vector<std::string>>(segments);
+  TemplateRef ref;
+  ref.text = text;
+  if (parts.size() < 2 || (parts[0] != "args" && parts[0] != "settings"))
+    return bad("it must name a job argument or a plugin setting");
+  ref.root = parts[0] == "args" ? TemplateRef::Root::kArgs : TemplateRef::Root::kSettings;
+  ref.path.assign(parts.begin() + 1, parts.end());
+  return ref;
+}
+
+std::vector<std::string> key_template_errors(std::string_view tmpl) {
+  std::vector<std::string> out;
+  auto pieces = split(tmpl);
+  if (!pieces) return {"a \"{{\" is never closed with \"}}\""};
+  bool any = false;
+  for (const auto& piece : *pieces) {
+    if (!piece.placeholder) continue;
+    any = true;
+    if (auto ref = parse_key_ref(piece.text); !ref) out.push_back(ref.error().message());
+  }
+  if (!any)
+    out.emplace_back(
+        "a key holds at least one placeholder, e.g. \"{{args.account}}\" (without one, remove `key`: the "
+        "limit is one budget)");
+  return out;
+}
+
+Result<KeyTemplate> parse_key_template(std::string_view tmpl) {
+  auto pieces = split(tmpl);
+  if (!pieces)
+    return fail(Error::invalid_argument("limit key \"" + std::string(tmpl) + "\": a \"{{\" is never closed"));
+  KeyTemplate out;
+  for (const auto& piece : *pieces) {
+    if (!piece.placeholder) {
+      out.pieces.push_back({std::string(piece.text), std::nullopt});
+      continue;
+    }
+    auto ref = parse_key_ref(piece.text);
+    if (!ref) return fail(ref.error());
+    out.pieces.push_back({{}, std::move(*ref)});
+  }
+  return out;
+}
+
+Result<std::string> render_key(const KeyTemplate& tmpl, const nlohmann::json& args,
+                               const nlohmann::json& settings) {
+  std::string out;
+  for (const auto& piece : tmpl.pieces) {
+    if (!piece.ref) {
+      out += piece.literal;
+      continue;
+    }
+    const TemplateRef& ref = *piece.ref;
+    const nlohmann::json* at = ref.root == TemplateRef::Root::kArgs ? &args : &settings;
+    for (std::size_t i = 0; i < ref.path.size(); ++i) {
+      const std::string& key = ref.path[i];
+      const nlohmann::json* next = nullptr;
+      if (at->is_object()) {
+        auto it = at->find(key);
+        if (it != at->end()) next = &*it;
+      } else if (at->is_array()) {
+        std::size_t index = 0;
+        auto [ptr, ec] = std::from_chars(key.data(), key.data() + key.size(), index);
+        if (ec == std::errc() && ptr == key.data() + key.size() && index < at->size()) next = &(*at)[index];
+      }
+      if (next == nullptr) {
+        std::string resolved = ref.root == TemplateRef::Root::kArgs ? "args" : "settings";
+        for (std::size_t k = 0; k < i; ++k) resolved += "." + ref.path[k];
+        return fail(Error::invalid_argument("limit key {{" + ref.text + "}}: '" + resolved + "' has no '" +
+                                            key + "' (give every job of this plugin that argument)"));
+      }
+      at = next;
+    }
+    if (at->is_string()) {
+      out += at->get_ref<const std::string&>();
+    } else {
+      out += at->dump();
+    }
+  }
+  return out;
+}
+
+Result<std::string> render_key(std::string_view tmpl, const nlohmann::json& args,
+                               const nlohmann::json& settings) {
+  auto parsed = parse_key_template(tmpl);
+  if (!parsed) return fail(parsed.error());
+  return render_key(*parsed, args, settings);
 }
 
 }  // namespace ratchet::config

@@ -20,8 +20,8 @@ struct DatabaseLimiter::Impl {
   Gcra gcra;
   std::string key;
   std::shared_ptr<const Clock> clock;
-  std::unique_ptr<store::LimiterTables> db;
-  std::mutex mu;
+  std::shared_ptr<SharedLimiterTables> tables;
+  store::LimiterTables* db = nullptr;  // tables->db
 
   // The time a call starting now is counted at: the caller's reading, or the
   // clock's if that is later (the caller may have waited for the lock).
@@ -204,7 +204,7 @@ struct DatabaseLimiter::Impl {
   // the key (store/limiter_tables.hpp), converting the backend's errors.
   template <typename F>
   auto transact(const char* what, F&& body) -> Result<decltype(body())> {
-    std::lock_guard lock(mu);
+    std::lock_guard lock(tables->mu);
     using T = decltype(body());
     if constexpr (std::is_void_v<T>) {
       if (auto st = db->transact(key, what, body); !st)
@@ -220,7 +220,7 @@ struct DatabaseLimiter::Impl {
 };
 
 DatabaseLimiter::DatabaseLimiter(const config::LimitSpec& spec, std::string key,
-                                 std::unique_ptr<store::LimiterTables> db, DatabaseLimiterOptions options)
+                                 std::shared_ptr<SharedLimiterTables> tables, DatabaseLimiterOptions options)
     : impl_(std::make_unique<Impl>()) {
   impl_->algorithm = spec.algorithm;
   impl_->rate = spec.rate;
@@ -234,7 +234,8 @@ DatabaseLimiter::DatabaseLimiter(const config::LimitSpec& spec, std::string key,
       std::max<std::int64_t>(0, impl_->gcra.tolerance_us - std::max<std::int64_t>(0, options.burst_guard_us));
   impl_->key = std::move(key);
   impl_->clock = std::move(options.clock);
-  impl_->db = std::move(db);
+  impl_->db = tables->db.get();
+  impl_->tables = std::move(tables);
 }
 
 DatabaseLimiter::~DatabaseLimiter() = default;
@@ -244,11 +245,29 @@ Result<std::shared_ptr<DatabaseLimiter>> DatabaseLimiter::open(const config::Lim
                                                                DatabaseLimiterOptions options) {
   if (auto why = limit_out_of_bounds(spec))
     return fail(Error::invalid_argument("limiter " + key + ": " + *why));
-  if (!connect) return fail(Error::invalid_argument("limiter " + key + ": no database connection factory"));
-  auto db = connect();
-  if (!db) return fail(db.error().with_context("limiter " + key));
+  auto tables = SharedLimiterTables::open(connect);
+  if (!tables) return fail(tables.error().with_context("limiter " + key));
+  return open(spec, std::move(key), std::move(*tables), std::move(options));
+}
+
+Result<std::shared_ptr<DatabaseLimiter>> DatabaseLimiter::open(const config::LimitSpec& spec, std::string key,
+                                                               std::shared_ptr<SharedLimiterTables> tables,
+                                                               DatabaseLimiterOptions options) {
+  if (auto why = limit_out_of_bounds(spec))
+    return fail(Error::invalid_argument("limiter " + key + ": " + *why));
+  if (!tables || !tables->db)
+    return fail(Error::invalid_argument("limiter " + key + ": no database connection"));
   return std::shared_ptr<DatabaseLimiter>(
-      new DatabaseLimiter(spec, std::move(key), std::move(*db), std::move(options)));
+      new DatabaseLimiter(spec, std::move(key), std::move(tables), std::move(options)));
+}
+
+Result<std::shared_ptr<SharedLimiterTables>> SharedLimiterTables::open(const ConnectionFactory& connect) {
+  if (!connect) return fail(Error::invalid_argument("no database connection factory"));
+  auto db = connect();
+  if (!db) return fail(db.error());
+  auto out = std::make_shared<SharedLimiterTables>();
+  out->db = std::move(*db);
+  return out;
 }
 
 Result<std::int64_t> DatabaseLimiter::earliest(std::int64_t now_us, std::int64_t t_us) {

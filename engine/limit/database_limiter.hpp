@@ -60,6 +60,14 @@ struct DatabaseLimiterOptions {
   std::int64_t burst_guard_us = 0;
 };
 
+// One connection to the limiter tables, taken in turns by the limiters that
+// share it (the keys of a keyed limit: one connection, not one per key).
+struct SharedLimiterTables {
+  std::mutex mu;  // one decision at a time
+  std::unique_ptr<store::LimiterTables> db;
+  [[nodiscard]] static Result<std::shared_ptr<SharedLimiterTables>> open(const ConnectionFactory& connect);
+};
+
 class DatabaseLimiter final : public Limiter {
  public:
   // Opens its own connection through `connect`. Fails with kDatabase when the
@@ -68,6 +76,10 @@ class DatabaseLimiter final : public Limiter {
                                                                      std::string key,
                                                                      const ConnectionFactory& connect,
                                                                      DatabaseLimiterOptions options = {});
+  // The same, on a connection shared with other limiters.
+  [[nodiscard]] static Result<std::shared_ptr<DatabaseLimiter>> open(
+      const config::LimitSpec& spec, std::string key, std::shared_ptr<SharedLimiterTables> tables,
+      DatabaseLimiterOptions options = {});
   ~DatabaseLimiter() override;
 
   [[nodiscard]] Result<std::int64_t> earliest(std::int64_t now_us, std::int64_t t_us) override;
@@ -76,10 +88,15 @@ class DatabaseLimiter final : public Limiter {
   [[nodiscard]] Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
   [[nodiscard]] Result<UseResult> restart(Slot& slot, std::int64_t now_us) override;
   [[nodiscard]] Status cancel(const Slot& slot) override;
+  // Its state is in the database: a new limiter on the key reads it there.
+  bool forgettable(std::int64_t now_us) override {
+    (void)now_us;
+    return true;
+  }
   std::string describe() const override;
 
  private:
-  DatabaseLimiter(const config::LimitSpec& spec, std::string key, std::unique_ptr<store::LimiterTables> db,
+  DatabaseLimiter(const config::LimitSpec& spec, std::string key, std::shared_ptr<SharedLimiterTables> tables,
                   DatabaseLimiterOptions options);
 
   struct Impl;

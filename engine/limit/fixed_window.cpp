@@ -38,6 +38,12 @@ void FixedWindowLimiter::release(std::int64_t at_us) {
   if (it != counts_.end() && --it->second <= 0) counts_.erase(it);
 }
 
+bool FixedWindowLimiter::forgettable(std::int64_t now_us) {
+  std::lock_guard lock(mu_);
+  advance(now_us);
+  return counts_.empty();  // nothing in this window or a later one
+}
+
 Result<std::int64_t> FixedWindowLimiter::earliest(std::int64_t now_us, std::int64_t t_us) {
   std::lock_guard lock(mu_);
   return find(std::max(t_us, advance(now_us)));

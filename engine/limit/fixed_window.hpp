@@ -33,6 +33,7 @@ class FixedWindowLimiter final : public Limiter {
   }
   [[nodiscard]] Status cancel(const Slot& slot) override;
   void count_started(std::span<const std::int64_t> starts_us) override;
+  bool forgettable(std::int64_t now_us) override;
   std::string describe() const override;
 
  private:

@@ -99,6 +99,15 @@ class Limiter {
   // pace) ignore it.
   virtual void count_started(std::span<const std::int64_t> starts_us) { (void)starts_us; }
 
+  // Whether the limiter, as of now_us, holds nothing a new one would not:
+  // no start that still counts, no slot held. A keyed limit drops such a
+  // key's limiter (limit/keyed_limiters.hpp). Limiters that keep their state
+  // elsewhere (database scope) are always forgettable.
+  virtual bool forgettable(std::int64_t now_us) {
+    (void)now_us;
+    return false;
+  }
+
   // "10/1s sliding window" for messages and logs.
   virtual std::string describe() const = 0;
 };

@@ -55,6 +55,13 @@ Reservation& Reservation::operator=(Reservation&& other) noexcept {
 
 Reservation::~Reservation() { (void)cancel(); }
 
+std::vector<std::shared_ptr<Limiter>> Reservation::limiters() const {
+  std::vector<std::shared_ptr<Limiter>> out;
+  out.reserve(slots_.size());
+  for (const auto& [limiter, slot] : slots_) out.push_back(limiter);
+  return out;
+}
+
 TimePoint Reservation::at() const { return from_micros(at_us_); }
 TimePoint Reservation::counted_at() const { return from_micros(counted_us_); }
 

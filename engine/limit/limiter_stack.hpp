@@ -43,6 +43,8 @@ class Reservation {
   TimePoint at() const;                // when the call may start
   TimePoint counted_at() const;        // started: when its start is counted
   bool held() const { return held_; }  // reserved, not yet started or cancelled
+  // The limiters it holds slots in (the stack it came from).
+  std::vector<std::shared_ptr<Limiter>> limiters() const;
   bool started() const { return started_; }
 
   // Gives the slots back now (also done by the destructor). Errors from
@@ -89,6 +91,7 @@ class LimiterStack {
   [[nodiscard]] Result<bool> try_acquire(TimePoint now);
 
   std::size_t size() const { return limiters_.size(); }
+  const std::vector<std::shared_ptr<Limiter>>& limiters() const { return limiters_; }
 
   // Whether `r` holds slots in exactly this stack's limiters (a reservation
   // made before a reload may hold slots in limiters since replaced).

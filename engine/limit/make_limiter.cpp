@@ -8,20 +8,36 @@
 #include "limit/token_bucket.hpp"
 
 namespace ratchet::limit {
+namespace {
+
+// Database-scope limits keep the same margin as in-process ones (see
+// make_limiter): the server counts the calls of every process with the
+// same jitter.
+DatabaseLimiterOptions database_options(const config::LimitSpec& spec, std::shared_ptr<const Clock> clock) {
+  DatabaseLimiterOptions options;
+  options.clock = std::move(clock);
+  options.margin_us = jitter_margin_us(spec.per.count());
+  options.burst_guard_us = kBurstGuardUs;
+  return options;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<Limiter>> make_database_limiter(const config::LimitSpec& spec, const std::string& key,
+                                                       std::shared_ptr<SharedLimiterTables> tables,
+                                                       std::shared_ptr<const Clock> clock) {
+  auto db = DatabaseLimiter::open(spec, key, std::move(tables), database_options(spec, std::move(clock)));
+  if (!db) return fail(db.error());
+  return std::shared_ptr<Limiter>(std::move(*db));
+}
 
 Result<std::shared_ptr<Limiter>> make_limiter(const config::LimitSpec& spec, const std::string& key,
                                               const ConnectionFactory& connect,
                                               std::shared_ptr<const Clock> clock) {
   if (auto why = limit_out_of_bounds(spec))
     return fail(Error::invalid_argument("limit " + key + ": " + *why));
-  // Database-scope limits keep the same margin (see below): the server
-  // counts the calls of every process with the same jitter.
   if (spec.scope == config::LimitScope::kDatabase) {
-    DatabaseLimiterOptions options;
-    options.clock = std::move(clock);
-    options.margin_us = jitter_margin_us(spec.per.count());
-    options.burst_guard_us = kBurstGuardUs;
-    auto db = DatabaseLimiter::open(spec, key, connect, std::move(options));
+    auto db = DatabaseLimiter::open(spec, key, connect, database_options(spec, std::move(clock)));
     if (!db) return fail(db.error());
     return std::shared_ptr<Limiter>(std::move(*db));
   }
@@ -55,6 +71,7 @@ std::string limiter_key(const std::string& owner, const config::LimitSpec& spec)
   std::string key =
       owner + "/" + std::to_string(spec.rate) + "per" + std::to_string(spec.per.count()) + "us/" + algo;
   if (spec.burst) key += "/burst" + std::to_string(*spec.burst);
+  if (spec.key) key += "/key=" + *spec.key;
   return key;
 }
 

@@ -42,6 +42,12 @@ inline constexpr std::int64_t kBurstGuardUs = kJitterFloorUs;
                                                             const ConnectionFactory& connect = {},
                                                             std::shared_ptr<const Clock> clock = nullptr);
 
+// The same for a database-scope limit on a connection shared with others
+// (the keys of a keyed limit).
+[[nodiscard]] Result<std::shared_ptr<Limiter>> make_database_limiter(
+    const config::LimitSpec& spec, const std::string& key, std::shared_ptr<SharedLimiterTables> tables,
+    std::shared_ptr<const Clock> clock = nullptr);
+
 // A key for a database-scope limit that changes when its shape changes,
 // e.g. "imdb/get_rating/10per86400000000us/sliding".
 std::string limiter_key(const std::string& owner, const config::LimitSpec& spec);

@@ -7,10 +7,11 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <mutex>
+#include <vector>
 
 #include "limit/limiter.hpp"
+#include "limit/sorted_log.hpp"
 
 namespace ratchet::limit {
 
@@ -26,20 +27,19 @@ class SlidingWindowLimiter final : public Limiter {
   [[nodiscard]] Result<UseResult> restart(Slot& slot, std::int64_t now_us) override;
   [[nodiscard]] Status cancel(const Slot& slot) override;
   void count_started(std::span<const std::int64_t> starts_us) override;
+  bool forgettable(std::int64_t now_us) override;
   std::string describe() const override;
 
  private:
   std::int64_t advance(std::int64_t now_us);  // raises the high-water mark and prunes; needs mu_
   UseResult start_locked(Slot& slot, std::int64_t now_us);
-  static void insert(std::deque<std::int64_t>& log, std::int64_t at_us);
-  static bool erase_one(std::deque<std::int64_t>& log, std::int64_t at_us);
 
   const std::int64_t rate_;
   const std::int64_t per_;
   std::mutex mu_;
   std::int64_t high_water_ = 0;
-  std::deque<std::int64_t> log_;      // every slot granted, started or not: when to come
-  std::deque<std::int64_t> started_;  // the calls started: who may go
+  SortedLog log_;      // every slot granted, started or not: when to come
+  SortedLog started_;  // the calls started: who may go
 };
 
 }  // namespace ratchet::limit

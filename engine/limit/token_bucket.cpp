@@ -91,6 +91,12 @@ void TokenBucketLimiter::count_started(std::span<const std::int64_t> starts_us) 
   }
 }
 
+bool TokenBucketLimiter::forgettable(std::int64_t now_us) {
+  std::lock_guard lock(mu_);
+  // A TAT at or before now is a full bucket: the next call is spaced as by a new one.
+  return tat_ <= now_us && started_tat_ <= now_us;
+}
+
 std::string TokenBucketLimiter::describe() const {
   return std::to_string(rate_) + "/" + common::format_duration(std::chrono::microseconds(per_)) +
          " token bucket, burst " + std::to_string(burst_);

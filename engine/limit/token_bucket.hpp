@@ -29,6 +29,7 @@ class TokenBucketLimiter final : public Limiter {
   [[nodiscard]] Result<UseResult> restart(Slot& slot, std::int64_t now_us) override;
   [[nodiscard]] Status cancel(const Slot& slot) override;
   void count_started(std::span<const std::int64_t> starts_us) override;
+  bool forgettable(std::int64_t now_us) override;
   std::string describe() const override;
 
  private:

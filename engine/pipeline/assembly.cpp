@@ -113,9 +113,9 @@ std::vector<LimiterInfo> Assembly::limits(TimePoint now) {
   }
   std::vector<LimiterInfo> out;
   for (auto& v : gates().limiters(now_us)) {
-    out.push_back(
-        {v.plugin, v.operation, v.declared,
-         TimePoint(std::chrono::duration_cast<Duration>(std::chrono::microseconds(v.next_free_us)))});
+    out.push_back({v.plugin, v.operation, v.declared,
+                   TimePoint(std::chrono::duration_cast<Duration>(std::chrono::microseconds(v.next_free_us))),
+                   v.key});
   }
   return out;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "limit/key_identity.hpp"
 #include "limit/make_limiter.hpp"
 #include "limit/micros.hpp"
 
@@ -12,7 +13,7 @@ namespace {
 void write_policy(std::ostringstream& out, const config::CallPolicy& p) {
   for (const auto& l : p.limits) {
     out << "L" << static_cast<int>(l.algorithm) << ',' << l.rate << ',' << l.per.count() << ','
-        << l.burst.value_or(0) << ',' << static_cast<int>(l.scope) << ';';
+        << l.burst.value_or(0) << ',' << static_cast<int>(l.scope) << ',' << l.key.value_or("") << ';';
   }
   out << "C" << p.concurrency.value_or(0) << ";R" << p.retry.attempts << ','
       << static_cast<int>(p.retry.backoff.kind) << ',' << p.retry.backoff.initial.count() << ','
@@ -72,7 +73,8 @@ Result<GateRegistry::OwnerLimits> GateRegistry::build_limits(const std::string& 
   std::int64_t min_rate = 0;
   std::int64_t min_per = 0;
   for (const auto& l : specs) {
-    if (l.scope != config::LimitScope::kProcess) continue;
+    // Keyed limits keep no journal: see docs/semantics.md point 7.
+    if (l.scope != config::LimitScope::kProcess || l.key) continue;
     const std::int64_t per = l.per.count() + limit::jitter_margin_us(l.per.count());
     journal.keep_us = std::max(journal.keep_us, per);
     min_rate = min_rate == 0 ? l.rate : std::min(min_rate, l.rate);
@@ -98,6 +100,27 @@ Result<GateRegistry::OwnerLimits> GateRegistry::build_limits(const std::string& 
   for (const auto& l : specs) {
     const std::string key = limit::limiter_key(owner, l);
     const std::string identity = key + (l.scope == config::LimitScope::kDatabase ? "/database" : "/process");
+    if (l.key) {
+      std::optional<retry::KeyedLimit> keyed;
+      if (old) {
+        auto same = std::find(old->keyed_identities.begin(), old->keyed_identities.end(), identity);
+        if (same != old->keyed_identities.end()) {
+          // An unchanged keyed limit keeps every key's window.
+          const auto i = static_cast<std::size_t>(same - old->keyed_identities.begin());
+          keyed = std::move(old->keyed[i]);
+          old->keyed_identities.erase(same);
+          old->keyed.erase(old->keyed.begin() + static_cast<std::ptrdiff_t>(i));
+        }
+      }
+      if (!keyed) {
+        auto made = retry::make_keyed_limit(l, key, connect_, clock_);
+        if (!made) return fail(made.error().with_context("limit " + l.source.to_string()));
+        keyed = std::move(*made);
+      }
+      out.keyed.push_back(std::move(*keyed));
+      out.keyed_identities.push_back(identity);
+      continue;
+    }
     std::shared_ptr<limit::Limiter> limiter;
     if (old) {
       auto same = std::find(old->identities.begin(), old->identities.end(), identity);
@@ -186,6 +209,7 @@ Result<std::shared_ptr<retry::CallGate>> GateRegistry::gate(const std::string& p
   gp.breaker = p.breaker;
   gp.pacer = p.pacer;
   gp.limiters = p.limits.limiters;
+  gp.keyed = p.limits.keyed;
   if (p.limits.journal) gp.limiters.push_back(p.limits.journal);
   gp.concurrency = p.concurrency;
   gp.seed = seed_ ^ std::hash<std::string>{}(plugin + "." + operation);
@@ -205,6 +229,7 @@ Result<std::shared_ptr<retry::CallGate>> GateRegistry::gate(const std::string& p
     auto own = build_limits(plugin + "/" + operation, policy.limits, old);
     if (!own) return fail(own.error().with_context("plugin " + plugin + " operation " + operation));
     gp.limiters.insert(gp.limiters.end(), own->limiters.begin(), own->limiters.end());
+    gp.keyed.insert(gp.keyed.end(), own->keyed.begin(), own->keyed.end());
     if (own->journal) gp.limiters.push_back(own->journal);
     p.operation_limits.insert_or_assign(operation, std::move(*own));
     if (policy.concurrency && policy.concurrency != config_->plugins.at(plugin).policy.concurrency) {
@@ -212,6 +237,14 @@ Result<std::shared_ptr<retry::CallGate>> GateRegistry::gate(const std::string& p
     }
   } else if (previous != p.operation_limits.end()) {
     p.operation_limits.erase(previous);
+  }
+  if (!gp.keyed.empty()) {
+    if (!key_salt_) {
+      auto salt = limit::key_salt(connect_);
+      if (!salt) return fail(salt.error().with_context("plugin " + plugin));
+      key_salt_ = std::move(*salt);
+    }
+    gp.key_salt = *key_salt_;
   }
   auto gate = std::make_shared<retry::CallGate>(std::move(gp));
   p.gates.emplace(operation, gate);
@@ -221,14 +254,35 @@ Result<std::shared_ptr<retry::CallGate>> GateRegistry::gate(const std::string& p
 std::vector<LimiterView> GateRegistry::limiters(std::int64_t now_us) {
   std::lock_guard lock(mu_);
   std::vector<LimiterView> out;
-  auto add = [&](const std::string& plugin, const std::string& op, limit::Limiter& l, std::string declared) {
+  auto add = [&](const std::string& plugin, const std::string& op, limit::Limiter& l, std::string declared,
+                 std::string key = {}) {
     auto next = l.earliest(now_us, now_us);
-    out.push_back({plugin, op, std::move(declared), next ? *next : now_us});
+    out.push_back({plugin, op, std::move(key), std::move(declared), next ? *next : now_us});
+  };
+  // A keyed limit shows how many keys it keeps, and the keys that wait now
+  // (the busiest first, at most kShownKeys of them).
+  constexpr std::size_t kShownKeys = 20;
+  auto add_keyed = [&](const std::string& plugin, const std::string& op, const retry::KeyedLimit& k) {
+    auto keys = k.limiters->snapshot();
+    std::string declared =
+        keys.empty() ? "per key " + k.key : keys.front().second->describe() + " per key " + k.key;
+    out.push_back({plugin, op, std::to_string(keys.size()) + " keys", declared, now_us});
+    std::vector<LimiterView> waiting;
+    for (auto& [key, l] : keys) {
+      auto next = l->earliest(now_us, now_us);
+      if (next && *next > now_us) waiting.push_back({plugin, op, key, declared, *next});
+    }
+    std::sort(waiting.begin(), waiting.end(),
+              [](const LimiterView& a, const LimiterView& b) { return a.next_free_us > b.next_free_us; });
+    if (waiting.size() > kShownKeys) waiting.resize(kShownKeys);
+    out.insert(out.end(), waiting.begin(), waiting.end());
   };
   for (auto& [plugin, parts] : plugins_) {
     for (auto& l : parts.limits.limiters) add(plugin, "", *l, l->describe());
+    for (const auto& k : parts.limits.keyed) add_keyed(plugin, "", k);
     for (auto& [op, own] : parts.operation_limits) {
       for (auto& l : own.limiters) add(plugin, op, *l, l->describe());
+      for (const auto& k : own.keyed) add_keyed(plugin, op, k);
     }
     if (parts.pacer) add(plugin, "", *parts.pacer, "learned: " + parts.pacer->describe());
   }

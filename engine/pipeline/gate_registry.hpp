@@ -43,6 +43,7 @@ namespace ratchet::pipeline {
 struct LimiterView {
   std::string plugin;
   std::string operation;  // empty for the plugin's own limits
+  std::string key;        // of a keyed limit: the key (or "N keys" for the limit as a whole)
   std::string declared;   // "10/1s sliding window", or "learned" for the pacer
   std::int64_t next_free_us = 0;
 };
@@ -69,7 +70,9 @@ class GateRegistry {
   // The declared limits of one owner (a plugin, or one of its operations).
   struct OwnerLimits {
     std::vector<std::shared_ptr<limit::Limiter>> limiters;
-    std::vector<std::string> identities;           // what each limiter was built from
+    std::vector<std::string> identities;  // what each limiter was built from
+    std::vector<retry::KeyedLimit> keyed;
+    std::vector<std::string> keyed_identities;
     std::shared_ptr<limit::StartJournal> journal;  // null without process-scope limits
   };
   struct PluginParts {
@@ -98,6 +101,7 @@ class GateRegistry {
   std::shared_ptr<const Clock> clock_;
   std::map<std::string, PluginParts> plugins_;
   std::map<std::string, PluginParts> replaced_;  // by a reload; their state moves to the rebuilt parts
+  std::optional<std::string> key_salt_;          // read on the first keyed limit
 };
 
 // A stable text of everything in a plugin's policies that shapes its gates.

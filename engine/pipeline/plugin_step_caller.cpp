@@ -207,6 +207,11 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
     // A reload may have rebuilt the gate while this step waited in place.
     gate = gates_.gate(call.plugin, call.operation);
     if (!gate) return finish(runtime::CallOutcome::failed(gate.error().with_context(where)));
+    static const nlohmann::json kNoArgs = nlohmann::json::object();
+    if (Status keyed = (*gate)->bind_keys(step, call.job_args ? *call.job_args : kNoArgs, settings); !keyed) {
+      // The key is named from the arguments or the settings, never quoted.
+      return finish(runtime::CallOutcome::failed(keyed.error().with_context(where)));
+    }
     TimePoint now = clock_->now();
     std::uint64_t ended_before = 0;
     {

@@ -3,7 +3,10 @@
 #include <algorithm>
 
 #include "common/duration.hpp"
+#include "config/template.hpp"
+#include "limit/key_identity.hpp"
 #include "limit/make_limiter.hpp"
+#include "limit/micros.hpp"
 
 namespace ratchet::retry {
 namespace {
@@ -28,6 +31,48 @@ CallGate::CallGate(CallGateParts parts) : parts_(std::move(parts)), rng_(parts_.
   stack_ = limit::LimiterStack(std::move(all));
 }
 
+Status CallGate::bind_keys(CallState& step, const nlohmann::json& job_args, const nlohmann::json& settings) {
+  if (parts_.keyed.empty()) return {};
+  std::vector<std::string> keys;
+  keys.reserve(parts_.keyed.size());
+  for (const auto& k : parts_.keyed) {
+    auto text = k.parsed ? config::render_key(*k.parsed, job_args, settings)
+                         : config::render_key(k.key, job_args, settings);
+    if (!text) return fail(text.error());
+    keys.push_back(limit::key_identity(*text, k.hashed, parts_.key_salt));
+  }
+  if (keys != step.keys_) {
+    (void)step.reservation_.cancel();
+    (void)step.key_hold_.cancel();
+    step.stack_.reset();
+    step.key_stack_.reset();
+    step.stack_gate_ = nullptr;
+    step.keys_ = std::move(keys);
+  }
+  return {};
+}
+
+Result<limit::LimiterStack*> CallGate::stack_for(CallState& step, TimePoint now) {
+  if (parts_.keyed.empty()) return &stack_;
+  if (step.stack_gate_ == this && step.stack_) return &*step.stack_;
+  if (step.keys_.size() != parts_.keyed.size())
+    return fail(Error::internal("a call through keyed limits was admitted without its keys (bind_keys)"));
+  std::vector<std::shared_ptr<limit::Limiter>> all = parts_.limiters;
+  std::vector<std::shared_ptr<limit::Limiter>> own;
+  const std::int64_t now_us = limit::to_micros(now);
+  for (std::size_t i = 0; i < parts_.keyed.size(); ++i) {
+    auto l = parts_.keyed[i].limiters->get(step.keys_[i], now_us);
+    if (!l) return fail(l.error().with_context("the limit keyed by " + parts_.keyed[i].key));
+    own.push_back(*l);
+    all.push_back(std::move(*l));
+  }
+  if (parts_.pacer) all.push_back(parts_.pacer);
+  step.stack_.emplace(std::move(all));
+  step.key_stack_.emplace(std::move(own));
+  step.stack_gate_ = this;
+  return &*step.stack_;
+}
+
 double CallGate::random01() {
   std::lock_guard lock(rng_mu_);
   return std::generate_canonical<double, 53>(rng_);
@@ -40,6 +85,7 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
   auto past_deadline = [&](TimePoint t) { return deadline && t >= *deadline; };
   auto timed_out = [&](const std::string& waiting_for) {
     (void)step.reservation_.cancel();
+    (void)step.key_hold_.cancel();
     return Fail{
         Error::timeout("the step's retry deadline of " + show(*spec.deadline) + " passed " + waiting_for)};
   };
@@ -56,6 +102,7 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
       if (b.retry_at && past_deadline(*b.retry_at)) return timed_out("while the circuit breaker is open");
       // A held slot would only go stale while the circuit is open: let others use it.
       (void)step.reservation_.cancel();
+      (void)step.key_hold_.cancel();
       return Wait{b.retry_at, WaitReason::kCircuitOpen};
     }
   }
@@ -75,6 +122,7 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
     const Duration wait = at - now;
     if (step.retry_.throttled_wait + wait > parts_.max_wait) {
       (void)step.reservation_.cancel();
+      (void)step.key_hold_.cancel();
       return Fail{Error::throttled("waiting " + show(step.retry_.throttled_wait + wait) +
                                    " in all for the plugin's rate limits would pass max_wait " +
                                    show(parts_.max_wait) + " (raise max_wait or the declared limits)")};
@@ -83,13 +131,35 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
     step.retry_.throttled_wait += wait;
     return Wait{at, WaitReason::kRateLimit};
   };
+  auto stack_of = stack_for(step, now);
+  if (!stack_of) return Fail{stack_of.error().with_context("rate limiter")};
+  limit::LimiterStack& stack = **stack_of;
   // A slot held from before a reload may be in limiters since replaced: a
   // start there would not count in the limits that apply now.
-  if (step.reservation_.held() && !stack_.holds_slots_of(step.reservation_)) {
+  if (step.reservation_.held() && !stack.holds_slots_of(step.reservation_)) {
     (void)step.reservation_.cancel();
   }
+  if (!step.reservation_.held() && step.key_stack_ && step.stack_gate_ == this) {
+    // Keyed: a wait of the step's own keys is held in their limiters alone.
+    limit::LimiterStack& own = *step.key_stack_;
+    if (step.key_hold_.held() && !own.holds_slots_of(step.key_hold_)) (void)step.key_hold_.cancel();
+    if (!step.key_hold_.held()) {
+      auto e = own.earliest(now);
+      if (!e) return Fail{e.error().with_context("rate limiter")};
+      if (*e - now > kRespaceGain) {
+        auto r = own.reserve(now);
+        if (!r) return Fail{r.error().with_context("rate limiter")};
+        step.key_hold_ = std::move(*r);
+        if (ahead(step.key_hold_.at(), now)) return wait_for_slot(step.key_hold_.at());
+      }
+    } else if (ahead(step.key_hold_.at(), now)) {
+      return Wait{step.key_hold_.at(), WaitReason::kRateLimit};  // came back early
+    }
+    // Its keys' time has come: the whole stack takes over from here.
+    (void)step.key_hold_.cancel();
+  }
   if (!step.reservation_.held()) {
-    auto r = stack_.reserve(now);
+    auto r = stack.reserve(now);
     if (!r) return Fail{r.error().with_context("rate limiter")};
     step.reservation_ = std::move(*r);
     if (ahead(step.reservation_.at(), now)) return wait_for_slot(step.reservation_.at());
@@ -98,10 +168,10 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
     // come sooner than the one held: the learned pace sped up, or slots
     // ahead were given back.
     {
-      auto sooner = stack_.earliest(now);
+      auto sooner = stack.earliest(now);
       if (!sooner) return Fail{sooner.error().with_context("rate limiter")};
       if (*sooner + kRespaceGain < step.reservation_.at()) {
-        auto r = stack_.reserve(now);
+        auto r = stack.reserve(now);
         if (!r) return Fail{r.error().with_context("rate limiter")};
         step.reservation_ = std::move(*r);  // gives the later slot back
       }
@@ -114,7 +184,7 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
   // Counted when it really starts: a start counted at its slot's earlier
   // time would reach the server closer to the next one than the limit allows.
   // A step that wakes a little late keeps its place (Limiter::ready_at).
-  auto started = stack_.start(step.reservation_, now);
+  auto started = stack.start(step.reservation_, now);
   if (!started) return Fail{started.error().with_context("rate limiter")};
   if (!*started) return wait_for_slot(step.reservation_.at());
   limit::Reservation counted = std::move(step.reservation_);
@@ -132,7 +202,10 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
 Result<std::optional<TimePoint>> CallGate::confirm_send(limit::Reservation& counted, TimePoint now) {
   if (counted.started() && now - counted.counted_at() <= parts_.send_slack) return std::nullopt;
   if (!counted.started() && !counted.held()) return std::nullopt;  // counted nowhere: no limits
-  auto go = stack_.recount(counted, now);
+  // Recounted in the limiters it was counted in (with keyed limits, its keys').
+  std::optional<limit::LimiterStack> own;
+  if (!parts_.keyed.empty()) own.emplace(counted.limiters());
+  auto go = (own ? *own : stack_).recount(counted, now);
   if (!go) return fail(go.error().with_context("rate limiter"));
   if (*go) return std::nullopt;
   return counted.at();
@@ -167,10 +240,39 @@ CallGate::Verdict CallGate::record(CallState& step, Ticket ticket, const Outcome
   return Done{};
 }
 
+Result<KeyedLimit> make_keyed_limit(const config::LimitSpec& spec, const std::string& db_key,
+                                    const limit::ConnectionFactory& connect,
+                                    std::shared_ptr<const Clock> clock) {
+  if (!spec.key) return fail(Error::invalid_argument("limit " + db_key + " has no key"));
+  KeyedLimit out;
+  out.key = *spec.key;
+  auto parsed = config::parse_key_template(*spec.key);
+  if (!parsed) return fail(parsed.error().with_context("limit " + db_key));
+  for (const auto& piece : parsed->pieces) {
+    out.hashed = out.hashed || (piece.ref && piece.ref->root == config::TemplateRef::Root::kSettings);
+  }
+  out.parsed = std::make_shared<const config::KeyTemplate>(std::move(*parsed));
+  limit::KeyedLimiters::Make make;
+  if (spec.scope == config::LimitScope::kDatabase) {
+    auto tables = limit::SharedLimiterTables::open(connect);
+    if (!tables) return fail(tables.error().with_context("limit " + db_key));
+    make = [spec, db_key, tables = *tables, clock](const std::string& key) {
+      return limit::make_database_limiter(spec, db_key + "#" + key, tables, clock);
+    };
+  } else {
+    make = [spec, db_key](const std::string& key) { return limit::make_limiter(spec, db_key + "#" + key); };
+  }
+  // A key unused for a window holds nothing that still counts.
+  const std::int64_t window = spec.per.count() + limit::jitter_margin_us(spec.per.count());
+  out.limiters = std::make_shared<limit::KeyedLimiters>(std::move(make), window);
+  return out;
+}
+
 Duration declared_pace(const std::vector<config::LimitSpec>& limits) {
   Duration pace = Duration::zero();
   for (const auto& l : limits) {
-    if (l.rate < 1) continue;
+    // A keyed limit paces each key, not the plugin.
+    if (l.rate < 1 || l.key) continue;
     pace = std::max<Duration>(pace, std::chrono::duration_cast<Duration>(l.per) / l.rate);
   }
   return pace;
@@ -186,12 +288,23 @@ Result<std::shared_ptr<CallGate>> make_call_gate(const config::CallPolicy& polic
   parts.request_timeout = policy.timeout;
   if (policy.breaker.enabled) parts.breaker = std::make_shared<CircuitBreaker>(policy.breaker);
   for (const auto& spec : policy.limits) {
+    if (spec.key) {
+      auto k = make_keyed_limit(spec, limit::limiter_key(key_prefix, spec), connect);
+      if (!k) return fail(k.error());
+      parts.keyed.push_back(std::move(*k));
+      continue;
+    }
     auto l = limit::make_limiter(spec, limit::limiter_key(key_prefix, spec), connect);
     if (!l) return fail(l.error());
     parts.limiters.push_back(std::move(*l));
   }
   parts.pacer = std::make_shared<limit::AdaptivePacer>(limit::plugin_pacing(declared_pace(policy.limits)));
   if (policy.concurrency) parts.concurrency = limit::ConcurrencyLimiter::make(*policy.concurrency);
+  if (!parts.keyed.empty()) {
+    auto salt = limit::key_salt(connect);
+    if (!salt) return fail(salt.error());
+    parts.key_salt = std::move(*salt);
+  }
   parts.seed = seed;
   return std::make_shared<CallGate>(std::move(parts));
 }

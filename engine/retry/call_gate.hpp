@@ -29,6 +29,10 @@
 //                                                        when the release listener fires
 //   5. the limiters (declared and learned) give a later slot -> Wait{slot time, kRateLimit};
 //      the slot stays reserved in the CallState, so the step comes back to it in order.
+//      With keyed limits, a wait that the step's own keys impose is held in
+//      those keys' limiters alone, and the limits shared with other keys are
+//      reserved when it is over: a slot far ahead in a shared limiter would
+//      hold back every other key's calls behind it.
 //      Waits for slots add to RetryState::throttled_wait; past max_wait -> Fail (kThrottled)
 //   6. otherwise -> Go: the call may start now; the slot is counted. Each attempt takes
 //      a new slot. Right before the request leaves, confirm_send(go.counted) counts it
@@ -58,10 +62,14 @@
 #include <variant>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "config/spec.hpp"
+#include "config/template.hpp"
 #include "limit/adaptive_pacer.hpp"
 #include "limit/concurrency.hpp"
 #include "limit/database_limiter.hpp"
+#include "limit/keyed_limiters.hpp"
 #include "limit/limiter_stack.hpp"
 #include "limit/rate_headers.hpp"
 #include "ratchet/clock.hpp"
@@ -72,6 +80,15 @@
 
 namespace ratchet::retry {
 
+// A keyed limit on a gate: one budget per key of the call (config's
+// LimitSpec::key), kept in `limiters`.
+struct KeyedLimit {
+  std::string key;  // the template, e.g. "{{args.account}}"
+  std::shared_ptr<const config::KeyTemplate> parsed;
+  bool hashed = false;  // it reads the plugin's settings: named by a keyed hash
+  std::shared_ptr<limit::KeyedLimiters> limiters;
+};
+
 // What a CallGate is built from. Limiters, the pacer, the breaker and the
 // concurrency cap are shared objects: the integrator gives the same instance
 // to every gate a limit or a plugin-wide state applies to.
@@ -81,6 +98,8 @@ struct CallGateParts {
   Duration request_timeout = std::chrono::seconds(30);     // one request (CallPolicy::timeout)
   std::shared_ptr<CircuitBreaker> breaker;                 // the plugin's; null: none
   std::vector<std::shared_ptr<limit::Limiter>> limiters;   // declared: the plugin's and the operation's
+  std::vector<KeyedLimit> keyed;                           // declared per key; stack with the others
+  std::string key_salt;                                    // of the hashed keys (limit/key_identity.hpp)
   std::shared_ptr<limit::AdaptivePacer> pacer;             // the plugin's learned pace; null: do not learn
   std::shared_ptr<limit::ConcurrencyLimiter> concurrency;  // null: no cap
   limit::RateHeaderOptions headers;                        // max wait a header may impose
@@ -98,16 +117,29 @@ class CallState {
 
   const RetryState& retry_state() const { return retry_; }
   TimePoint not_before() const { return not_before_; }  // the current backoff's end
-  bool holds_slot() const { return reservation_.held(); }
+  bool holds_slot() const { return reservation_.held() || key_hold_.held(); }
   std::optional<TimePoint> slot_at() const {
-    return reservation_.held() ? std::optional<TimePoint>(reservation_.at()) : std::nullopt;
+    if (reservation_.held()) return reservation_.at();
+    if (key_hold_.held()) return key_hold_.at();
+    return std::nullopt;
   }
+  // The keys of its keyed limits, as named (CallGate::bind_keys).
+  const std::vector<std::string>& keys() const { return keys_; }
 
  private:
   friend class CallGate;
   RetryState retry_;
   TimePoint not_before_{};
   limit::Reservation reservation_;
+  // A slot in its keys' limiters only, while those make it wait (see admit).
+  limit::Reservation key_hold_;
+  std::vector<std::string> keys_;
+  // With keyed limits: the stack of every limit and the stack of its keys'
+  // alone, built by the gate named here (they hold the keys' limiters, so
+  // none is dropped meanwhile).
+  const void* stack_gate_ = nullptr;
+  std::optional<limit::LimiterStack> stack_;
+  std::optional<limit::LimiterStack> key_stack_;
 };
 
 class CallGate {
@@ -158,6 +190,14 @@ class CallGate {
 
   explicit CallGate(CallGateParts parts);
 
+  // Names the keys of the gate's keyed limits for this step's call, from the
+  // job's arguments and the plugin's settings; call before admit() (again
+  // after a reload: a step whose keys changed gives its slot back). A key
+  // that cannot be rendered (the job lacks the argument) is an
+  // invalid_argument error naming it. Without keyed limits: nothing.
+  [[nodiscard]] Status bind_keys(CallState& step, const nlohmann::json& job_args,
+                                 const nlohmann::json& settings);
+
   Admission admit(CallState& step, TimePoint now);
 
   // `headers` are the reply's (empty when the plugin reported the outcome
@@ -180,12 +220,22 @@ class CallGate {
 
  private:
   double random01();
+  // The limiters a step's call must pass: stack_, or with keyed limits the
+  // stack of the step's keys.
+  [[nodiscard]] Result<limit::LimiterStack*> stack_for(CallState& step, TimePoint now);
 
   CallGateParts parts_;
   limit::LimiterStack stack_;
   std::mutex rng_mu_;
   std::mt19937_64 rng_;
 };
+
+// The keyed limit `spec` declares (spec.key set); `db_key` (limiter_key)
+// names its keys' state in the database for `scope = "database"`, kept on one
+// connection that `connect` opens.
+[[nodiscard]] Result<KeyedLimit> make_keyed_limit(const config::LimitSpec& spec, const std::string& db_key,
+                                                  const limit::ConnectionFactory& connect,
+                                                  std::shared_ptr<const Clock> clock = nullptr);
 
 // The pace of the tightest declared limit (per / rate), the pacer's floor.
 Duration declared_pace(const std::vector<config::LimitSpec>& limits);

@@ -208,7 +208,8 @@ nlohmann::json JobRun::call_step(const std::string& name, const std::string& plu
   TimePoint started = env_.clock->now();
   StepCall call{plugin,       operation, args,
                 job_.id,      name,      idempotency_key(name),
-                job_.attempt, max_wait,  [this] { return lease_until(); }};
+                job_.attempt, max_wait,  [this] { return lease_until(); },
+                &job_.args};
   // Steps of one job may run on threads of their own (run_dag).
   store::CrashRecorder::Scope on_this_thread(env_.crashes, job_.id);
   while (true) {

@@ -34,6 +34,8 @@ struct StepCall {
   // Until when the run's lease is known to hold, read right before each
   // request leaves: past it another process may own the job. Empty: no lease.
   std::function<TimePoint()> lease_until{};
+  // The job's arguments (keyed limits read their keys there); null: none.
+  const nlohmann::json* job_args = nullptr;
 };
 
 class CallOutcome {

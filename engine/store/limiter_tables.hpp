@@ -88,6 +88,10 @@ class LimiterTables {
   virtual void journal_take_lease(const std::string& owner, const std::string& instance, std::int64_t until,
                                   std::int64_t calls) = 0;
   virtual void journal_end_lease(const std::string& owner, const std::string& instance) = 0;
+
+  // Values kept once per database (the salt of keyed limits' hashes): the
+  // value of `name`, written as `value` when it had none (the first writer wins).
+  virtual std::string meta_value(const std::string& name, const std::string& value) = 0;
 };
 
 // Opens a new connection's LimiterTables; kDatabase when the database cannot be opened.

@@ -40,6 +40,10 @@ struct LimiterInfo {
   std::string operation;  // empty: the plugin's own limit, shared by its operations
   std::string declared;   // "10/1s sliding window", or "learned: ..." for the pace learned from replies
   TimePoint next_free;    // the earliest start a new call would get
+  // A keyed limit (`key = "{{args.account}}"`) lists one row with its number
+  // of keys ("12 keys"), then one per key that waits now, with that key: a
+  // job argument's value as is, a key read from settings as a keyed hash.
+  std::string key{};
 };
 
 // Durations counted into buckets, the way a Prometheus histogram shows them.

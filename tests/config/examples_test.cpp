@@ -59,7 +59,8 @@ TEST(ExampleReference, LoadsAndItsDocumentedDefaultsMatchTheSpec) {
   EXPECT_EQ(c.engine.park_threshold, defaults.park_threshold);
   const auto& p = c.plugins.at("example");
   EXPECT_EQ(p.secret_paths, std::set<std::string>{"/api_key"});
-  EXPECT_EQ(p.policy.limits.size(), 3u);
+  ASSERT_EQ(p.policy.limits.size(), 4u);
+  EXPECT_EQ(p.policy.limits[3].key, "{{settings.api_key}}");
   EXPECT_EQ(p.operations.at("search").retry.attempts, 2);
   EXPECT_EQ(c.jobs.at("example").steps.size(), 2u);
 }

@@ -271,6 +271,58 @@ TEST(LoadErrors_BurstWithAWindowAlgorithm, IsRefused) {
       r, "t.toml:5:13: plugin.p.limit[0].algorithm: ", "burst applies only to algorithm = \"token_bucket\"");
 }
 
+TEST(LoadErrors_LimitKey, APlaceholderOtherThanAnArgumentOrASettingIsRefused) {
+  auto r = load("[[plugin.p.limit]]\nrate = 5\nper = \"1s\"\nkey = \"{{steps.a.output.x}}\"\n");
+  EXPECT_DIAGNOSTIC(r, "t.toml:4:7: plugin.p.limit[0].key: ",
+                    "it must name a job argument or a plugin setting (a limit's key reads {{args.NAME}}");
+}
+
+TEST(LoadErrors_LimitKey, AKeyWithoutAPlaceholderIsRefused) {
+  auto r = load("[[plugin.p.limit]]\nrate = 5\nper = \"1s\"\nkey = \"account\"\n");
+  EXPECT_DIAGNOSTIC(r, "t.toml:4:7: plugin.p.limit[0].key: ", "a key holds at least one placeholder");
+}
+
+TEST(LoadErrors_LimitKey, ASettingThePluginDoesNotHaveIsRefused) {
+  auto r = load(
+      "[plugin.p]\napi_key = \"k\"\n[[plugin.p.operation.q.limit]]\nrate = 5\nper = \"1s\"\n"
+      "key = \"{{settings.api_kye}}\"\n");
+  EXPECT_DIAGNOSTIC(
+      r, "t.toml:3:1: plugin.p.operation.q.limit[0].key: ",
+      "plugin p has no setting api_kye (add it to [plugin.p], or key the limit by a job argument)");
+}
+
+TEST(LoadErrors_LimitKey, AKeyFromTheEnvironmentIsRefusedWithoutShowingIt) {
+  auto r =
+      load("[[plugin.p.limit]]\nrate = 5\nper = \"1s\"\nkey = \"${KEY}\"\n", {{"KEY", "{{args.sekrit}}"}});
+  EXPECT_DIAGNOSTIC(r, "t.toml:4:7: plugin.p.limit[0].key: ", "write the key literally");
+  for (const auto& line : testing::errors(r)) EXPECT_EQ(line.find("sekrit"), std::string::npos) << line;
+}
+
+TEST(LoadErrors_LimitKey, AJobThatDeclaresItsArgumentsMustDeclareTheKeyArgument) {
+  auto r = load(R"([[plugin.p.limit]]
+rate = 5
+per = "1s"
+key = "{{args.account}}"
+[job.j]
+args = { name = "string" }
+steps = [{ name = "s", call = "p.get", args = { n = "{{args.name}}" } }]
+)");
+  EXPECT_DIAGNOSTIC(
+      r, "t.toml:7:", "is keyed by {{args.account}}; declare argument \"account\" in [job.j] args");
+  // Inferred arguments gain it.
+  auto inferred = load(R"([[plugin.p.limit]]
+rate = 5
+per = "1s"
+key = "{{args.account}}"
+[job.j]
+steps = [{ name = "s", call = "p.get", args = { n = "{{args.name}}" } }]
+)");
+  ASSERT_TRUE(inferred) << testing::joined(errors(inferred));
+  std::vector<std::string> names;
+  for (const auto& a : (*inferred)->jobs.at("j").args) names.push_back(a.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"name", "account"}));
+}
+
 TEST(LoadErrors_SeveralAtOnce, AllAreReportedInFileOrder) {
   auto r = load(R"([engine]
 workers = 0

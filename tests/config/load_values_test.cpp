@@ -54,6 +54,28 @@ TEST(LoadValues_PluginAndJobWithoutPolicy, TakeDefaults) {
   EXPECT_TRUE(j.args.empty());
 }
 
+TEST(LoadValues_KeyedLimits, KeepTheirKeyTemplate) {
+  auto r = load(R"([plugin.p]
+api_key = "${P_KEY}"
+[[plugin.p.limit]]
+rate = 5
+per = "1s"
+key = "{{args.account}}"
+[[plugin.p.limit]]
+rate = 100
+per = "1m"
+key = "key {{settings.api_key}}"
+scope = "database"
+)",
+                {{"P_KEY", "sk-1"}});
+  ASSERT_TRUE(r) << testing::joined(errors(r));
+  const auto& limits = (*r)->plugins.at("p").policy.limits;
+  ASSERT_EQ(limits.size(), 2u);
+  EXPECT_EQ(limits[0].key, "{{args.account}}");
+  EXPECT_EQ(limits[1].key, "key {{settings.api_key}}");  // the template, never the secret
+  EXPECT_EQ(limits[1].scope, LimitScope::kDatabase);
+}
+
 TEST(LoadValues_Durations, ReadEveryUnit) {
   auto r = load(R"([engine]
 park_threshold = "250ms"

@@ -6,6 +6,8 @@
 #include <random>
 #include <thread>
 
+#include "limit/key_identity.hpp"
+#include "limit/keyed_limiters.hpp"
 #include "limit/limiter_stack.hpp"
 #include "limit/make_limiter.hpp"
 #include "limit/micros.hpp"
@@ -345,6 +347,51 @@ TEST_P(DatabaseLimiterTest, MakeLimiter_DatabaseScope_KeepsTheJitterMarginOfProc
   // As in process scope: a start that reaches the server a little late must
   // still leave a whole window to the next one.
   EXPECT_EQ(second.at_us, kT0 + kSec + kJitterFloorUs);
+}
+
+// A keyed database-scope limit, as two processes hold it: each keeps one
+// connection for all its keys, and a key's budget is one across both (and
+// survives either dropping the key's limiter); other keys are untouched.
+// Both name a secret key alike: the salt is one per database.
+TEST_P(DatabaseLimiterTest, Keyed_TwoProcessesShareEachKeysBudgetAndNameKeysAlike) {
+  testing::LimiterTables db(GetParam());
+  const auto s = spec(config::LimitAlgorithm::kSlidingWindow, 1, 1s);
+  auto keyed = [&] {
+    auto tables = SharedLimiterTables::open(db.connect());
+    EXPECT_TRUE(tables) << (tables ? "" : tables.error().to_string());
+    return std::make_shared<KeyedLimiters>(
+        [s, tables = *tables](const std::string& key) {
+          return make_database_limiter(s, "imdb/keyed#" + key, tables);
+        },
+        kSec);
+  };
+  auto one = keyed();
+  auto two = keyed();
+  auto start_in = [&](KeyedLimiters& k, const std::string& key, std::int64_t now) {
+    auto l = k.get(key, now);
+    EXPECT_TRUE(l);
+    LimiterStack stack({*l});
+    auto r = stack.reserve(from_micros(now));
+    EXPECT_TRUE(r);
+    const std::int64_t at = to_micros(r->at());
+    if (at == now) {
+      EXPECT_TRUE(stack.start(*r, from_micros(now)).value_or(false));
+    }
+    return at;  // a slot for later is given back
+  };
+  EXPECT_EQ(start_in(*one, "alice", kT0), kT0);
+  EXPECT_GT(start_in(*two, "alice", kT0), kT0 + kSec - 1);  // the same budget
+  EXPECT_EQ(start_in(*two, "bob", kT0), kT0);
+  // Dropped from memory, the key's state is still in the store.
+  EXPECT_EQ(one->sweep(kT0 + 10), 1u);
+  EXPECT_GT(start_in(*one, "alice", kT0 + 10), kT0 + kSec);
+
+  auto salt_one = key_salt(db.connect());
+  auto salt_two = key_salt(db.connect());
+  ASSERT_TRUE(salt_one && salt_two);
+  EXPECT_EQ(*salt_one, *salt_two);
+  EXPECT_EQ(salt_one->size(), 64u);
+  EXPECT_EQ(key_identity("sk-secret", true, *salt_one), key_identity("sk-secret", true, *salt_two));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, DatabaseLimiterTest, ::testing::ValuesIn(store::testing::backends()),

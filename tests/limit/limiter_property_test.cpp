@@ -14,6 +14,7 @@
 
 #include "limit/fixed_window.hpp"
 #include "limit/gcra_math.hpp"
+#include "limit/keyed_limiters.hpp"
 #include "limit/limiter_stack.hpp"
 #include "limit/make_limiter.hpp"
 #include "limit/micros.hpp"
@@ -213,6 +214,135 @@ RC_GTEST_PROP(LimiterProperty, UtilisationStaysAbove95PercentWhenDemandExceedsTh
   }
   RC_TAG(algo == Algo::kSlidingWindow ? "sliding" : algo == Algo::kTokenBucket ? "bucket" : "fixed");
   RC_ASSERT(static_cast<double>(started) >= 0.95 * allowed);
+}
+
+// Keyed limits: random keys, each arrival of one key, through its key's
+// limiter and one unkeyed limit stacked on it, with late starts,
+// cancellations and a sweep before every decision (a key dropped too early
+// would forget calls that still count). No key's window ever holds more than
+// the keyed limit allows, nor the calls of all keys more than the unkeyed one.
+RC_GTEST_PROP(LimiterProperty, NoKeysWindowEverHoldsMoreThanItsLimitWhateverKeysAreDropped, ()) {
+  const Limit per_key = *gen_limit();
+  const Limit global = *gen_limit();
+  const int key_count = *rc::gen::inRange(1, 7);
+  KeyedLimiters keyed([&](const std::string&) -> Result<std::shared_ptr<Limiter>> { return make(per_key); },
+                      1);
+  auto shared = make(global);
+
+  struct Pending {
+    Reservation r;
+    int key;
+    std::int64_t lateness;
+  };
+  std::vector<Pending> pending;
+  std::map<int, std::vector<std::int64_t>> starts_of;
+  std::vector<std::int64_t> all_starts;
+  std::int64_t now = kT0;
+  auto run_due = [&](std::int64_t until) {
+    for (bool progressed = true; progressed;) {
+      progressed = false;
+      std::sort(pending.begin(), pending.end(), [](const Pending& a, const Pending& b) {
+        return to_micros(a.r.at()) + a.lateness < to_micros(b.r.at()) + b.lateness;
+      });
+      for (auto it = pending.begin(); it != pending.end(); ++it) {
+        const std::int64_t when = to_micros(it->r.at()) + it->lateness;
+        if (when > until) break;
+        now = std::max(now, when);
+        keyed.sweep(now);
+        LimiterStack stack(it->r.limiters());
+        auto go = stack.start(it->r, from_micros(now));
+        RC_ASSERT(go.has_value());
+        if (*go) {
+          starts_of[it->key].push_back(now);
+          all_starts.push_back(now);
+          pending.erase(it);
+        } else {
+          it->lateness = 0;
+        }
+        progressed = true;
+        break;
+      }
+    }
+  };
+  const int arrivals = *rc::gen::inRange(1, 150);
+  for (int i = 0; i < arrivals; ++i) {
+    const std::int64_t next = now + *rc::gen::inRange<std::int64_t>(0, 300 * kMs);
+    run_due(next);
+    now = std::max(now, next);
+    const int key = *rc::gen::inRange(0, key_count);
+    auto limiter = keyed.get("k" + std::to_string(key), now);
+    RC_ASSERT(limiter.has_value());
+    LimiterStack stack({*limiter, shared});
+    limiter->reset();
+    auto r = stack.reserve(from_micros(now));
+    RC_ASSERT(r.has_value());
+    const Act act = *rc::gen::element(Act::kOnTime, Act::kOnTime, Act::kLate, Act::kCancel);
+    if (act == Act::kCancel) {
+      RC_ASSERT(r->cancel().has_value());
+      continue;
+    }
+    const std::int64_t late = act == Act::kLate ? *rc::gen::inRange<std::int64_t>(1, 1500 * kMs) : 0;
+    pending.push_back({std::move(*r), key, late});
+  }
+  run_due(std::numeric_limits<std::int64_t>::max() / 2);
+  RC_ASSERT(pending.empty());
+  for (auto& [key, starts] : starts_of) {
+    std::sort(starts.begin(), starts.end());
+    auto b = breach(per_key, starts);
+    RC_ASSERT_FALSE(b.has_value());
+  }
+  std::sort(all_starts.begin(), all_starts.end());
+  RC_ASSERT_FALSE(breach(global, all_starts).has_value());
+}
+
+// Demand above each key's limit, from several keys at once: every key gets
+// at least 95 % of what its own limit allows over the horizon (one key's
+// backlog takes nothing from another's budget).
+RC_GTEST_PROP(LimiterProperty, EveryKeyUsesAbove95PercentOfItsLimitWhenItsDemandExceedsIt, ()) {
+  const Algo algo = *rc::gen::element(Algo::kSlidingWindow, Algo::kTokenBucket, Algo::kFixedWindow);
+  const std::int64_t rate = *rc::gen::inRange(1, 12);
+  const std::int64_t per = *rc::gen::element(100, 1000, 60000) * kMs;
+  const int windows = *rc::gen::inRange(20, 30);
+  const int key_count = *rc::gen::inRange(2, 8);
+  const Limit l{algo, rate, per, 1};
+  KeyedLimiters keyed([&](const std::string&) -> Result<std::shared_ptr<Limiter>> { return make(l); }, per);
+  const std::int64_t horizon = per * windows;
+  const double allowed = static_cast<double>(rate) * windows;
+  std::mt19937_64 random(*rc::gen::arbitrary<std::uint64_t>());
+  // Key 0 floods (ten times its rate); the others ask twice their rate.
+  struct Arrival {
+    std::int64_t at;
+    int key;
+  };
+  std::vector<Arrival> arrivals;
+  for (int k = 0; k < key_count; ++k) {
+    const std::int64_t mean_gap = std::max<std::int64_t>(per / ((k == 0 ? 10 : 2) * rate), 1);
+    std::uniform_int_distribution<std::int64_t> gap(0, 2 * mean_gap);
+    for (std::int64_t i = 0; i < rate; ++i) arrivals.push_back({kT0, k});
+    for (std::int64_t t = kT0; t < kT0 + horizon;) {
+      t += gap(random);
+      arrivals.push_back({t, k});
+    }
+  }
+  std::stable_sort(arrivals.begin(), arrivals.end(),
+                   [](const Arrival& a, const Arrival& b) { return a.at < b.at; });
+  std::vector<std::int64_t> started(static_cast<std::size_t>(key_count), 0);
+  std::vector<Reservation> held;
+  for (const auto& a : arrivals) {
+    auto limiter = keyed.get("k" + std::to_string(a.key), a.at);
+    RC_ASSERT(limiter.has_value());
+    LimiterStack stack({*limiter});
+    auto r = stack.reserve(from_micros(a.at));
+    RC_ASSERT(r.has_value());
+    if (to_micros(r->at()) < kT0 + horizon) {
+      auto go = stack.start(*r, r->at());
+      RC_ASSERT(go.has_value() && *go);
+      ++started[static_cast<std::size_t>(a.key)];
+    } else {
+      held.push_back(std::move(*r));
+    }
+  }
+  for (auto n : started) RC_ASSERT(static_cast<double>(n) >= 0.95 * allowed);
 }
 
 }  // namespace

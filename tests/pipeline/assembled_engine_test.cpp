@@ -254,6 +254,61 @@ steps = [{ name = "netflix", call = "netflix.get_rating", args = { name = "{{arg
   EXPECT_EQ(stats.portals.at("imdb").requests, kImdb);
 }
 
+// A limit keyed by a job argument: one account's backlog waits for its own
+// budget (parked, holding no worker and no shared slot) while another
+// account's job goes at once; `limits` lists the account that waits.
+TEST_F(AssembledEngineTest, KeyedLimit_AThrottledAccountNeverDelaysAnother) {
+  start_server({{"imdb", {}}});
+  const std::string jobs = R"(
+[job.on_imdb]
+steps = [{ name = "imdb", call = "imdb.get_rating", args = { name = "{{args.name}}" } }]
+)";
+  fs::path file = write_config(
+      portal("imdb", "[[plugin.imdb.limit]]\nrate = 1\nper = \"1s\"\nkey = \"{{args.account}}\"\n"), jobs);
+  auto engine = Engine::open_config(file);
+  ASSERT_TRUE(engine.has_value()) << engine.error().to_string();
+  constexpr int kAlice = 3;
+  std::vector<JobId> alice;
+  for (int i = 0; i < kAlice; ++i)
+    alice.push_back(*(*engine)->enqueue("on_imdb", {{"name", std::to_string(i)}, {"account", "alice"}}));
+  const auto began = std::chrono::steady_clock::now();
+  ASSERT_TRUE((*engine)->start().has_value());
+  std::this_thread::sleep_for(200ms);
+  bool listed = false;
+  const auto limits = (*engine)->limits();
+  for (const auto& l : limits) listed = listed || (l.plugin == "imdb" && l.key == "alice");
+  EXPECT_TRUE(listed) << "limits() does not list the account that waits";
+  auto bob = (*engine)->enqueue("on_imdb", {{"name", "Heat"}, {"account", "bob"}});
+  ASSERT_TRUE(bob.has_value());
+  const auto enqueued = std::chrono::steady_clock::now();
+  std::optional<std::chrono::steady_clock::duration> bob_took;
+  int completed = 0;
+  while (std::chrono::steady_clock::now() - began < 30s && completed < kAlice + 1) {
+    if (!bob_took && (*engine)->get(*bob)->state == JobState::kCompleted)
+      bob_took = std::chrono::steady_clock::now() - enqueued;
+    completed = 0;
+    auto counts = (*engine)->counts();
+    ASSERT_TRUE(counts.has_value());
+    for (auto [state, n] : *counts) {
+      if (state == JobState::kCompleted) completed = static_cast<int>(n);
+    }
+    std::this_thread::sleep_for(5ms);
+  }
+  const auto makespan = std::chrono::steady_clock::now() - began;
+  (*engine)->stop();
+  ASSERT_TRUE(bob_took.has_value()) << "bob's job never completed";
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+  constexpr auto kBound = 1000ms;
+#else
+  constexpr auto kBound = 400ms;
+#endif
+  EXPECT_LT(*bob_took, kBound) << "a job of another account waited behind alice's budget";
+  for (JobId id : alice) EXPECT_EQ((*engine)->get(id)->state, JobState::kCompleted) << id;
+  // Alice's three calls take two of her windows at least.
+  EXPECT_GE(makespan, 2s);
+  EXPECT_EQ(server_->stats().portals.at("imdb").requests, kAlice + 1);
+}
+
 TEST_F(AssembledEngineTest, OpenConfig_PluginWithoutFile_IsAnErrorNamingIt) {
   start_server({});
   auto engine = Engine::open_config(write_config("[plugin.no_such_portal]\nbase_url = \"x\"\n"));

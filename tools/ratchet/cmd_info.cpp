@@ -65,6 +65,7 @@ int show_limits(const InfoOptions& o) {
       j.push_back({{"plugin", l.plugin},
                    {"operation", l.operation},
                    {"declared", l.declared},
+                   {"key", l.key},
                    {"next_free", format_time(l.next_free)}});
     }
     fmt::print("{}\n", j.dump(2));
@@ -76,7 +77,8 @@ int show_limits(const InfoOptions& o) {
   }
   fmt::print("{:<18} {:<14} {:<40} {}\n", "PLUGIN", "OPERATION", "LIMIT", "NEXT FREE SLOT");
   for (const auto& l : limits) {
-    fmt::print("{:<18} {:<14} {:<40} {}\n", l.plugin, l.operation.empty() ? "(all)" : l.operation, l.declared,
+    const std::string limit = l.key.empty() ? l.declared : l.declared + " [" + l.key + "]";
+    fmt::print("{:<18} {:<14} {:<40} {}\n", l.plugin, l.operation.empty() ? "(all)" : l.operation, limit,
                l.next_free <= now ? "now" : format_relative(l.next_free, now));
   }
   return kOk;

@@ -165,6 +165,14 @@ class PgLimiterTables final : public LimiterTables {
                  {p(owner), p(instance)});
   }
 
+  std::string meta_value(const std::string& name, const std::string& value) override {
+    session_.run(
+        "INSERT INTO ratchet_database_meta (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+        {p(name), p(value)});
+    Rows r = session_.run("SELECT value FROM ratchet_database_meta WHERE name = $1", {p(name)});
+    return r.size() == 0 ? value : text(r, 0, 0);
+  }
+
  private:
   Error error(std::string_view doing, const PgError& e) const {
     return Error::database("cannot " + std::string(doing) + ": " + e.error().message() +

@@ -112,6 +112,11 @@ CREATE TABLE ratchet_limiter_leases (
 );
 CREATE TABLE ratchet_machine_clock (boot_id TEXT PRIMARY KEY, base_ns BIGINT NOT NULL);
 )sql"},
+      // Values kept once per database, such as the random salt of the keyed
+      // hash that names a limit's key when the key is a secret.
+      {2, R"sql(
+CREATE TABLE ratchet_database_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+)sql"},
   };
   return kMigrations;
 }

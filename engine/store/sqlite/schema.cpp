@@ -118,6 +118,11 @@ CREATE TABLE limiter_leases (owner TEXT NOT NULL, instance TEXT NOT NULL, until_
       {6, R"sql(
 CREATE TABLE machine_clock (boot_id TEXT PRIMARY KEY, base_ns INTEGER NOT NULL) WITHOUT ROWID;
 )sql"},
+      // Values kept once per database, such as the random salt of the keyed
+      // hash that names a limit's key when the key is a secret.
+      {7, R"sql(
+CREATE TABLE database_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+)sql"},
   };
   return kMigrations;
 }

@@ -200,6 +200,19 @@ class SqliteLimiterTables final : public LimiterTables {
     q->exec();
   }
 
+  std::string meta_value(const std::string& name, const std::string& value) override {
+    {
+      Use q(stmt("INSERT OR IGNORE INTO database_meta (name, value) VALUES (?, ?)"));
+      q->bind(1, name);
+      q->bind(2, value);
+      q->exec();
+    }
+    Use q(stmt("SELECT value FROM database_meta WHERE name = ?"));
+    q->bind(1, name);
+    if (!q->executeStep()) return value;
+    return q->getColumn(0).getString();
+  }
+
  private:
   SQLite::Statement& stmt(const char* sql) {
     auto it = cache_.find(sql);

@@ -1,0 +1,128 @@
+// What a keyed limit costs against an unkeyed one, side by side in one run:
+//   - time: one decision through a call gate (the keys named, the slot
+//     reserved and started, the outcome recorded), unkeyed vs keyed with the
+//     calls spread over 100,000 accounts (target: keyed within 2x);
+//   - memory: resident set growth with 100,000 keys in one window against one
+//     key (target: within 32 MiB), printed before the timings.
+//
+//   build/default/bench/limiter/keyed_bench
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "limit/make_limiter.hpp"
+#include "limit/micros.hpp"
+#include "retry/call_gate.hpp"
+
+namespace ratchet::retry {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr int kKeys = 100'000;
+constexpr std::int64_t kT0 = 1'700'000'000'000'000;
+
+config::LimitSpec spec(std::int64_t rate, std::optional<std::string> key) {
+  config::LimitSpec l;
+  l.rate = rate;
+  l.per = 1s;
+  l.key = std::move(key);
+  return l;
+}
+
+// A gate with one sliding window: over the whole plugin, or per account.
+std::shared_ptr<CallGate> gate(bool keyed) {
+  CallGateParts parts;
+  parts.retry.attempts = 1;
+  if (keyed) {
+    auto k = make_keyed_limit(spec(5, "{{args.account}}"), "bench/keyed", {});
+    parts.keyed.push_back(std::move(*k));
+    parts.key_salt = "salt";
+  } else {
+    auto l = limit::make_limiter(spec(1'000'000'000, std::nullopt), "bench/unkeyed");
+    parts.limiters.push_back(std::move(*l));
+  }
+  return std::make_shared<CallGate>(std::move(parts));
+}
+
+std::vector<nlohmann::json> accounts(int n) {
+  std::vector<nlohmann::json> out;
+  out.reserve(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) out.push_back({{"account", "account-" + std::to_string(i)}, {"title", "Heat"}});
+  return out;
+}
+
+// One call's decision: keys, admit, record.
+bool decide(CallGate& g, const nlohmann::json& args, std::int64_t now_us) {
+  const TimePoint now = limit::from_micros(now_us);
+  CallState step(now);
+  if (!g.bind_keys(step, args, nlohmann::json::object())) return false;
+  auto a = g.admit(step, now);
+  auto* go = std::get_if<CallGate::Go>(&a);
+  if (go == nullptr) return false;
+  auto v = g.record(step, std::move(go->ticket), Outcome::ok(), {}, now);
+  return std::holds_alternative<CallGate::Done>(v);
+}
+
+// Calls 10 us apart, accounts in turn: each account calls once a second,
+// within its limit, and all 100,000 are live in the window.
+void run(benchmark::State& state, bool keyed) {
+  auto g = gate(keyed);
+  const auto args = accounts(kKeys);
+  std::int64_t now = kT0;
+  std::size_t i = 0;
+  std::int64_t refused = 0;
+  for (auto _ : state) {
+    now += 10;
+    if (!decide(*g, args[i], now)) ++refused;
+    if (++i == args.size()) i = 0;
+  }
+  state.counters["refused"] = static_cast<double>(refused);
+}
+
+void BM_Decision_Unkeyed(benchmark::State& state) { run(state, false); }
+void BM_Decision_Keyed100kAccounts(benchmark::State& state) { run(state, true); }
+BENCHMARK(BM_Decision_Unkeyed)->MinTime(1.0);
+BENCHMARK(BM_Decision_Keyed100kAccounts)->MinTime(1.0);
+
+long resident_kib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+// Resident memory of a keyed gate holding `keys` live keys.
+long grown_kib(int keys) {
+  const auto args = accounts(keys);
+  const long before = resident_kib();
+  auto g = gate(true);
+  std::int64_t now = kT0;
+  for (const auto& a : args) {
+    now += 1;  // all inside one window: none can be dropped
+    (void)decide(*g, a, now);
+  }
+  const long after = resident_kib();
+  benchmark::DoNotOptimize(g);
+  return after - before;
+}
+
+}  // namespace
+}  // namespace ratchet::retry
+
+int main(int argc, char** argv) {
+  const long one = ratchet::retry::grown_kib(1);
+  const long many = ratchet::retry::grown_kib(ratchet::retry::kKeys);
+  std::printf("keyed memory: %d keys +%.1f MiB, 1 key +%.1f MiB: %.1f MiB apart (target <= 32 MiB)\n",
+              ratchet::retry::kKeys, static_cast<double>(many) / 1024, static_cast<double>(one) / 1024,
+              static_cast<double>(many - one) / 1024);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

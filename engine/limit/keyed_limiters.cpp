@@ -1,0 +1,56 @@
+#include "limit/keyed_limiters.hpp"
+
+#include <algorithm>
+
+namespace ratchet::limit {
+
+namespace {
+constexpr std::size_t kMinSweepSize = 1024;
+}  // namespace
+
+KeyedLimiters::KeyedLimiters(Make make, std::int64_t sweep_every_us)
+    : make_(std::move(make)), sweep_every_us_(std::max<std::int64_t>(1, sweep_every_us)) {}
+
+Result<std::shared_ptr<Limiter>> KeyedLimiters::get(const std::string& key, std::int64_t now_us) {
+  std::lock_guard lock(mu_);
+  if (keys_.size() >= sweep_at_size_ || now_us >= next_sweep_us_) sweep_locked(now_us);
+  if (auto it = keys_.find(key); it != keys_.end()) return it->second;
+  auto made = make_(key);
+  if (!made) return fail(made.error());
+  keys_.emplace(key, *made);
+  return *made;
+}
+
+std::size_t KeyedLimiters::sweep(std::int64_t now_us) {
+  std::lock_guard lock(mu_);
+  return sweep_locked(now_us);
+}
+
+std::size_t KeyedLimiters::sweep_locked(std::int64_t now_us) {
+  std::size_t dropped = 0;
+  for (auto it = keys_.begin(); it != keys_.end();) {
+    // use_count 1: only this set holds it, so no caller holds a slot in it
+    // and none can take one before the lock is let go.
+    if (it->second.use_count() == 1 && it->second->forgettable(now_us)) {
+      it = keys_.erase(it);
+      ++dropped;
+    } else {
+      ++it;
+    }
+  }
+  sweep_at_size_ = std::max(kMinSweepSize, keys_.size() * 2);
+  next_sweep_us_ = now_us + sweep_every_us_;
+  return dropped;
+}
+
+std::size_t KeyedLimiters::size() const {
+  std::lock_guard lock(mu_);
+  return keys_.size();
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Limiter>>> KeyedLimiters::snapshot() const {
+  std::lock_guard lock(mu_);
+  return {keys_.begin(), keys_.end()};
+}
+
+}  // namespace ratchet::limit

@@ -1,0 +1,57 @@
+// A keyed limit: one budget per key (`key = "{{args.account}}"`), each kept
+// by a limiter of its own, made on the key's first call.
+//
+// Memory stays bounded however many keys a run meets: a key whose limiter
+// holds nothing a new one would not (Limiter::forgettable: no start still in
+// its window, no slot held) and that no caller holds is dropped. Sweeps run
+// when the set has doubled since the last one, and at least once per
+// `sweep_every_us`, so a decision costs amortised O(1). A database-scope
+// key's state stays in the store: dropping its limiter loses nothing.
+//
+// Thread-safety: every method may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "limit/limiter.hpp"
+#include "ratchet/status.hpp"
+
+namespace ratchet::limit {
+
+class KeyedLimiters {
+ public:
+  // Makes the limiter of a key it has not seen (or has dropped).
+  using Make = std::function<Result<std::shared_ptr<Limiter>>(const std::string& key)>;
+
+  KeyedLimiters(Make make, std::int64_t sweep_every_us);
+
+  // The limiter of `key`, made on first use. now_us paces the sweeps.
+  [[nodiscard]] Result<std::shared_ptr<Limiter>> get(const std::string& key, std::int64_t now_us);
+
+  // Drops every key that is forgettable and held by no caller; how many.
+  std::size_t sweep(std::int64_t now_us);
+
+  std::size_t size() const;
+
+  // The keys kept now, with their limiters (for `ratchet limits`).
+  std::vector<std::pair<std::string, std::shared_ptr<Limiter>>> snapshot() const;
+
+ private:
+  std::size_t sweep_locked(std::int64_t now_us);
+
+  const Make make_;
+  const std::int64_t sweep_every_us_;
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<Limiter>> keys_;
+  std::size_t sweep_at_size_ = 1024;
+  std::int64_t next_sweep_us_ = 0;
+};
+
+}  // namespace ratchet::limit

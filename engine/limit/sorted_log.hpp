@@ -1,0 +1,50 @@
+// A sorted log of times that drops its oldest entries in amortised O(1):
+// a vector read from `head_`, compacted once the dropped part outgrows the
+// rest. Unlike a deque, an empty log allocates nothing (a keyed limit keeps
+// one sliding window per key).
+//
+// Thread-safety: none; the limiter that owns it locks around it.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace ratchet::limit {
+
+class SortedLog {
+ public:
+  std::span<const std::int64_t> view() const { return {v_.data() + head_, v_.size() - head_}; }
+  bool empty() const { return head_ == v_.size(); }
+
+  void insert(std::int64_t at) {
+    v_.insert(std::upper_bound(v_.begin() + static_cast<std::ptrdiff_t>(head_), v_.end(), at), at);
+  }
+  // Removes one entry equal to `at`; false when there is none.
+  bool erase_one(std::int64_t at) {
+    auto it = std::lower_bound(v_.begin() + static_cast<std::ptrdiff_t>(head_), v_.end(), at);
+    if (it == v_.end() || *it != at) return false;
+    v_.erase(it);
+    return true;
+  }
+  // Drops every entry at or before `gone`.
+  void drop_through(std::int64_t gone) {
+    auto first = v_.begin() + static_cast<std::ptrdiff_t>(head_);
+    head_ = static_cast<std::size_t>(std::upper_bound(first, v_.end(), gone) - v_.begin());
+    if (head_ == v_.size()) {
+      v_.clear();
+      v_.shrink_to_fit();  // an idle log holds no memory
+      head_ = 0;
+    } else if (head_ > v_.size() - head_) {
+      v_.erase(v_.begin(), v_.begin() + static_cast<std::ptrdiff_t>(head_));
+      head_ = 0;
+    }
+  }
+
+ private:
+  std::vector<std::int64_t> v_;
+  std::size_t head_ = 0;
+};
+
+}  // namespace ratchet::limit

@@ -1,0 +1,110 @@
+// A keyed limit keeps one limiter per key and drops a key only when its
+// limiter holds nothing that still counts: memory stays bounded however many
+// keys a run meets, and no key's budget is ever forgotten early.
+#include "limit/keyed_limiters.hpp"
+
+#include <gtest/gtest.h>
+
+#include "limit/fixed_window.hpp"
+#include "limit/limiter_stack.hpp"
+#include "limit/micros.hpp"
+#include "limit/sliding_window.hpp"
+#include "limit/token_bucket.hpp"
+
+namespace ratchet::limit {
+namespace {
+
+constexpr std::int64_t kSec = 1'000'000;
+constexpr std::int64_t kT0 = 1'700'000'000 * kSec;
+
+KeyedLimiters sliding(std::int64_t rate, std::int64_t per) {
+  return KeyedLimiters(
+      [=](const std::string&) -> Result<std::shared_ptr<Limiter>> {
+        return std::make_shared<SlidingWindowLimiter>(rate, per);
+      },
+      per);
+}
+
+void start_now(Limiter& l, std::int64_t now) {
+  auto s = l.reserve(now, now);
+  ASSERT_TRUE(s);
+  ASSERT_EQ(s->at_us, now);
+  auto u = l.start(*s, now);
+  ASSERT_TRUE(u);
+  ASSERT_EQ(*u, UseResult::kStarted);
+}
+
+TEST(KeyedLimiters, AHundredThousandKeysUsedOnceAreDroppedOnceTheirWindowPassed) {
+  auto keys = sliding(5, kSec);
+  for (int i = 0; i < 100'000; ++i) {
+    auto l = keys.get("account-" + std::to_string(i), kT0);
+    ASSERT_TRUE(l);
+    start_now(**l, kT0);
+  }
+  // Within the window every key still counts its call.
+  EXPECT_EQ(keys.sweep(kT0 + kSec / 2), 0u);
+  EXPECT_EQ(keys.size(), 100'000u);
+  EXPECT_EQ(keys.sweep(kT0 + kSec + 1), 100'000u);
+  EXPECT_EQ(keys.size(), 0u);
+}
+
+TEST(KeyedLimiters, AKeyIsNeverDroppedWhileItsWindowCountsACallOrASlotIsHeld) {
+  auto keys = sliding(1, kSec);
+  {
+    auto busy = keys.get("busy", kT0);
+    ASSERT_TRUE(busy);
+    start_now(**busy, kT0);
+  }
+  auto held = keys.get("held", kT0);
+  ASSERT_TRUE(held);
+  auto r = LimiterStack({*held}).reserve(from_micros(kT0 + 2 * kSec));
+  ASSERT_TRUE(r);
+  held->reset();  // only the reservation holds it now
+  EXPECT_EQ(keys.sweep(kT0 + kSec / 2), 0u);
+  EXPECT_EQ(keys.size(), 2u);
+  // The busy key's budget is still spent when asked again.
+  auto again = keys.get("busy", kT0 + kSec / 2);
+  ASSERT_TRUE(again);
+  auto e = (*again)->earliest(kT0 + kSec / 2, kT0 + kSec / 2);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(*e, kT0 + kSec);
+  again->reset();
+  EXPECT_EQ(keys.sweep(kT0 + 3 * kSec), 1u);  // busy's window passed; held still holds a slot
+  ASSERT_TRUE(r->cancel());
+  r = fail(Error::cancelled("dropped"));
+  EXPECT_EQ(keys.sweep(kT0 + 3 * kSec), 1u);
+  EXPECT_EQ(keys.size(), 0u);
+}
+
+TEST(KeyedLimiters, SweepsRunByThemselvesAsKeysComeAndGo) {
+  auto keys = sliding(1, kSec);
+  // A stream of new keys, one per millisecond for 20 s: never more than
+  // about one window's worth (plus a sweep's slack) is kept.
+  std::size_t most = 0;
+  for (int i = 0; i < 20'000; ++i) {
+    const std::int64_t now = kT0 + i * 1000;
+    auto l = keys.get("k" + std::to_string(i), now);
+    ASSERT_TRUE(l);
+    start_now(**l, now);
+    most = std::max(most, keys.size());
+  }
+  EXPECT_LE(most, 2'100u);
+}
+
+TEST(LimiterForgettable, EachAlgorithmIsForgettableExactlyWhenANewLimiterWouldDecideTheSame) {
+  SlidingWindowLimiter s(2, kSec);
+  TokenBucketLimiter b(2, kSec, 2);
+  FixedWindowLimiter f(2, kSec);
+  for (Limiter* l : std::initializer_list<Limiter*>{&s, &b, &f}) {
+    EXPECT_TRUE(l->forgettable(kT0)) << l->describe();
+    start_now(*l, kT0);
+    EXPECT_FALSE(l->forgettable(kT0 + 1)) << l->describe();
+  }
+  EXPECT_TRUE(s.forgettable(kT0 + kSec + 1));
+  EXPECT_TRUE(b.forgettable(kT0 + kSec / 2));   // one token refilled: full again
+  EXPECT_FALSE(f.forgettable(kT0 + kSec - 1));  // still the window of its call
+  EXPECT_TRUE(f.forgettable(kT0 + kSec));
+}
+
+}  // namespace
+}  // namespace ratchet::limit

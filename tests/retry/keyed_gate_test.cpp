@@ -1,0 +1,169 @@
+// Keyed limits on a call gate: one budget per key of the call, stacked with
+// the plugin's unkeyed limits; a throttled key never delays another key's
+// calls; keys read from settings are named by a keyed hash, never by the
+// secret itself.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "limit/key_identity.hpp"
+#include "limit/micros.hpp"
+#include "retry/call_gate.hpp"
+
+namespace ratchet::retry {
+namespace {
+
+using namespace std::chrono_literals;
+using Gate = CallGate;
+
+config::LimitSpec limit(std::int64_t rate, config::microseconds per, std::optional<std::string> key = {}) {
+  config::LimitSpec l;
+  l.rate = rate;
+  l.per = per;
+  l.key = std::move(key);
+  return l;
+}
+
+std::shared_ptr<Gate> gate_of(std::vector<config::LimitSpec> limits) {
+  config::CallPolicy policy;
+  policy.limits = std::move(limits);
+  auto g = make_call_gate(policy, "portal/op");
+  EXPECT_TRUE(g) << (g ? "" : g.error().to_string());
+  return g ? *g : nullptr;
+}
+
+nlohmann::json account(const std::string& name) { return {{"account", name}, {"title", "Heat"}}; }
+
+// Admits a bound step and says how long it must wait (zero: it went). The
+// plugin's learned pace opens at a call per 8 ms: waits under kAtOnce are
+// that pace, not a limit's window.
+constexpr Duration kAtOnce = 20ms;
+Duration wait_of(Gate& gate, CallState& step, TimePoint now) {
+  auto a = gate.admit(step, now);
+  if (auto* f = std::get_if<Gate::Fail>(&a)) {
+    ADD_FAILURE() << f->error.to_string();
+    return Duration::zero();
+  }
+  if (auto* w = std::get_if<Gate::Wait>(&a)) return w->until ? *w->until - now : Duration::max();
+  auto& go = std::get<Gate::Go>(a);
+  (void)gate.record(step, std::move(go.ticket), Outcome::ok(), {}, now);
+  return Duration::zero();
+}
+
+TEST(KeyedGate, EachKeyHasItsOwnBudgetAndAThrottledKeyNeverDelaysAnother) {
+  FakeClock clock;
+  auto gate = gate_of({limit(1, 1s, "{{args.account}}")});
+  CallState a1(clock.now()), a2(clock.now()), b1(clock.now());
+  ASSERT_TRUE(gate->bind_keys(a1, account("alice"), {}));
+  ASSERT_TRUE(gate->bind_keys(a2, account("alice"), {}));
+  ASSERT_TRUE(gate->bind_keys(b1, account("bob"), {}));
+  EXPECT_EQ(a1.keys(), std::vector<std::string>{"alice"});
+
+  EXPECT_EQ(wait_of(*gate, a1, clock.now()), Duration::zero());
+  EXPECT_GE(wait_of(*gate, a2, clock.now()), 1s);  // alice's second call waits for her window
+  // Bob's call goes at once, however long alice's queue is.
+  EXPECT_LT(wait_of(*gate, b1, clock.now()), kAtOnce);
+}
+
+TEST(KeyedGate, KeyedLimitsStackWithTheUnkeyedOnes) {
+  FakeClock clock;
+  // Two calls per account, three for the whole plugin, per second.
+  auto gate = gate_of({limit(2, 1s, "{{args.account}}"), limit(3, 1s)});
+  // Each goes when told (the learned pace's few milliseconds included).
+  auto call = [&](const std::string& who) {
+    CallState s(clock.now());
+    EXPECT_TRUE(gate->bind_keys(s, account(who), {}));
+    Duration wait = wait_of(*gate, s, clock.now());
+    if (wait > Duration::zero() && wait < kAtOnce) {
+      clock.advance(wait);
+      wait = wait_of(*gate, s, clock.now());
+    }
+    return wait;
+  };
+  EXPECT_EQ(call("alice"), Duration::zero());
+  EXPECT_EQ(call("alice"), Duration::zero());
+  EXPECT_GT(call("alice"), 900ms);  // her own budget is spent
+  EXPECT_EQ(call("bob"), Duration::zero());
+  EXPECT_GT(call("carol"), 900ms);  // the plugin's budget is spent
+}
+
+TEST(KeyedGate, AJobWithoutTheKeyArgumentFailsNamingIt) {
+  FakeClock clock;
+  auto gate = gate_of({limit(1, 1s, "{{args.account}}")});
+  CallState s(clock.now());
+  auto st = gate->bind_keys(s, nlohmann::json{{"title", "Heat"}}, {});
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.error().message().find("{{args.account}}"), std::string::npos) << st.error().message();
+  EXPECT_NE(st.error().message().find("'account'"), std::string::npos) << st.error().message();
+  // An admitted call without its keys is a caller bug, never a free pass.
+  auto a = gate->admit(s, clock.now());
+  EXPECT_TRUE(std::holds_alternative<Gate::Fail>(a));
+}
+
+TEST(KeyedGate, AKeyFromTheSettingsIsNamedByAKeyedHashNeverByTheSecret) {
+  FakeClock clock;
+  auto gate = gate_of({limit(1, 1s, "{{settings.api_key}}")});
+  const nlohmann::json settings_a = {{"api_key", "sk-live-4242-secret"}};
+  const nlohmann::json settings_b = {{"api_key", "sk-live-9999-secret"}};
+  CallState a(clock.now()), a_again(clock.now()), b(clock.now());
+  ASSERT_TRUE(gate->bind_keys(a, {}, settings_a));
+  ASSERT_TRUE(gate->bind_keys(a_again, {}, settings_a));
+  ASSERT_TRUE(gate->bind_keys(b, {}, settings_b));
+  ASSERT_EQ(a.keys().size(), 1u);
+  EXPECT_EQ(a.keys()[0].size(), 33u);
+  EXPECT_EQ(a.keys()[0][0], '#');
+  EXPECT_EQ(a.keys()[0].find("4242"), std::string::npos);
+  EXPECT_EQ(a.keys(), a_again.keys());
+  EXPECT_NE(a.keys(), b.keys());
+  // One budget per API key.
+  EXPECT_EQ(wait_of(*gate, a, clock.now()), Duration::zero());
+  EXPECT_GE(wait_of(*gate, a_again, clock.now()), 1s);
+  EXPECT_LT(wait_of(*gate, b, clock.now()), kAtOnce);
+}
+
+TEST(KeyIdentity, TheSameTextUnderAnotherSaltIsAnotherName) {
+  EXPECT_NE(limit::key_identity("sk-1", true, "salt-a"), limit::key_identity("sk-1", true, "salt-b"));
+  EXPECT_EQ(limit::key_identity("sk-1", true, "salt-a"), limit::key_identity("sk-1", true, "salt-a"));
+  // Plain keys stay readable, unless long, odd, or shaped like a hash.
+  EXPECT_EQ(limit::key_identity("alice", false, "s"), "alice");
+  EXPECT_EQ(limit::key_identity(std::string(100, 'x'), false, "s")[0], '#');
+  EXPECT_EQ(limit::key_identity("a\nb", false, "s")[0], '#');
+  EXPECT_NE(limit::key_identity("#0123", false, "s"), "#0123");
+}
+
+TEST(KeyedGate, AStepWhoseKeyChangedGivesItsSlotBack) {
+  FakeClock clock;
+  auto gate = gate_of({limit(1, 1s, "{{args.account}}")});
+  CallState first(clock.now()), second(clock.now());
+  ASSERT_TRUE(gate->bind_keys(first, account("alice"), {}));
+  ASSERT_TRUE(gate->bind_keys(second, account("alice"), {}));
+  EXPECT_EQ(wait_of(*gate, first, clock.now()), Duration::zero());
+  EXPECT_GE(wait_of(*gate, second, clock.now()), 1s);
+  EXPECT_TRUE(second.holds_slot());
+  ASSERT_TRUE(gate->bind_keys(second, account("bob"), {}));
+  EXPECT_FALSE(second.holds_slot());
+  EXPECT_LT(wait_of(*gate, second, clock.now()), kAtOnce);
+}
+
+TEST(KeyedGate, ALateRequestIsRecountedInItsKeysLimits) {
+  FakeClock clock;
+  auto gate = gate_of({limit(1, 1s, "{{args.account}}")});
+  CallState s(clock.now());
+  ASSERT_TRUE(gate->bind_keys(s, account("alice"), {}));
+  auto a = gate->admit(s, clock.now());
+  ASSERT_TRUE(std::holds_alternative<Gate::Go>(a));
+  auto& go = std::get<Gate::Go>(a);
+  clock.advance(300ms);  // connecting took long: counted anew now
+  auto sent = gate->confirm_send(go.counted, clock.now());
+  ASSERT_TRUE(sent) << sent.error().to_string();
+  EXPECT_FALSE(*sent);
+  EXPECT_EQ(go.counted.counted_at(), clock.now());
+  // Alice's next call is spaced from the recounted start.
+  CallState next(clock.now());
+  ASSERT_TRUE(gate->bind_keys(next, account("alice"), {}));
+  EXPECT_GE(wait_of(*gate, next, clock.now()), 1s);
+}
+
+}  // namespace
+}  // namespace ratchet::retry
