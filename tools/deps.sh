@@ -8,7 +8,7 @@ packages=(
   build-essential cmake ninja-build pkg-config clang-format ccache
   libsqlitecpp-dev libsqlite3-dev sqlite3
   libboost-dev libboost-filesystem-dev
-  libcurl4-openssl-dev libssl-dev
+  libcurl4-openssl-dev libssl-dev libabsl-dev
   libtomlplusplus-dev
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcpp-httplib-dev

@@ -85,6 +85,7 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
   const std::int64_t floor_us = to_micros(options_.floor);
   const std::int64_t max_us = std::max(to_micros(options_.max_interval), floor_us);
   std::lock_guard lock(mu_);
+  observed_us_ = std::max(observed_us_, now_us);
   const std::int64_t interval_before = interval_us_;
   struct Respace {
     AdaptivePacer& p;
@@ -407,6 +408,11 @@ Status AdaptivePacer::cancel(const Slot& slot) {
   if (outstanding_ > 0) --outstanding_;
   if (tat_ == slot.tat_after_us) tat_ = slot.tat_before_us;
   return {};
+}
+
+bool AdaptivePacer::forgettable(std::int64_t now_us) {
+  std::lock_guard lock(mu_);
+  return resume_us_ <= now_us && now_us - observed_us_ >= to_micros(kForgetAfter);
 }
 
 std::string AdaptivePacer::describe() const {

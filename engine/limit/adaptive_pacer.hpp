@@ -95,6 +95,11 @@ class AdaptivePacer final : public Limiter {
   [[nodiscard]] Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
   [[nodiscard]] Result<UseResult> restart(Slot& slot, std::int64_t now_us) override;
   [[nodiscard]] Status cancel(const Slot& slot) override;
+  // A key's learned pace (limit/keyed_limiters.hpp) is dropped once its
+  // server has said nothing for kForgetAfter and no pause runs: by then the
+  // next reply is as good a teacher as the old ones.
+  static constexpr Duration kForgetAfter = std::chrono::minutes(10);
+  bool forgettable(std::int64_t now_us) override;
   std::string describe() const override;
 
  private:
@@ -118,7 +123,8 @@ class AdaptivePacer final : public Limiter {
   const PacerOptions options_;
   mutable std::mutex mu_;
   std::int64_t interval_us_ = 0;
-  std::int64_t learned_us_ = 0;  // pace the headers last gave (zero: none)
+  std::int64_t observed_us_ = 0;  // the latest reply observed
+  std::int64_t learned_us_ = 0;   // pace the headers last gave (zero: none)
   std::int64_t resume_us_ = 0;
   std::int64_t tat_ = 0;          // after every slot granted: when to come
   std::int64_t started_tat_ = 0;  // after the calls started: who may go

@@ -21,6 +21,12 @@ Result<std::shared_ptr<Limiter>> KeyedLimiters::get(const std::string& key, std:
   return *made;
 }
 
+std::shared_ptr<Limiter> KeyedLimiters::find(const std::string& key) const {
+  std::lock_guard lock(mu_);
+  auto it = keys_.find(key);
+  return it == keys_.end() ? nullptr : it->second;
+}
+
 std::size_t KeyedLimiters::sweep(std::int64_t now_us) {
   std::lock_guard lock(mu_);
   return sweep_locked(now_us);
@@ -28,16 +34,11 @@ std::size_t KeyedLimiters::sweep(std::int64_t now_us) {
 
 std::size_t KeyedLimiters::sweep_locked(std::int64_t now_us) {
   std::size_t dropped = 0;
-  for (auto it = keys_.begin(); it != keys_.end();) {
-    // use_count 1: only this set holds it, so no caller holds a slot in it
-    // and none can take one before the lock is let go.
-    if (it->second.use_count() == 1 && it->second->forgettable(now_us)) {
-      it = keys_.erase(it);
-      ++dropped;
-    } else {
-      ++it;
-    }
-  }
+  // use_count 1: only this set holds it, so no caller holds a slot in it
+  // and none can take one before the lock is let go.
+  dropped = absl::erase_if(keys_, [now_us](const auto& entry) {
+    return entry.second.use_count() == 1 && entry.second->forgettable(now_us);
+  });
   sweep_at_size_ = std::max(kMinSweepSize, keys_.size() * 2);
   next_sweep_us_ = now_us + sweep_every_us_;
   return dropped;

@@ -16,9 +16,10 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include <absl/container/flat_hash_map.h>
 
 #include "limit/limiter.hpp"
 #include "ratchet/status.hpp"
@@ -35,6 +36,9 @@ class KeyedLimiters {
   // The limiter of `key`, made on first use. now_us paces the sweeps.
   [[nodiscard]] Result<std::shared_ptr<Limiter>> get(const std::string& key, std::int64_t now_us);
 
+  // The limiter of `key` if it has one, else null (makes nothing).
+  std::shared_ptr<Limiter> find(const std::string& key) const;
+
   // Drops every key that is forgettable and held by no caller; how many.
   std::size_t sweep(std::int64_t now_us);
 
@@ -49,7 +53,9 @@ class KeyedLimiters {
   const Make make_;
   const std::int64_t sweep_every_us_;
   mutable std::mutex mu_;
-  std::unordered_map<std::string, std::shared_ptr<Limiter>> keys_;
+  // Open addressing (abseil's Swiss table): one probe where a node map
+  // takes two cache misses, which is most of a keyed decision at 100,000 keys.
+  absl::flat_hash_map<std::string, std::shared_ptr<Limiter>> keys_;
   std::size_t sweep_at_size_ = 1024;
   std::int64_t next_sweep_us_ = 0;
 };

@@ -1,7 +1,7 @@
 // A sorted log of times that drops its oldest entries in amortised O(1):
 // a vector read from `head_`, compacted once the dropped part outgrows the
-// rest. Unlike a deque, an empty log allocates nothing (a keyed limit keeps
-// one sliding window per key).
+// rest. Unlike a deque, a log never used allocates nothing (a keyed limit
+// keeps one sliding window per key).
 //
 // Thread-safety: none; the limiter that owns it locks around it.
 #pragma once
@@ -33,8 +33,7 @@ class SortedLog {
     auto first = v_.begin() + static_cast<std::ptrdiff_t>(head_);
     head_ = static_cast<std::size_t>(std::upper_bound(first, v_.end(), gone) - v_.begin());
     if (head_ == v_.size()) {
-      v_.clear();
-      v_.shrink_to_fit();  // an idle log holds no memory
+      v_.clear();  // keeps its room: a log that drains often fills again
       head_ = 0;
     } else if (head_ > v_.size() - head_) {
       v_.erase(v_.begin(), v_.begin() + static_cast<std::ptrdiff_t>(head_));

@@ -176,6 +176,15 @@ Result<GateRegistry::PluginParts*> GateRegistry::plugin_parts(const std::string&
   parts.pacer = old && old->pace == parts.pace
                     ? old->pacer
                     : std::make_shared<limit::AdaptivePacer>(limit::plugin_pacing(parts.pace));
+  for (const auto& l : spec.policy.limits) {
+    if (!l.key) continue;
+    const Duration floor =
+        std::max(parts.pace, std::chrono::duration_cast<Duration>(l.per) / std::max<std::int64_t>(1, l.rate));
+    parts.key_pace_shape = *l.key + "/" + std::to_string(floor.count());
+    parts.key_pacers =
+        old && old->key_pace_shape == parts.key_pace_shape ? old->key_pacers : retry::make_key_pacers(floor);
+    break;
+  }
   parts.concurrency_cap = spec.policy.concurrency;
   if (old && old->concurrency_cap == parts.concurrency_cap) {
     parts.concurrency = old->concurrency;  // its permits are still out
@@ -209,7 +218,9 @@ Result<std::shared_ptr<retry::CallGate>> GateRegistry::gate(const std::string& p
   gp.breaker = p.breaker;
   gp.pacer = p.pacer;
   gp.limiters = p.limits.limiters;
-  gp.keyed = p.limits.keyed;
+  gp.keyed = p.limits.keyed;  // first: the key pacers follow keyed[0]
+  gp.key_pacers = p.key_pacers;
+  gp.pacer_key = 0;
   if (p.limits.journal) gp.limiters.push_back(p.limits.journal);
   gp.concurrency = p.concurrency;
   gp.seed = seed_ ^ std::hash<std::string>{}(plugin + "." + operation);
@@ -285,6 +296,18 @@ std::vector<LimiterView> GateRegistry::limiters(std::int64_t now_us) {
       for (const auto& k : own.keyed) add_keyed(plugin, op, k);
     }
     if (parts.pacer) add(plugin, "", *parts.pacer, "learned: " + parts.pacer->describe());
+    if (parts.key_pacers) {
+      // The keys whose learned pace holds their calls back now.
+      std::vector<LimiterView> waiting;
+      for (auto& [key, l] : parts.key_pacers->snapshot()) {
+        auto next = l->earliest(now_us, now_us);
+        if (next && *next > now_us) waiting.push_back({plugin, "", key, "learned: " + l->describe(), *next});
+      }
+      std::sort(waiting.begin(), waiting.end(),
+                [](const LimiterView& a, const LimiterView& b) { return a.next_free_us > b.next_free_us; });
+      if (waiting.size() > kShownKeys) waiting.resize(kShownKeys);
+      out.insert(out.end(), waiting.begin(), waiting.end());
+    }
   }
   return out;
 }

@@ -82,6 +82,9 @@ class GateRegistry {
     std::string breaker_shape;
     std::shared_ptr<limit::AdaptivePacer> pacer;
     Duration pace{};
+    // With keyed limits of the plugin's own: the learned pace per key of the first.
+    std::shared_ptr<limit::KeyedLimiters> key_pacers;
+    std::string key_pace_shape;
     std::shared_ptr<limit::ConcurrencyLimiter> concurrency;
     std::optional<int> concurrency_cap;
     std::map<std::string, std::shared_ptr<retry::CallGate>> gates;  // by operation

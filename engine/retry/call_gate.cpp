@@ -34,18 +34,25 @@ CallGate::CallGate(CallGateParts parts) : parts_(std::move(parts)), rng_(parts_.
 Status CallGate::bind_keys(CallState& step, const nlohmann::json& job_args, const nlohmann::json& settings) {
   if (parts_.keyed.empty()) return {};
   std::vector<std::string> keys;
-  keys.reserve(parts_.keyed.size());
-  for (const auto& k : parts_.keyed) {
+  const bool same_count = step.keys_.size() == parts_.keyed.size();
+  for (std::size_t i = 0; i < parts_.keyed.size(); ++i) {
+    const auto& k = parts_.keyed[i];
     auto text = k.parsed ? config::render_key(*k.parsed, job_args, settings)
                          : config::render_key(k.key, job_args, settings);
     if (!text) return fail(text.error());
-    keys.push_back(limit::key_identity(*text, k.hashed, parts_.key_salt));
+    std::string name = limit::key_identity(*text, k.hashed, parts_.key_salt);
+    // The common case: the same keys as at the step's last admission.
+    if (same_count && keys.empty() && step.keys_[i] == name) continue;
+    if (keys.empty()) {
+      keys.reserve(parts_.keyed.size());
+      if (same_count) keys.assign(step.keys_.begin(), step.keys_.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+    keys.push_back(std::move(name));
   }
-  if (keys != step.keys_) {
+  if (!keys.empty()) {
     (void)step.reservation_.cancel();
     (void)step.key_hold_.cancel();
     step.stack_.reset();
-    step.key_stack_.reset();
     step.stack_gate_ = nullptr;
     step.keys_ = std::move(keys);
   }
@@ -57,18 +64,23 @@ Result<limit::LimiterStack*> CallGate::stack_for(CallState& step, TimePoint now)
   if (step.stack_gate_ == this && step.stack_) return &*step.stack_;
   if (step.keys_.size() != parts_.keyed.size())
     return fail(Error::internal("a call through keyed limits was admitted without its keys (bind_keys)"));
-  std::vector<std::shared_ptr<limit::Limiter>> all = parts_.limiters;
-  std::vector<std::shared_ptr<limit::Limiter>> own;
+  // The keys' limiters follow the unkeyed ones (see keyed_of).
+  std::vector<std::shared_ptr<limit::Limiter>> all;
+  all.reserve(parts_.limiters.size() + parts_.keyed.size() + 1);
+  all = parts_.limiters;
   const std::int64_t now_us = limit::to_micros(now);
   for (std::size_t i = 0; i < parts_.keyed.size(); ++i) {
     auto l = parts_.keyed[i].limiters->get(step.keys_[i], now_us);
     if (!l) return fail(l.error().with_context("the limit keyed by " + parts_.keyed[i].key));
-    own.push_back(*l);
     all.push_back(std::move(*l));
   }
-  if (parts_.pacer) all.push_back(parts_.pacer);
+  step.pacer_ = parts_.pacer;
+  if (parts_.key_pacers && parts_.pacer_key < step.keys_.size()) {
+    if (auto own = parts_.key_pacers->find(step.keys_[parts_.pacer_key]))
+      step.pacer_ = std::static_pointer_cast<limit::AdaptivePacer>(own);
+  }
+  if (step.pacer_) all.push_back(step.pacer_);
   step.stack_.emplace(std::move(all));
-  step.key_stack_.emplace(std::move(own));
   step.stack_gate_ = this;
   return &*step.stack_;
 }
@@ -139,15 +151,30 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
   if (step.reservation_.held() && !stack.holds_slots_of(step.reservation_)) {
     (void)step.reservation_.cancel();
   }
-  if (!step.reservation_.held() && step.key_stack_ && step.stack_gate_ == this) {
+  if (!step.reservation_.held() && !parts_.keyed.empty()) {
     // Keyed: a wait of the step's own keys is held in their limiters alone.
-    limit::LimiterStack& own = *step.key_stack_;
-    if (step.key_hold_.held() && !own.holds_slots_of(step.key_hold_)) (void)step.key_hold_.cancel();
+    const auto& all = stack.limiters();
+    const auto first = all.begin() + static_cast<std::ptrdiff_t>(parts_.limiters.size());
+    const std::vector<std::shared_ptr<limit::Limiter>> keyed_of(
+        first, first + static_cast<std::ptrdiff_t>(parts_.keyed.size()));
+    if (step.key_hold_.held() && step.key_hold_.limiters() != keyed_of) (void)step.key_hold_.cancel();
     if (!step.key_hold_.held()) {
-      auto e = own.earliest(now);
-      if (!e) return Fail{e.error().with_context("rate limiter")};
-      if (*e - now > kRespaceGain) {
-        auto r = own.reserve(now);
+      // The earliest time every key's limiter allows (each answer only moves it later).
+      const std::int64_t now_us = limit::to_micros(now);
+      std::int64_t t = now_us;
+      for (bool moved = true; moved;) {
+        moved = false;
+        for (const auto& l : keyed_of) {
+          auto e = l->earliest(now_us, t);
+          if (!e) return Fail{e.error().with_context("rate limiter")};
+          if (*e > t) {
+            t = *e;
+            moved = true;
+          }
+        }
+      }
+      if (limit::from_micros(t) - now > kRespaceGain) {
+        auto r = limit::LimiterStack(keyed_of).reserve(now);
         if (!r) return Fail{r.error().with_context("rate limiter")};
         step.key_hold_ = std::move(*r);
         if (ahead(step.key_hold_.at(), now)) return wait_for_slot(step.key_hold_.at());
@@ -225,7 +252,18 @@ CallGate::Verdict CallGate::record(CallState& step, Ticket ticket, const Outcome
     }
   }
   if (!outcome.held_back) {
-    if (parts_.pacer) parts_.pacer->observe(hint, now, ticket.started());
+    std::shared_ptr<limit::AdaptivePacer> pacer = step.pacer_ ? step.pacer_ : parts_.pacer;
+    if (parts_.key_pacers && pacer == parts_.pacer && parts_.pacer_key < step.keys_.size() &&
+        (!hint.empty() || hint.limit || hint.remaining)) {
+      // The key's server said something: from now on the key has a pace of its own.
+      auto own = parts_.key_pacers->get(step.keys_[parts_.pacer_key], limit::to_micros(now));
+      if (own) {
+        pacer = std::static_pointer_cast<limit::AdaptivePacer>(*own);
+        step.stack_.reset();  // rebuilt with it at the next admission
+        step.stack_gate_ = nullptr;
+      }
+    }
+    if (pacer) pacer->observe(hint, now, ticket.started());
     if (parts_.breaker) parts_.breaker->record(outcome.is_failure(), ticket.probe_, now);
     ticket.probe_ = false;  // reported: the ticket must not release it again
   }
@@ -262,10 +300,21 @@ Result<KeyedLimit> make_keyed_limit(const config::LimitSpec& spec, const std::st
   } else {
     make = [spec, db_key](const std::string& key) { return limit::make_limiter(spec, db_key + "#" + key); };
   }
-  // A key unused for a window holds nothing that still counts.
+  // A key unused for a window holds nothing that still counts; sweeping for
+  // such keys walks them all, so it runs at most every 10 s (and whenever
+  // the keys have doubled): memory stays within twice the live keys.
   const std::int64_t window = spec.per.count() + limit::jitter_margin_us(spec.per.count());
-  out.limiters = std::make_shared<limit::KeyedLimiters>(std::move(make), window);
+  out.limiters =
+      std::make_shared<limit::KeyedLimiters>(std::move(make), std::max<std::int64_t>(window, 10'000'000));
   return out;
+}
+
+std::shared_ptr<limit::KeyedLimiters> make_key_pacers(Duration floor) {
+  return std::make_shared<limit::KeyedLimiters>(
+      [floor](const std::string&) -> Result<std::shared_ptr<limit::Limiter>> {
+        return std::make_shared<limit::AdaptivePacer>(limit::plugin_pacing(floor));
+      },
+      limit::to_micros(limit::AdaptivePacer::kForgetAfter));
 }
 
 Duration declared_pace(const std::vector<config::LimitSpec>& limits) {
@@ -300,6 +349,12 @@ Result<std::shared_ptr<CallGate>> make_call_gate(const config::CallPolicy& polic
   }
   parts.pacer = std::make_shared<limit::AdaptivePacer>(limit::plugin_pacing(declared_pace(policy.limits)));
   if (policy.concurrency) parts.concurrency = limit::ConcurrencyLimiter::make(*policy.concurrency);
+  for (const auto& l : policy.limits) {
+    if (!l.key) continue;
+    parts.key_pacers = make_key_pacers(
+        std::max(declared_pace(policy.limits), std::chrono::duration_cast<Duration>(l.per) / l.rate));
+    break;  // the first keyed limit is parts.keyed[0]
+  }
   if (!parts.keyed.empty()) {
     auto salt = limit::key_salt(connect);
     if (!salt) return fail(salt.error());

@@ -94,12 +94,17 @@ struct KeyedLimit {
 // to every gate a limit or a plugin-wide state applies to.
 struct CallGateParts {
   config::RetrySpec retry;
-  Duration max_wait = std::chrono::hours(24);              // throttling waits of one step, in all
-  Duration request_timeout = std::chrono::seconds(30);     // one request (CallPolicy::timeout)
-  std::shared_ptr<CircuitBreaker> breaker;                 // the plugin's; null: none
-  std::vector<std::shared_ptr<limit::Limiter>> limiters;   // declared: the plugin's and the operation's
-  std::vector<KeyedLimit> keyed;                           // declared per key; stack with the others
-  std::string key_salt;                                    // of the hashed keys (limit/key_identity.hpp)
+  Duration max_wait = std::chrono::hours(24);             // throttling waits of one step, in all
+  Duration request_timeout = std::chrono::seconds(30);    // one request (CallPolicy::timeout)
+  std::shared_ptr<CircuitBreaker> breaker;                // the plugin's; null: none
+  std::vector<std::shared_ptr<limit::Limiter>> limiters;  // declared: the plugin's and the operation's
+  std::vector<KeyedLimit> keyed;                          // declared per key; stack with the others
+  std::string key_salt;                                   // of the hashed keys (limit/key_identity.hpp)
+  // The learned pace per key of keyed[pacer_key] (AdaptivePacers), made on
+  // the first reply of a key that says something about its limit; until
+  // then a key's calls are paced by `pacer`. Null: one pace for the plugin.
+  std::shared_ptr<limit::KeyedLimiters> key_pacers;
+  std::size_t pacer_key = 0;
   std::shared_ptr<limit::AdaptivePacer> pacer;             // the plugin's learned pace; null: do not learn
   std::shared_ptr<limit::ConcurrencyLimiter> concurrency;  // null: no cap
   limit::RateHeaderOptions headers;                        // max wait a header may impose
@@ -134,12 +139,12 @@ class CallState {
   // A slot in its keys' limiters only, while those make it wait (see admit).
   limit::Reservation key_hold_;
   std::vector<std::string> keys_;
-  // With keyed limits: the stack of every limit and the stack of its keys'
-  // alone, built by the gate named here (they hold the keys' limiters, so
-  // none is dropped meanwhile).
+  // With keyed limits: the stack of every limit, its keys' after the
+  // unkeyed ones, built by the gate named here (it holds the keys'
+  // limiters, so none is dropped meanwhile).
   const void* stack_gate_ = nullptr;
   std::optional<limit::LimiterStack> stack_;
-  std::optional<limit::LimiterStack> key_stack_;
+  std::shared_ptr<limit::AdaptivePacer> pacer_;  // the learned pace in stack_
 };
 
 class CallGate {
@@ -229,6 +234,10 @@ class CallGate {
   std::mutex rng_mu_;
   std::mt19937_64 rng_;
 };
+
+// The learned paces of a plugin's keys: AdaptivePacers over `floor` (the
+// tightest of the plugin's declared pace and the keyed limit's own).
+std::shared_ptr<limit::KeyedLimiters> make_key_pacers(Duration floor);
 
 // The keyed limit `spec` declares (spec.key set); `db_key` (limiter_key)
 // names its keys' state in the database for `scope = "database"`, kept on one

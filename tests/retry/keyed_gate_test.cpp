@@ -122,6 +122,25 @@ TEST(KeyedGate, AKeyFromTheSettingsIsNamedByAKeyedHashNeverByTheSecret) {
   EXPECT_LT(wait_of(*gate, b, clock.now()), kAtOnce);
 }
 
+TEST(KeyedGate, EachKeyLearnsItsOwnPaceFromItsServer) {
+  FakeClock clock;
+  auto gate = gate_of({limit(10, 1s, "{{args.account}}")});
+  // Alice's call is refused: her key pauses for the server's Retry-After.
+  CallState a(clock.now());
+  ASSERT_TRUE(gate->bind_keys(a, account("alice"), {}));
+  auto admitted = gate->admit(a, clock.now());
+  ASSERT_TRUE(std::holds_alternative<Gate::Go>(admitted));
+  auto v = gate->record(a, std::move(std::get<Gate::Go>(admitted).ticket), Outcome::throttled(5s, "429"), {},
+                        clock.now());
+  ASSERT_TRUE(std::holds_alternative<Gate::RetryAt>(v));
+  clock.advance(200ms);
+  CallState a2(clock.now()), b(clock.now());
+  ASSERT_TRUE(gate->bind_keys(a2, account("alice"), {}));
+  ASSERT_TRUE(gate->bind_keys(b, account("bob"), {}));
+  EXPECT_GE(wait_of(*gate, a2, clock.now()), 4s);               // alice's server said wait
+  EXPECT_EQ(wait_of(*gate, b, clock.now()), Duration::zero());  // bob's did not
+}
+
 TEST(KeyIdentity, TheSameTextUnderAnotherSaltIsAnotherName) {
   EXPECT_NE(limit::key_identity("sk-1", true, "salt-a"), limit::key_identity("sk-1", true, "salt-b"));
   EXPECT_EQ(limit::key_identity("sk-1", true, "salt-a"), limit::key_identity("sk-1", true, "salt-a"));
