@@ -7,6 +7,7 @@
 //   ratchet-bench-oscar --n 50 --scale 0.5   # quicker: fewer jobs, half the rates
 //   ratchet-bench-oscar --json               # the same as one JSON document
 //   ratchet-bench-oscar --only barrier --only engine
+//   ratchet-bench-oscar --only accounts --spread skewed   # 1000 jobs over 50 accounts
 //
 // Progress goes to stderr, the table (or JSON) to stdout. Exits 0, 1 when
 // the server cannot start, 3 when a strategy got a rating the server never
@@ -21,6 +22,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "accounts_row.hpp"
 #include "harness.hpp"
 #include "strategies.hpp"
 #include "table.hpp"
@@ -68,8 +70,20 @@ int run(int argc, char** argv) {
       ->check(CLI::Range(1, 3600));
   app.add_option("--seed", seed, "seed of the strategies' jitter and random sleeps");
   app.add_flag("--json", json, "print JSON instead of the table");
-  app.add_option("--only", only, "run only these rows: job_retry, barrier, blind_retry, engine")
-      ->check(CLI::IsMember({"job_retry", "barrier", "blind_retry", "engine"}));
+  app.add_option("--only", only, "run only these rows: job_retry, barrier, blind_retry, engine, accounts")
+      ->check(CLI::IsMember({"job_retry", "barrier", "blind_retry", "engine", "accounts"}));
+  AccountsSetup accounts;
+  std::vector<std::string> spreads{"even"};
+  app.add_option("--account-jobs", accounts.jobs, "jobs of the accounts rows")->check(CLI::Range(1, 100000));
+  app.add_option("--accounts", accounts.accounts, "accounts the accounts rows spread their jobs over")
+      ->check(CLI::Range(1, 10000));
+  app.add_option("--account-rate", accounts.account_rate, "calls a second the portal allows each account")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{100000}));
+  app.add_option("--portal-rate", accounts.portal_rate, "calls a second the portal allows all accounts")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{100000}));
+  app.add_option("--spread", spreads,
+                 "how the accounts rows spread jobs: even, skewed (one in ten to one account)")
+      ->check(CLI::IsMember({"even", "skewed"}));
   app.add_option("--burst", burst,
                  "bucket size of the two token-bucket portals (default: a sixth of their rate)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{100000}));
@@ -131,10 +145,26 @@ int run(int argc, char** argv) {
     add("engine", name, engine_setup, run_engine);
   }
 
+  std::vector<AccountsRow> account_rows;
+  if (wanted("accounts")) {
+    accounts.workers = workers;
+    accounts.deadline = setup.deadline;
+    accounts.plugin_dir = setup.plugin_dir;
+    accounts.work_dir = setup.work_dir;
+    for (const auto& spread : spreads) {
+      AccountsSetup s = accounts;
+      s.spread = spread;
+      std::cerr << "running: engine, " << spread << " accounts\n";
+      account_rows.push_back(run_accounts(s));
+    }
+  }
   if (json) {
-    std::cout << to_json(setup, rows).dump(2) << "\n";
+    nlohmann::json doc = to_json(setup, rows);
+    if (!account_rows.empty()) doc["accounts"] = accounts_json(accounts, account_rows);
+    std::cout << doc.dump(2) << "\n";
   } else {
-    print_table(std::cout, setup, rows);
+    if (!rows.empty()) print_table(std::cout, setup, rows);
+    if (!account_rows.empty()) print_accounts(std::cout, accounts, account_rows);
   }
   for (const auto& r : rows) {
     if (r.ratings_wrong > 0) return 3;

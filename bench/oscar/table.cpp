@@ -5,13 +5,14 @@
 #include <sstream>
 
 namespace ratchet::bench {
-namespace {
 
 std::string fixed(double v, int decimals) {
   std::ostringstream out;
   out << std::fixed << std::setprecision(decimals) << v;
   return out.str();
 }
+
+namespace {
 
 // Left-aligns the first column and right-aligns the others.
 void print_grid(std::ostream& out, const std::vector<std::vector<std::string>>& grid) {

@@ -208,6 +208,37 @@ Result<bool> LimiterStack::use_slots(Reservation& r, std::int64_t now_us, UseSlo
   return false;
 }
 
+Result<Reservation> LimiterStack::join(Reservation a, Reservation b) const {
+  if (!a.held_ || !b.held_) return fail(Error::invalid_argument("joined a limiter reservation not held"));
+  Reservation out;
+  out.held_ = true;
+  out.at_us_ = std::max(a.at_us_, b.at_us_);
+  for (const auto& l : limiters_) {
+    bool found = false;
+    for (auto* part : {&a, &b}) {
+      for (auto it = part->slots_.begin(); it != part->slots_.end(); ++it) {
+        if (it->first != l) continue;
+        out.slots_.push_back(std::move(*it));
+        part->slots_.erase(it);
+        found = true;
+        break;
+      }
+      if (found) break;
+    }
+    if (!found) {
+      (void)out.cancel();
+      return fail(Error::internal("joined limiter reservations do not cover the stack"));
+    }
+  }
+  if (!a.slots_.empty() || !b.slots_.empty()) {
+    (void)out.cancel();
+    return fail(Error::internal("joined limiter reservations hold slots outside the stack"));
+  }
+  a.held_ = false;
+  b.held_ = false;
+  return out;
+}
+
 bool LimiterStack::holds_slots_of(const Reservation& r) const {
   if (r.slots_.size() != limiters_.size()) return false;
   for (std::size_t i = 0; i < limiters_.size(); ++i) {

@@ -93,6 +93,12 @@ class LimiterStack {
   std::size_t size() const { return limiters_.size(); }
   const std::vector<std::shared_ptr<Limiter>>& limiters() const { return limiters_; }
 
+  // One reservation holding the slots of `a` and `b`, made in disjoint parts
+  // of this stack's limiters that together are all of them, in this stack's
+  // order, for the later of their times. Fails (giving both back) when they
+  // are not such parts.
+  [[nodiscard]] Result<Reservation> join(Reservation a, Reservation b) const;
+
   // Whether `r` holds slots in exactly this stack's limiters (a reservation
   // made before a reload may hold slots in limiters since replaced).
   bool holds_slots_of(const Reservation& r) const;

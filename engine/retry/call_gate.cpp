@@ -79,6 +79,9 @@ Result<limit::LimiterStack*> CallGate::stack_for(CallState& step, TimePoint now)
     if (auto own = parts_.key_pacers->find(step.keys_[parts_.pacer_key]))
       step.pacer_ = std::static_pointer_cast<limit::AdaptivePacer>(own);
   }
+  // A key's own learned pace is one of its own limiters (a wait for it is
+  // held apart from the shared ones, as its declared limits' are).
+  step.own_limiters_ = parts_.keyed.size() + (step.pacer_ && step.pacer_ != parts_.pacer ? 1 : 0);
   if (step.pacer_) all.push_back(step.pacer_);
   step.stack_.emplace(std::move(all));
   step.stack_gate_ = this;
@@ -143,6 +146,19 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
     step.retry_.throttled_wait += wait;
     return Wait{at, WaitReason::kRateLimit};
   };
+  // A keyed step whose slot in every limit, shared ones included, came out
+  // far ahead (for its keys' next room: a move, or a race with another step
+  // of its key) gives it back and waits for that room in its keys' limiters
+  // alone, as at first.
+  auto rewound = [&]() -> std::optional<Admission> {
+    if (parts_.keyed.empty() || step.rewound_ || step.reservation_.at() - now <= kRespaceGain)
+      return std::nullopt;
+    (void)step.reservation_.cancel();
+    step.rewound_ = true;
+    Admission again = admit(step, now);
+    step.rewound_ = false;
+    return again;
+  };
   auto stack_of = stack_for(step, now);
   if (!stack_of) return Fail{stack_of.error().with_context("rate limiter")};
   limit::LimiterStack& stack = **stack_of;
@@ -152,19 +168,24 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
     (void)step.reservation_.cancel();
   }
   if (!step.reservation_.held() && !parts_.keyed.empty()) {
-    // Keyed: a wait of the step's own keys is held in their limiters alone.
+    // Keyed: a wait of the step's own keys is held in their limiters alone,
+    // and the limits shared with other keys are reserved when it is over (a
+    // slot far ahead in them would hold every other key's calls back).
     const auto& all = stack.limiters();
     const auto first = all.begin() + static_cast<std::ptrdiff_t>(parts_.limiters.size());
-    const std::vector<std::shared_ptr<limit::Limiter>> keyed_of(
-        first, first + static_cast<std::ptrdiff_t>(parts_.keyed.size()));
-    if (step.key_hold_.held() && step.key_hold_.limiters() != keyed_of) (void)step.key_hold_.cancel();
+    const auto last = first + static_cast<std::ptrdiff_t>(step.own_limiters_);
+    const std::vector<std::shared_ptr<limit::Limiter>> own(first, last);
+    std::vector<std::shared_ptr<limit::Limiter>> shared(all.begin(), first);
+    shared.insert(shared.end(), last, all.end());
+    limit::LimiterStack shared_stack(std::move(shared));
+    if (step.key_hold_.held() && step.key_hold_.limiters() != own) (void)step.key_hold_.cancel();
     if (!step.key_hold_.held()) {
       // The earliest time every key's limiter allows (each answer only moves it later).
       const std::int64_t now_us = limit::to_micros(now);
       std::int64_t t = now_us;
       for (bool moved = true; moved;) {
         moved = false;
-        for (const auto& l : keyed_of) {
+        for (const auto& l : own) {
           auto e = l->earliest(now_us, t);
           if (!e) return Fail{e.error().with_context("rate limiter")};
           if (*e > t) {
@@ -174,7 +195,7 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
         }
       }
       if (limit::from_micros(t) - now > kRespaceGain) {
-        auto r = limit::LimiterStack(keyed_of).reserve(now);
+        auto r = limit::LimiterStack(own).reserve(now);
         if (!r) return Fail{r.error().with_context("rate limiter")};
         step.key_hold_ = std::move(*r);
         if (ahead(step.key_hold_.at(), now)) return wait_for_slot(step.key_hold_.at());
@@ -182,13 +203,23 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
     } else if (ahead(step.key_hold_.at(), now)) {
       return Wait{step.key_hold_.at(), WaitReason::kRateLimit};  // came back early
     }
-    // Its keys' time has come: the whole stack takes over from here.
-    (void)step.key_hold_.cancel();
+    if (step.key_hold_.held()) {
+      // Its keys' time has come: it keeps that slot (given back, a slot of a
+      // bucket or a pace would go to the end of the queue) and joins a slot
+      // in the shared limits to it.
+      auto r = shared_stack.reserve(now);
+      if (!r) return Fail{r.error().with_context("rate limiter")};
+      auto joined = stack.join(std::move(step.key_hold_), std::move(*r));
+      if (!joined) return Fail{joined.error().with_context("rate limiter")};
+      step.reservation_ = std::move(*joined);
+      if (ahead(step.reservation_.at(), now)) return wait_for_slot(step.reservation_.at());
+    }
   }
   if (!step.reservation_.held()) {
     auto r = stack.reserve(now);
     if (!r) return Fail{r.error().with_context("rate limiter")};
     step.reservation_ = std::move(*r);
+    if (auto again = rewound()) return std::move(*again);
     if (ahead(step.reservation_.at(), now)) return wait_for_slot(step.reservation_.at());
   } else if (ahead(step.reservation_.at(), now)) {
     // Came back early (its wait already counted). A slot granted now may
@@ -213,7 +244,10 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
   // A step that wakes a little late keeps its place (Limiter::ready_at).
   auto started = stack.start(step.reservation_, now);
   if (!started) return Fail{started.error().with_context("rate limiter")};
-  if (!*started) return wait_for_slot(step.reservation_.at());
+  if (!*started) {
+    if (auto again = rewound()) return std::move(*again);
+    return wait_for_slot(step.reservation_.at());
+  }
   limit::Reservation counted = std::move(step.reservation_);
   step.reservation_ = limit::Reservation();
 

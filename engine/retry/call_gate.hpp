@@ -145,6 +145,8 @@ class CallState {
   const void* stack_gate_ = nullptr;
   std::optional<limit::LimiterStack> stack_;
   std::shared_ptr<limit::AdaptivePacer> pacer_;  // the learned pace in stack_
+  bool rewound_ = false;                         // admit() is asking again after a far move
+  std::size_t own_limiters_ = 0;                 // the limiters of its keys in stack_, after the unkeyed
 };
 
 class CallGate {

@@ -118,6 +118,32 @@ TEST(MockServer, ResetOverHttp_ClearsCountsAndLimits) {
   EXPECT_EQ(http.Get("/imdb/movies/Up")->status, 200);
 }
 
+// Per-account limits: each account (the `account` query parameter) has its
+// own window before the portal's; accounts show in the stats on their own.
+TEST(MockServer, AccountLimit_EachAccountHasItsOwnWindowBeforeThePortals) {
+  auto clock = std::make_shared<FakeClock>();
+  ServerOptions o{.clock = clock};
+  o.portals["imdb"] = {.dialect = Dialect::kIetf, .limit = 3, .window = 1s, .account_limit = 2};
+  auto server = start_or_die(o);
+  httplib::Client http("127.0.0.1", server->port());
+  EXPECT_EQ(http.Get("/imdb/movies/Up?account=alice")->status, 200);
+  EXPECT_EQ(http.Get("/imdb/movies/Up?account=alice")->status, 200);
+  auto refused = http.Get("/imdb/movies/Up?account=alice");
+  EXPECT_EQ(refused->status, 429);  // alice's own window is full
+  EXPECT_EQ(refused->get_header_value("RateLimit").rfind("limit=2,", 0), 0u)
+      << refused->get_header_value("RateLimit");
+  EXPECT_EQ(http.Get("/imdb/movies/Up?account=bob")->status, 200);
+  EXPECT_EQ(http.Get("/imdb/movies/Up?account=carol")->status, 429);  // the portal's is full
+  EXPECT_EQ(http.Get("/imdb/movies/Up?account=a%20b")->status, 400);
+  const auto stats = server->stats();
+  EXPECT_EQ(stats.portals.at("imdb@alice").requests, 3);
+  EXPECT_EQ(stats.portals.at("imdb@alice").throttled, 1);
+  EXPECT_EQ(stats.portals.at("imdb").requests, 4);  // alice's refused call never reached it
+  EXPECT_EQ(stats.portals.at("imdb").throttled, 1);
+  ASSERT_TRUE(http.Post("/_reset"));
+  EXPECT_FALSE(server->stats().portals.contains("imdb@alice"));
+}
+
 TEST(MockServer, Configure_ChangesDialectAtRuntime) {
   auto server = start_or_die({.clock = std::make_shared<FakeClock>()});
   httplib::Client http("127.0.0.1", server->port());

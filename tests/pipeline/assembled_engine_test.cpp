@@ -302,7 +302,12 @@ steps = [{ name = "imdb", call = "imdb.get_rating", args = { name = "{{args.name
 #else
   constexpr auto kBound = 400ms;
 #endif
-  EXPECT_LT(*bob_took, kBound) << "a job of another account waited behind alice's budget";
+  const auto bob_record = (*engine)->get(*bob);
+  ASSERT_TRUE(bob_record.has_value());
+  std::string timeline;
+  for (const auto& t : bob_record->timeline) timeline += t.kind + " " + t.detail + "\n";
+  EXPECT_LT(*bob_took, kBound) << "a job of another account waited behind alice's budget; its timeline:\n"
+                               << timeline;
   for (JobId id : alice) EXPECT_EQ((*engine)->get(id)->state, JobState::kCompleted) << id;
   // Alice's three calls take two of her windows at least.
   EXPECT_GE(makespan, 2s);

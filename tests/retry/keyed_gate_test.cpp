@@ -186,3 +186,48 @@ TEST(KeyedGate, ALateRequestIsRecountedInItsKeysLimits) {
 
 }  // namespace
 }  // namespace ratchet::retry
+
+namespace ratchet::retry {
+namespace {
+
+// A backlog of one key: every step waits for its key's room once, and when
+// that comes the shared limits have room too: it goes then.
+TEST(KeyedGate, ABackloggedKeysStepsEachGoAtTheirKeysTime) {
+  FakeClock clock;
+  auto fixed = [](std::int64_t rate, std::optional<std::string> key) {
+    config::LimitSpec l;
+    l.algorithm = config::LimitAlgorithm::kFixedWindow;
+    l.rate = rate;
+    l.per = 1s;
+    l.key = std::move(key);
+    return l;
+  };
+  auto gate = gate_of({fixed(100, std::nullopt), fixed(4, "{{args.account}}")});
+  clock.advance(std::chrono::ceil<std::chrono::seconds>(clock.now().time_since_epoch()) -
+                clock.now().time_since_epoch());  // a whole second
+  const TimePoint t0 = clock.now();
+  std::vector<std::unique_ptr<CallState>> steps;
+  std::vector<TimePoint> until;
+  for (int i = 0; i < 40; ++i) {
+    steps.push_back(std::make_unique<CallState>(clock.now()));
+    ASSERT_TRUE(gate->bind_keys(*steps.back(), account("alice"), {}));
+    const Duration w = wait_of(*gate, *steps.back(), clock.now());
+    until.push_back(clock.now() + w);
+  }
+  // Each comes back at its time and goes then (or within the learned pace's opening steps).
+  for (int i = 0; i < 40; ++i) {
+    if (until[i] == t0) continue;  // went at once
+    if (until[i] > clock.now()) clock.advance(until[i] - clock.now());
+    Duration w = wait_of(*gate, *steps[i], clock.now());
+    for (int tries = 0; w > Duration::zero() && w < 1s && tries < 5; ++tries) {
+      clock.advance(w);
+      w = wait_of(*gate, *steps[i], clock.now());
+    }
+    EXPECT_EQ(w, Duration::zero()) << "step " << i << " at +"
+                                   << std::chrono::duration<double>(clock.now() - t0).count();
+  }
+  EXPECT_LT(clock.now() - t0, 10s + 100ms);
+}
+
+}  // namespace
+}  // namespace ratchet::retry

@@ -136,11 +136,15 @@ Status apply_portal_option(PortalOptions& o, std::string_view key, std::string_v
     auto v = parse_int(key, value, 1);
     if (!v) return fail(v.error());
     o.fault_every = *v;
+  } else if (key == "account_limit") {
+    auto v = parse_int(key, value, 0);
+    if (!v) return fail(v.error());
+    o.account_limit = *v;
   } else {
     return fail(Error::invalid_argument(
         "unknown mock portal option '" + std::string(key) +
         "' (known: dialect, limit, window, burst, reset, retry_after, error_rate, latency, "
-        "malformed_headers, malformed_body, date_skew, fault, fault_every)"));
+        "malformed_headers, malformed_body, date_skew, fault, fault_every, account_limit)"));
   }
   return {};
 }

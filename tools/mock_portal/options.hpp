@@ -80,6 +80,10 @@ struct PortalOptions {
   std::chrono::seconds date_skew{0};  // added to every time the portal sends (Date, resets)
   Fault fault = Fault::kNone;
   std::int64_t fault_every = 1;  // the fault hits every Nth request of the portal (1: all); >= 1
+  // Requests per window for each account (the `account` query parameter),
+  // counted in the portal's dialect before the portal's own limit; 0: none.
+  // Each account shows in the stats as "<portal>@<account>".
+  std::int64_t account_limit = 0;
 };
 
 struct ServerOptions {
@@ -95,7 +99,7 @@ struct ServerOptions {
 // Sets one option from text: key is a PortalOptions field name ("dialect",
 // "limit", "window", "burst", "reset", "retry_after", "error_rate",
 // "latency", "malformed_headers", "malformed_body", "date_skew", "fault",
-// "fault_every").
+// "fault_every", "account_limit").
 Status apply_portal_option(PortalOptions& options, std::string_view key, std::string_view value);
 
 // Reads {"seed", "threads", "port", "portals": {NAME|"*": {KEY: VALUE}}};

@@ -10,6 +10,7 @@
 #include <httplib.h>
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <map>
@@ -57,6 +58,30 @@ struct MockPortalServer::Impl {
   std::vector<RequestRecord> log;
   std::map<std::string, std::int64_t, std::less<>> sequence;  // movie requests per portal, for faults
   int in_flight = 0;
+  // Per-account limits, made on an account's first request: "<portal>@<account>".
+  std::map<std::string, std::unique_ptr<Portal>, std::less<>> accounts;
+
+  // The limit of `account` at a portal with options `o`: the portal's dialect
+  // and window, account_limit requests, nothing injected.
+  Portal& account_of(const std::string& portal, const std::string& account, const PortalOptions& o) {
+    std::lock_guard lock(mu);
+    auto& slot = accounts[portal + "@" + account];
+    if (!slot) {
+      PortalOptions a;
+      a.dialect = o.dialect;
+      a.limit = o.account_limit;
+      a.window = o.window;
+      a.reset_style = o.reset_style;
+      a.retry_after_style = o.retry_after_style;
+      a.date_skew = o.date_skew;
+      slot = std::make_unique<Portal>(portal + "@" + account, a, options.seed);
+    }
+    return *slot;
+  }
+  void add_account_stats(Stats& s) {
+    std::lock_guard lock(mu);
+    for (const auto& [name, p] : accounts) s.portals.emplace(name, p->stats());
+  }
 
   static std::int64_t wall_us() {
     return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -120,57 +145,73 @@ void MockPortalServer::Impl::install_routes() {
     return httplib::Server::HandlerResponse::Unhandled;
   });
 
-  http.Get(R"(/([a-z_]+)/movies/(.+))", guarded([this](const httplib::Request& req, httplib::Response& res) {
-             const auto it = portals.find(req.matches[1].str());
-             if (it == portals.end()) {
-               res.status = 404;
-               res.set_content(R"({"error":"no such portal"})", "application/json");
-               return;
-             }
-             Portal& portal = *it->second;
-             const PortalOptions o = portal.options();
-             const auto [index, number] = arrive(it->first, req.matches[2].str());
-             struct Answered {
-               Impl* impl;
-               std::size_t index;
-               ~Answered() { impl->answered(index); }
-             } on_exit{this, index};
-             const bool faulty = o.fault != Fault::kNone && number % o.fault_every == 0;
-             pause(faulty && o.fault == Fault::kHang ? std::chrono::milliseconds(60000) : o.latency);
-             Answer a = portal.handle(req.matches[2].str(), *options.clock);
-             res.status = a.status;
-             for (auto& [k, v] : a.headers) res.set_header(k, v);
-             set_date(res, o.date_skew);
-             if (faulty && o.fault == Fault::kReset) {
-               // Half the promised body, then the connection is dropped. The
-               // length is taken before the body moves into the provider
-               // (argument order is unspecified).
-               const std::size_t promised = a.body.size() * 2 + 16;
-               res.set_content_provider(
-                   promised, "application/json",
-                   [body = std::move(a.body)](std::size_t offset, std::size_t, httplib::DataSink& sink) {
-                     if (offset == 0) sink.write(body.data(), body.size());
-                     return offset == 0;
-                   });
-               return;
-             }
-             if (faulty && o.fault == Fault::kGarbage) {
-               res.status = 200;
-               res.set_content(std::string("\x01\xff\xfe{{rating:: <<garbage>>"), "application/json");
-               return;
-             }
-             if (faulty && o.fault == Fault::kHuge) {
-               res.status = 200;
-               res.set_content(R"({"rating": 7.0, "padding": ")" + std::string(32 << 20, 'x') + "\"}",
-                               "application/json");
-               return;
-             }
-             res.set_content(std::move(a.body), a.content_type.c_str());
-           }));
+  http.Get(
+      R"(/([a-z_]+)/movies/(.+))", guarded([this](const httplib::Request& req, httplib::Response& res) {
+        const auto it = portals.find(req.matches[1].str());
+        if (it == portals.end()) {
+          res.status = 404;
+          res.set_content(R"({"error":"no such portal"})", "application/json");
+          return;
+        }
+        Portal& portal = *it->second;
+        const PortalOptions o = portal.options();
+        const auto [index, number] = arrive(it->first, req.matches[2].str());
+        struct Answered {
+          Impl* impl;
+          std::size_t index;
+          ~Answered() { impl->answered(index); }
+        } on_exit{this, index};
+        const bool faulty = o.fault != Fault::kNone && number % o.fault_every == 0;
+        pause(faulty && o.fault == Fault::kHang ? std::chrono::milliseconds(60000) : o.latency);
+        // An account over its own limit is refused before the portal counts it.
+        Answer a;
+        const std::string account = req.has_param("account") ? req.get_param_value("account") : "";
+        if (o.account_limit > 0 && !account.empty()) {
+          const bool valid = account.size() <= 64 && std::all_of(account.begin(), account.end(), [](char c) {
+                               return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+                             });
+          if (!valid) {
+            res.status = 400;
+            res.set_content(R"({"error":"account: 1-64 letters, digits, '_' or '-'"})", "application/json");
+            return;
+          }
+          a = account_of(it->first, account, o).handle(req.matches[2].str(), *options.clock);
+        }
+        if (a.status != 429) a = portal.handle(req.matches[2].str(), *options.clock);
+        res.status = a.status;
+        for (auto& [k, v] : a.headers) res.set_header(k, v);
+        set_date(res, o.date_skew);
+        if (faulty && o.fault == Fault::kReset) {
+          // Half the promised body, then the connection is dropped. The
+          // length is taken before the body moves into the provider
+          // (argument order is unspecified).
+          const std::size_t promised = a.body.size() * 2 + 16;
+          res.set_content_provider(
+              promised, "application/json",
+              [body = std::move(a.body)](std::size_t offset, std::size_t, httplib::DataSink& sink) {
+                if (offset == 0) sink.write(body.data(), body.size());
+                return offset == 0;
+              });
+          return;
+        }
+        if (faulty && o.fault == Fault::kGarbage) {
+          res.status = 200;
+          res.set_content(std::string("\x01\xff\xfe{{rating:: <<garbage>>"), "application/json");
+          return;
+        }
+        if (faulty && o.fault == Fault::kHuge) {
+          res.status = 200;
+          res.set_content(R"({"rating": 7.0, "padding": ")" + std::string(32 << 20, 'x') + "\"}",
+                          "application/json");
+          return;
+        }
+        res.set_content(std::move(a.body), a.content_type.c_str());
+      }));
 
   http.Get("/_stats", guarded([this](const httplib::Request&, httplib::Response& res) {
              Stats s;
              for (const auto& [name, p] : portals) s.portals.emplace(name, p->stats());
+             add_account_stats(s);
              {
                std::lock_guard lock(mu);
                s.connections = static_cast<std::int64_t>(connections.size());
@@ -183,6 +224,7 @@ void MockPortalServer::Impl::install_routes() {
               {
                 std::lock_guard lock(mu);
                 connections.clear();
+                accounts.clear();
               }
               res.set_content(R"({"reset":true})", "application/json");
             }));
@@ -308,6 +350,7 @@ std::string MockPortalServer::portal_url(std::string_view portal) const {
 Stats MockPortalServer::stats() const {
   Stats s;
   for (const auto& [name, p] : impl_->portals) s.portals.emplace(name, p->stats());
+  impl_->add_account_stats(s);
   std::lock_guard lock(impl_->mu);
   s.connections = static_cast<std::int64_t>(impl_->connections.size());
   return s;
@@ -316,6 +359,7 @@ Stats MockPortalServer::stats() const {
 void MockPortalServer::reset() {
   for (auto& [_, p] : impl_->portals) p->reset();
   std::lock_guard lock(impl_->mu);
+  impl_->accounts.clear();
   impl_->connections.clear();
   impl_->log.clear();
   impl_->sequence.clear();
