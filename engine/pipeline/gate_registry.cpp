@@ -29,6 +29,20 @@ void write_policy(std::ostringstream& out, const config::CallPolicy& p) {
   out << ";T" << p.connect_timeout.count() << ',' << p.timeout.count() << ',' << p.max_wait.count() << ';';
 }
 
+// Takes out of `items` the one built from `identity` (identities[i] names
+// items[i]), if any.
+template <typename T>
+std::optional<T> take_same(std::vector<std::string>& identities, std::vector<T>& items,
+                           const std::string& identity) {
+  auto same = std::find(identities.begin(), identities.end(), identity);
+  if (same == identities.end()) return std::nullopt;
+  const auto i = same - identities.begin();
+  std::optional<T> out(std::move(items[static_cast<std::size_t>(i)]));
+  identities.erase(same);
+  items.erase(items.begin() + i);
+  return out;
+}
+
 }  // namespace
 
 std::string policy_fingerprint(const config::PluginSpec& spec) {
@@ -101,17 +115,9 @@ Result<GateRegistry::OwnerLimits> GateRegistry::build_limits(const std::string& 
     const std::string key = limit::limiter_key(owner, l);
     const std::string identity = key + (l.scope == config::LimitScope::kDatabase ? "/database" : "/process");
     if (l.key) {
-      std::optional<retry::KeyedLimit> keyed;
-      if (old) {
-        auto same = std::find(old->keyed_identities.begin(), old->keyed_identities.end(), identity);
-        if (same != old->keyed_identities.end()) {
-          // An unchanged keyed limit keeps every key's window.
-          const auto i = static_cast<std::size_t>(same - old->keyed_identities.begin());
-          keyed = std::move(old->keyed[i]);
-          old->keyed_identities.erase(same);
-          old->keyed.erase(old->keyed.begin() + static_cast<std::ptrdiff_t>(i));
-        }
-      }
+      // An unchanged keyed limit keeps every key's window.
+      std::optional<retry::KeyedLimit> keyed =
+          old ? take_same(old->keyed_identities, old->keyed, identity) : std::nullopt;
       if (!keyed) {
         auto made = retry::make_keyed_limit(l, key, connect_, clock_);
         if (!made) return fail(made.error().with_context("limit " + l.source.to_string()));
@@ -121,17 +127,9 @@ Result<GateRegistry::OwnerLimits> GateRegistry::build_limits(const std::string& 
       out.keyed_identities.push_back(identity);
       continue;
     }
+    // An unchanged limit keeps its limiter, and with it its window.
     std::shared_ptr<limit::Limiter> limiter;
-    if (old) {
-      auto same = std::find(old->identities.begin(), old->identities.end(), identity);
-      if (same != old->identities.end()) {
-        // An unchanged limit keeps its limiter, and with it its window.
-        const auto i = static_cast<std::size_t>(same - old->identities.begin());
-        limiter = std::move(old->limiters[i]);
-        old->identities.erase(same);
-        old->limiters.erase(old->limiters.begin() + static_cast<std::ptrdiff_t>(i));
-      }
-    }
+    if (old) limiter = take_same(old->identities, old->limiters, identity).value_or(nullptr);
     if (!limiter) {
       auto made = limit::make_limiter(l, key, connect_, clock_);
       if (!made) return fail(made.error().with_context("limit " + l.source.to_string()));

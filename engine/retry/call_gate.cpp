@@ -180,22 +180,11 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
     limit::LimiterStack shared_stack(std::move(shared));
     if (step.key_hold_.held() && step.key_hold_.limiters() != own) (void)step.key_hold_.cancel();
     if (!step.key_hold_.held()) {
-      // The earliest time every key's limiter allows (each answer only moves it later).
-      const std::int64_t now_us = limit::to_micros(now);
-      std::int64_t t = now_us;
-      for (bool moved = true; moved;) {
-        moved = false;
-        for (const auto& l : own) {
-          auto e = l->earliest(now_us, t);
-          if (!e) return Fail{e.error().with_context("rate limiter")};
-          if (*e > t) {
-            t = *e;
-            moved = true;
-          }
-        }
-      }
-      if (limit::from_micros(t) - now > kRespaceGain) {
-        auto r = limit::LimiterStack(own).reserve(now);
+      limit::LimiterStack own_stack(own);
+      auto earliest = own_stack.earliest(now);
+      if (!earliest) return Fail{earliest.error().with_context("rate limiter")};
+      if (*earliest - now > kRespaceGain) {
+        auto r = own_stack.reserve(now);
         if (!r) return Fail{r.error().with_context("rate limiter")};
         step.key_hold_ = std::move(*r);
         if (ahead(step.key_hold_.at(), now)) return wait_for_slot(step.key_hold_.at());
