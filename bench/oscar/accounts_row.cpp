@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "engine_run.hpp"
 #include "mock_portal/server.hpp"
 #include "ratchet/engine.hpp"
 #include "table.hpp"
@@ -81,31 +82,24 @@ AccountsRow run_accounts(const AccountsSetup& setup) {
   const auto config = setup.work_dir / ("accounts-" + setup.spread + ".toml");
   const auto database = setup.work_dir / ("accounts-" + setup.spread + ".db");
   std::ofstream(config) << engine_toml(setup, (*server)->portal_url("imdb"), database);
-  auto engine = Engine::open_config(config);
-  if (!engine) {
-    row.available = false;
-    row.note = engine.error().to_string();
-    return row;
-  }
   std::vector<nlohmann::json> args;
   for (int j = 0; j < setup.jobs; ++j) {
     args.push_back({{"name", "movie-" + std::to_string(j)}, {"account", account_name(setup.account_of(j))}});
   }
-  const auto t0 = std::chrono::system_clock::now();
-  auto ids = (*engine)->enqueue_many("rate", args);
-  if (!ids) {
+  auto run = run_jobs(config, "rate", args, setup.deadline);
+  if (!run) {
     row.available = false;
-    row.note = ids.error().to_string();
+    row.note = run.error().to_string();
     return row;
   }
-  (void)(*engine)->start();
-  (void)(*engine)->drain(setup.deadline);
-  row.makespan_s = std::chrono::duration<double>(std::chrono::system_clock::now() - t0).count();
-  (*engine)->stop();
+  row.makespan_s = run->makespan_s;
+  const auto t0 = run->began;
+  auto& engine = run->engine;
+  const auto& ids = run->ids;
 
   std::map<int, double> finish;  // account -> its last job's finish, seconds after t0
-  for (std::size_t j = 0; j < ids->size(); ++j) {
-    auto job = (*engine)->get((*ids)[j]);
+  for (std::size_t j = 0; j < ids.size(); ++j) {
+    auto job = engine->get(ids[j]);
     if (!job) continue;
     for (const auto& t : job->timeline) row.parks += t.kind == "parked" ? 1 : 0;
     if (job->state != JobState::kCompleted || !job->finished_at) continue;

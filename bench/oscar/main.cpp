@@ -8,6 +8,7 @@
 //   ratchet-bench-oscar --json               # the same as one JSON document
 //   ratchet-bench-oscar --only barrier --only engine
 //   ratchet-bench-oscar --only accounts --spread skewed   # 1000 jobs over 50 accounts
+//   ratchet-bench-oscar --only weighted                   # queries of 1-6 units each
 //
 // Progress goes to stderr, the table (or JSON) to stdout. Exits 0, 1 when
 // the server cannot start, 3 when a strategy got a rating the server never
@@ -26,6 +27,7 @@
 #include "harness.hpp"
 #include "strategies.hpp"
 #include "table.hpp"
+#include "weighted_row.hpp"
 
 namespace {
 
@@ -70,8 +72,13 @@ int run(int argc, char** argv) {
       ->check(CLI::Range(1, 3600));
   app.add_option("--seed", seed, "seed of the strategies' jitter and random sleeps");
   app.add_flag("--json", json, "print JSON instead of the table");
-  app.add_option("--only", only, "run only these rows: job_retry, barrier, blind_retry, engine, accounts")
-      ->check(CLI::IsMember({"job_retry", "barrier", "blind_retry", "engine", "accounts"}));
+  app.add_option("--only", only,
+                 "run only these rows: job_retry, barrier, blind_retry, engine, accounts, weighted")
+      ->check(CLI::IsMember({"job_retry", "barrier", "blind_retry", "engine", "accounts", "weighted"}));
+  WeightedSetup weighted;
+  app.add_option("--weighted-jobs", weighted.jobs, "jobs of the weighted rows")->check(CLI::Range(1, 100000));
+  app.add_option("--max-cost", weighted.max_cost, "a weighted row's query costs 1 to this many units")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000}));
   AccountsSetup accounts;
   std::vector<std::string> spreads{"even"};
   app.add_option("--account-jobs", accounts.jobs, "jobs of the accounts rows")->check(CLI::Range(1, 100000));
@@ -158,13 +165,27 @@ int run(int argc, char** argv) {
       account_rows.push_back(run_accounts(s));
     }
   }
+  std::vector<WeightedRow> weighted_rows;
+  if (wanted("weighted")) {
+    weighted.workers = workers;
+    weighted.seed = seed;
+    weighted.deadline = setup.deadline;
+    weighted.plugin_dir = setup.plugin_dir;
+    weighted.work_dir = setup.work_dir;
+    for (const std::string knows : {"estimated", "reported", "ignored"}) {
+      std::cerr << "running: engine, cost " << knows << "\n";
+      weighted_rows.push_back(run_weighted(weighted, knows));
+    }
+  }
   if (json) {
     nlohmann::json doc = to_json(setup, rows);
     if (!account_rows.empty()) doc["accounts"] = accounts_json(accounts, account_rows);
+    if (!weighted_rows.empty()) doc["weighted"] = weighted_json(weighted, weighted_rows);
     std::cout << doc.dump(2) << "\n";
   } else {
     if (!rows.empty()) print_table(std::cout, setup, rows);
     if (!account_rows.empty()) print_accounts(std::cout, accounts, account_rows);
+    if (!weighted_rows.empty()) print_weighted(std::cout, weighted, weighted_rows);
   }
   for (const auto& r : rows) {
     if (r.ratings_wrong > 0) return 3;

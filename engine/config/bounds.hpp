@@ -24,5 +24,7 @@ inline constexpr std::chrono::microseconds kMinTimeout = std::chrono::millisecon
 // A limit's rate and burst: at most a billion calls.
 inline constexpr std::int64_t kMaxRate = 1'000'000'000;
 inline constexpr std::int64_t kMaxBurst = 1'000'000'000;
+// The most units one call may be declared to cost.
+inline constexpr std::int64_t kMaxCost = 1'000'000;
 
 }  // namespace ratchet::config

@@ -8,10 +8,15 @@
 namespace ratchet::config::detail {
 namespace {
 
-constexpr std::array<std::string_view, 9> kPolicyKeys = {
-    "limit",    "concurrency",        "retry",        "circuit_breaker", "timeout", "connect_timeout",
-    "max_wait", "max_response_bytes", "max_redirects"};
-constexpr std::array<std::string_view, 10> kReservedPluginKeys = {
+constexpr std::array<std::string_view, 10> kPolicyKeys = {"limit",         "concurrency",
+                                                          "retry",         "circuit_breaker",
+                                                          "timeout",       "connect_timeout",
+                                                          "max_wait",      "max_response_bytes",
+                                                          "max_redirects", "cost"};
+// The policy keys a plugin setting may not be mistaken for. "cost" is
+// reserved too, but is left out of the typo check: a word that short is
+// near "host" and "hosts", which plugins use as settings.
+constexpr std::array<std::string_view, 10> kTypoCheckedKeys = {
     "limit",    "concurrency",        "retry",         "circuit_breaker", "timeout", "connect_timeout",
     "max_wait", "max_response_bytes", "max_redirects", "operation"};
 constexpr std::array<std::string_view, 6> kLimitKeys = {"rate", "per", "burst", "algorithm", "scope", "key"};
@@ -253,7 +258,27 @@ void apply_policy(Reader& r, const toml::table& t, const std::string& path, Call
       if (auto v = r.integer(value, at, 1, INT64_MAX)) policy.max_response_bytes = *v;
     } else if (k == "max_redirects") {
       if (auto v = r.integer(value, at, 0, 50)) policy.max_redirects = static_cast<int>(*v);
+    } else if (k == "cost") {
+      if (auto v = r.integer(value, at, 1, kMaxCost)) policy.cost = *v;
     }
+  }
+}
+
+// A call costing more than a limit can ever hold would wait for room that
+// never comes: refused here, naming both.
+void check_cost(Reader& r, const toml::table& t, const std::string& path, std::int64_t cost,
+                const std::vector<LimitSpec>& limits) {
+  for (const auto& l : limits) {
+    const bool bucket = l.algorithm == LimitAlgorithm::kTokenBucket;
+    const std::int64_t holds = bucket ? l.burst.value_or(1) : l.rate;
+    if (cost <= holds) continue;
+    const toml::node* at = t.get("cost");
+    r.error(at != nullptr ? at->source() : t.source(), child_path(path, "cost"),
+            "cost = " + std::to_string(cost) + " is more than the limit at " + l.source.key_path + " (line " +
+                std::to_string(l.source.line) + ") can ever hold (" +
+                (bucket ? "a burst of " + std::to_string(holds) : std::to_string(holds) + " per window") +
+                "), so such a call could never start; lower the cost or raise the limit's " +
+                (bucket ? "burst" : "rate"));
   }
 }
 
@@ -319,7 +344,7 @@ PluginSpec read_plugin(Reader& r, const std::string& name, const toml::table& t)
     if (k == "operation" || is_policy_key(k)) continue;
     // Settings are free-form, so a misspelt policy key ("retyr", "limits")
     // would silently become a setting and the policy would not apply.
-    if (auto near = closest_match(k, kReservedPluginKeys)) {
+    if (auto near = closest_match(k, kTypoCheckedKeys)) {
       r.error(key.source(), child_path(path, k),
               "\"" + k + "\" is so close to the policy key \"" + *near +
                   "\" that it is taken for a typo (did you mean \"" + *near +
@@ -331,6 +356,7 @@ PluginSpec read_plugin(Reader& r, const std::string& name, const toml::table& t)
   apply_policy(r, t, path, p.policy);
   check_policy(r, t, path, p.policy);
   check_limit_keys(r, p, p.policy.limits);
+  check_cost(r, t, path, p.policy.cost, p.policy.limits);
 
   if (const toml::node* ops = t.get("operation")) {
     const std::string ops_path = child_path(path, "operation");
@@ -348,6 +374,10 @@ PluginSpec read_plugin(Reader& r, const std::string& name, const toml::table& t)
         apply_policy(r, *op_table, op_path, merged);
         check_policy(r, *op_table, op_path, merged);
         check_limit_keys(r, p, merged.limits);
+        if (op_table->contains("cost") || op_table->contains("limit")) {
+          check_cost(r, *op_table, op_path, merged.cost, p.policy.limits);
+          check_cost(r, *op_table, op_path, merged.cost, merged.limits);
+        }
         p.operations[op] = std::move(merged);
       }
     }

@@ -128,6 +128,10 @@ struct CallPolicy {
   microseconds max_wait = std::chrono::hours(24);   // throttling waits of one step, in all
   std::int64_t max_response_bytes = 8 * 1024 * 1024;
   int max_redirects = 5;
+  // The units of the limits one call costs (`cost = 5`); a limit's rate
+  // counts units. A plugin may estimate and report each request's cost
+  // itself (ratchet/plugin.h); this is the default for its estimate.
+  std::int64_t cost = 1;
 };
 
 struct PluginSpec {

@@ -301,22 +301,25 @@ bool AdaptivePacer::recovering() const {
   return rate_at_decrease_ > 0 || ramping_;
 }
 
-Result<std::int64_t> AdaptivePacer::earliest(std::int64_t now_us, std::int64_t t_us) {
+Result<std::int64_t> AdaptivePacer::earliest_units(std::int64_t now_us, std::int64_t t_us,
+                                                   std::int64_t units) {
+  (void)units;  // the spacing follows a call, it does not precede it
   std::lock_guard lock(mu_);
   ramp_locked(now_us);
   return earliest_locked(std::max(now_us, t_us));
 }
 
-Result<Slot> AdaptivePacer::reserve(std::int64_t now_us, std::int64_t t_us) {
+Result<Slot> AdaptivePacer::reserve_units(std::int64_t now_us, std::int64_t t_us, std::int64_t units) {
   std::lock_guard lock(mu_);
   ramp_locked(now_us);
   Slot s;
+  s.units = units;
   s.at_us = earliest_locked(std::max(now_us, t_us));
   s.generation = generation_;
   s.tat_before_us = tat_;
-  tat_ = std::max(tat_, s.at_us + interval_at_locked(s.at_us));
+  tat_ = std::max(tat_, s.at_us + units * interval_at_locked(s.at_us));
   s.tat_after_us = tat_;
-  ++outstanding_;
+  outstanding_ += units;
   return s;
 }
 
@@ -326,7 +329,7 @@ std::int64_t AdaptivePacer::new_turn_locked(Slot& slot, std::int64_t now_us) {
   // in the order they come back: each its own turn, or all would wait, wake
   // and be moved together, one start at a time.
   const std::int64_t turn = std::max({now_us, resume_us_, moved_tat_});
-  moved_tat_ = turn + interval_at_locked(turn);
+  moved_tat_ = turn + slot.units * interval_at_locked(turn);
   slot.generation = generation_;
   return turn;
 }
@@ -361,7 +364,7 @@ Result<UseResult> AdaptivePacer::restart(Slot& slot, std::int64_t now_us) {
     if (started_tat_ == slot.started_after_us) started_tat_ = slot.started_before_us;
     auto seen = std::find(starts_.rbegin(), starts_.rend(), slot.at_us);
     if (seen != starts_.rend()) starts_.erase(std::next(seen).base());
-    ++outstanding_;  // a slot held again, until start_locked uses it
+    outstanding_ += slot.units;  // a slot held again, until start_locked uses it
     slot.started = false;
   }
   return start_locked(slot, now_us);
@@ -382,7 +385,7 @@ UseResult AdaptivePacer::start_locked(Slot& slot, std::int64_t now_us) {
   // wait again.
   if (interval_us_ > 0 && now_us < started_tat_ - interval_us_) {
     const std::int64_t turn = std::max(started_tat_ - interval_us_, moved_tat_);
-    moved_tat_ = turn + interval_us_;
+    moved_tat_ = turn + slot.units * interval_us_;
     slot.at_us = turn;
     return UseResult::kMoved;
   }
@@ -391,10 +394,10 @@ UseResult AdaptivePacer::start_locked(Slot& slot, std::int64_t now_us) {
   while (!starts_.empty() && starts_.front() <= now_us - kObservedSpan) starts_.pop_front();
   slot.started = true;
   slot.started_before_us = started_tat_;
-  started_tat_ = std::max(started_tat_, now_us) + interval_us_;
+  started_tat_ = std::max(started_tat_, now_us) + slot.units * interval_us_;
   slot.started_after_us = started_tat_;
   tat_ = std::max(tat_, started_tat_);
-  if (outstanding_ > 0) --outstanding_;
+  outstanding_ = std::max<std::int64_t>(0, outstanding_ - slot.units);
   slot.at_us = now_us;
   return UseResult::kStarted;
 }
@@ -405,8 +408,25 @@ Status AdaptivePacer::cancel(const Slot& slot) {
     if (started_tat_ == slot.started_after_us) started_tat_ = slot.started_before_us;
     return {};
   }
-  if (outstanding_ > 0) --outstanding_;
+  outstanding_ = std::max<std::int64_t>(0, outstanding_ - slot.units);
   if (tat_ == slot.tat_after_us) tat_ = slot.tat_before_us;
+  return {};
+}
+
+Status AdaptivePacer::adjust(Slot& slot, std::int64_t units, std::int64_t now_us) {
+  (void)now_us;
+  if (!slot.started) return adjust_needs_start(slot);
+  std::lock_guard lock(mu_);
+  if (units > slot.units) {
+    started_tat_ += (units - slot.units) * interval_us_;
+    tat_ = std::max(tat_, started_tat_);
+  } else if (units < slot.units && started_tat_ == slot.started_after_us) {
+    const bool latest = tat_ == started_tat_;
+    started_tat_ = std::max(slot.started_before_us, slot.at_us) + units * interval_us_;
+    if (latest) tat_ = started_tat_;
+  }
+  slot.started_after_us = started_tat_;
+  slot.units = units;
   return {};
 }
 

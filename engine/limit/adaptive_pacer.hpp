@@ -89,18 +89,25 @@ class AdaptivePacer final : public Limiter {
   // come sooner than the ones granted before).
   bool recovering() const;
 
-  [[nodiscard]] Result<std::int64_t> earliest(std::int64_t now_us, std::int64_t t_us) override;
-  [[nodiscard]] Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) override;
   [[nodiscard]] Result<std::int64_t> ready_at(Slot& slot, std::int64_t now_us) override;
   [[nodiscard]] Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
   [[nodiscard]] Result<UseResult> restart(Slot& slot, std::int64_t now_us) override;
   [[nodiscard]] Status cancel(const Slot& slot) override;
+  [[nodiscard]] Status adjust(Slot& slot, std::int64_t units, std::int64_t now_us) override;
   // A key's learned pace (limit/keyed_limiters.hpp) is dropped once its
   // server has said nothing for kForgetAfter and no pause runs: by then the
   // next reply is as good a teacher as the old ones.
   static constexpr Duration kForgetAfter = std::chrono::minutes(10);
   bool forgettable(std::int64_t now_us) override;
   std::string describe() const override;
+
+ protected:
+  // A call of u units is spaced by u intervals: a learned quota counts the
+  // units the server charges.
+  [[nodiscard]] Result<std::int64_t> earliest_units(std::int64_t now_us, std::int64_t t_us,
+                                                    std::int64_t units) override;
+  [[nodiscard]] Result<Slot> reserve_units(std::int64_t now_us, std::int64_t t_us,
+                                           std::int64_t units) override;
 
  private:
   std::int64_t earliest_locked(std::int64_t t) const;
@@ -128,7 +135,7 @@ class AdaptivePacer final : public Limiter {
   std::int64_t resume_us_ = 0;
   std::int64_t tat_ = 0;          // after every slot granted: when to come
   std::int64_t started_tat_ = 0;  // after the calls started: who may go
-  std::int64_t outstanding_ = 0;  // slots granted, not yet started or given back
+  std::int64_t outstanding_ = 0;  // units of the slots granted, not yet started or given back
   std::int64_t moved_tat_ = 0;    // after every slot moved (see start)
   std::uint64_t generation_ = 0;  // of the pace slots are granted by
   static constexpr std::int64_t kObservedSpan = 1'000'000;

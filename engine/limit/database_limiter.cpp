@@ -45,8 +45,7 @@ struct DatabaseLimiter::Impl {
         const std::int64_t horizon =
             algorithm == config::LimitAlgorithm::kSlidingWindow ? hw - per + 1 : floor_div(hw, per) * per;
         db->prune(store::LimiterLog::kCalls, key, horizon);
-        if (algorithm == config::LimitAlgorithm::kSlidingWindow)
-          db->prune(store::LimiterLog::kStarts, key, horizon);
+        db->prune(store::LimiterLog::kStarts, key, horizon);
       }
     }
     return hw;
@@ -62,20 +61,34 @@ struct DatabaseLimiter::Impl {
     return db->count_between(log_of(started_only), key, after, before, cap);
   }
 
-  std::int64_t window_count(std::int64_t k) {
-    return db->count_in(store::LimiterLog::kCalls, key, k * per, (k + 1) * per);
+  std::int64_t window_count(std::int64_t k, bool started_only = false) {
+    return db->count_in(log_of(started_only), key, k * per, (k + 1) * per);
   }
 
-  void add_call(std::int64_t at) { db->add(store::LimiterLog::kCalls, key, at); }
-  void remove_call(std::int64_t at) { db->remove_one(store::LimiterLog::kCalls, key, at); }
-  void add_start(std::int64_t at) { db->add(store::LimiterLog::kStarts, key, at); }
-  void remove_start(std::int64_t at) { db->remove_one(store::LimiterLog::kStarts, key, at); }
+  // A call of u units is u rows at its time.
+  void add_call(std::int64_t at, std::int64_t units) {
+    for (std::int64_t i = 0; i < units; ++i) db->add(store::LimiterLog::kCalls, key, at);
+  }
+  void remove_call(std::int64_t at, std::int64_t units) {
+    for (std::int64_t i = 0; i < units; ++i) db->remove_one(store::LimiterLog::kCalls, key, at);
+  }
+  void add_start(std::int64_t at, std::int64_t units) {
+    for (std::int64_t i = 0; i < units; ++i) db->add(store::LimiterLog::kStarts, key, at);
+  }
+  void remove_start(std::int64_t at, std::int64_t units) {
+    for (std::int64_t i = 0; i < units; ++i) db->remove_one(store::LimiterLog::kStarts, key, at);
+  }
 
   // Moves a granted slot from `from` to `to` (re-adding it when it was
   // pruned, i.e. granted more than a window ago).
-  void move_call(std::int64_t from, std::int64_t to) {
-    if (!db->move_one(store::LimiterLog::kCalls, key, from, to)) add_call(to);
+  void move_call(std::int64_t from, std::int64_t to, std::int64_t units) {
+    for (std::int64_t i = 0; i < units; ++i) {
+      if (!db->move_one(store::LimiterLog::kCalls, key, from, to)) add_call(to, 1);
+    }
   }
+
+  // The units a window is checked for: at most its whole rate (limiter.hpp).
+  std::int64_t fit(std::int64_t units) const { return std::min(units, rate); }
 
   std::int64_t read_tat() { return db->tat(key).value_or(Gcra::kIdle); }
   void write_tat(std::int64_t tat) { db->set_tat(key, tat); }
@@ -84,36 +97,37 @@ struct DatabaseLimiter::Impl {
 
   // The earliest time >= t (t >= high-water mark) a sliding-window start
   // fits among every slot granted (started_only: among the calls started).
-  std::int64_t sliding_find(std::int64_t t, bool started_only) {
-    // Fewer than `rate` entries within per of t: t fits, without reading the log.
-    if (count_between(t - per, t + per, rate, started_only) < rate) return t;
-    return sliding_earliest(load_log(t - per, started_only), rate, per, t);
+  std::int64_t sliding_find(std::int64_t t, bool started_only, std::int64_t units) {
+    // Room for the units within per of t: t fits, without reading the log.
+    if (count_between(t - per, t + per, rate, started_only) + fit(units) <= rate) return t;
+    return sliding_earliest(load_log(t - per, started_only), rate, per, t, fit(units));
   }
 
   // The earliest time >= t (t >= high-water mark) a slot can be granted.
-  std::int64_t find(std::int64_t t) {
+  std::int64_t find(std::int64_t t, std::int64_t units) {
     switch (algorithm) {
-      case config::LimitAlgorithm::kSlidingWindow: return sliding_find(t, false);
+      case config::LimitAlgorithm::kSlidingWindow: return sliding_find(t, false, units);
       case config::LimitAlgorithm::kFixedWindow: {
         std::int64_t k = floor_div(t, per);
-        while (window_count(k) >= rate) t = ++k * per;
+        while (window_count(k) + fit(units) > rate) t = ++k * per;
         return t;
       }
-      case config::LimitAlgorithm::kTokenBucket: return gcra.earliest(read_tat(), t);
+      case config::LimitAlgorithm::kTokenBucket: return gcra.earliest(read_tat(), t, units);
     }
     return t;
   }
 
-  Slot grant(std::int64_t t) {
+  Slot grant(std::int64_t t, std::int64_t units) {
     if (algorithm == config::LimitAlgorithm::kTokenBucket) {
       std::int64_t tat = read_tat();
-      Slot s = gcra.grant(tat, t);
+      Slot s = gcra.grant(tat, t, units);
       write_tat(tat);
       return s;
     }
     Slot s;
-    s.at_us = find(t);
-    add_call(s.at_us);
+    s.units = units;
+    s.at_us = find(t, units);
+    add_call(s.at_us, units);
     return s;
   }
 
@@ -122,9 +136,9 @@ struct DatabaseLimiter::Impl {
   std::int64_t ready(const Slot& slot, std::int64_t now) {
     const std::int64_t t = std::max({now, advance(now), slot.at_us});
     if (algorithm == config::LimitAlgorithm::kTokenBucket) {
-      return std::max(t, read_started_tat() - gcra.tolerance_us);
+      return gcra.earliest(read_started_tat(), t, slot.units);
     }
-    return sliding_find(t, true);
+    return sliding_find(t, true, slot.units);
   }
 
   // Starts `slot` at `now` (the fresh time), or moves it.
@@ -134,14 +148,14 @@ struct DatabaseLimiter::Impl {
       case config::LimitAlgorithm::kTokenBucket: {
         // The bucket of the calls started decides (as TokenBucketLimiter).
         std::int64_t started_tat = read_started_tat();
-        const std::int64_t allowed = std::max(hw, started_tat - gcra.tolerance_us);
+        const std::int64_t allowed = std::max(hw, gcra.earliest(started_tat, now, slot.units));
         if (now < allowed) {
           slot.at_us = allowed;
           return UseResult::kMoved;
         }
         slot.started = true;
         slot.started_before_us = started_tat;
-        started_tat = std::max(started_tat, now) + gcra.interval_us;
+        started_tat = std::max(started_tat, now) + gcra.charge(slot.units);
         slot.started_after_us = started_tat;
         write_started_tat(started_tat);
         // Slots granted from now on queue behind what really started.
@@ -151,22 +165,30 @@ struct DatabaseLimiter::Impl {
         return UseResult::kStarted;
       }
       case config::LimitAlgorithm::kFixedWindow:
-        if (floor_div(now, per) == floor_div(slot.at_us, per)) {
-          move_call(slot.at_us, now);
+        // The units started decide (an overdraft may have filled the
+        // window since the slot was granted); the slots say when to come.
+        if (floor_div(now, per) == floor_div(slot.at_us, per) &&
+            window_count(floor_div(now, per), true) + fit(slot.units) <= rate) {
+          move_call(slot.at_us, now, slot.units);
+          add_start(now, slot.units);
           slot.at_us = now;
+          slot.started = true;
           return UseResult::kStarted;
         }
-        remove_call(slot.at_us);
-        slot.at_us = find(std::max(hw, now));
-        add_call(slot.at_us);
-        return slot.at_us == now ? UseResult::kStarted : UseResult::kMoved;
+        remove_call(slot.at_us, slot.units);
+        slot.at_us = find(std::max(hw, now), slot.units);
+        add_call(slot.at_us, slot.units);
+        if (slot.at_us != now) return UseResult::kMoved;
+        add_start(now, slot.units);
+        slot.started = true;
+        return UseResult::kStarted;
       case config::LimitAlgorithm::kSlidingWindow: {
         // The calls started decide; a slot used on time always fits.
-        const std::int64_t at = sliding_find(std::max(hw, now), true);
-        move_call(slot.at_us, std::max(at, now));
+        const std::int64_t at = sliding_find(std::max(hw, now), true, slot.units);
+        move_call(slot.at_us, std::max(at, now), slot.units);
         slot.at_us = std::max(at, now);
         if (at > now) return UseResult::kMoved;
-        add_start(now);
+        add_start(now, slot.units);
         slot.started = true;
         return UseResult::kStarted;
       }
@@ -182,8 +204,8 @@ struct DatabaseLimiter::Impl {
     slot.started = false;
     if (algorithm == config::LimitAlgorithm::kTokenBucket) {
       if (read_started_tat() == slot.started_after_us) write_started_tat(slot.started_before_us);
-    } else if (algorithm == config::LimitAlgorithm::kSlidingWindow) {
-      remove_start(slot.at_us);
+    } else {
+      remove_start(slot.at_us, slot.units);
     }
   }
 
@@ -195,9 +217,36 @@ struct DatabaseLimiter::Impl {
       gcra.give_back(tat, slot);
       write_tat(tat);
     } else {
-      remove_call(slot.at_us);
-      if (slot.started && algorithm == config::LimitAlgorithm::kSlidingWindow) remove_start(slot.at_us);
+      remove_call(slot.at_us, slot.units);
+      if (slot.started) remove_start(slot.at_us, slot.units);
     }
+  }
+
+  // A started call's cost corrected from slot.units to `units` (Limiter::adjust).
+  void correct(Slot& slot, std::int64_t units, std::int64_t now) {
+    const std::int64_t hw = advance(now);
+    if (algorithm == config::LimitAlgorithm::kTokenBucket) {
+      std::int64_t started_tat = read_started_tat();
+      const std::int64_t tat = read_tat();
+      const bool latest = tat == started_tat;
+      gcra.correct(started_tat, slot.started_before_us, slot.started_after_us, slot.at_us, slot.units, units);
+      write_started_tat(started_tat);
+      if (latest || tat < started_tat) write_tat(started_tat);
+      slot.started_after_us = started_tat;
+    } else {
+      // Rows at the call's start, while its window still counts.
+      const bool counts = algorithm == config::LimitAlgorithm::kSlidingWindow
+                              ? slot.at_us > hw - per
+                              : floor_div(slot.at_us, per) >= floor_div(hw, per);
+      if (counts && units > slot.units) {
+        add_call(slot.at_us, units - slot.units);
+        add_start(slot.at_us, units - slot.units);
+      } else if (counts && units < slot.units) {
+        remove_call(slot.at_us, slot.units - units);
+        remove_start(slot.at_us, slot.units - units);
+      }
+    }
+    slot.units = units;
   }
 
   // Runs `body` in one transaction serialised with every other decision on
@@ -270,14 +319,15 @@ Result<std::shared_ptr<SharedLimiterTables>> SharedLimiterTables::open(const Con
   return out;
 }
 
-Result<std::int64_t> DatabaseLimiter::earliest(std::int64_t now_us, std::int64_t t_us) {
+Result<std::int64_t> DatabaseLimiter::earliest_units(std::int64_t now_us, std::int64_t t_us,
+                                                     std::int64_t units) {
   return impl_->transact("read the limit",
-                         [&] { return impl_->find(std::max(t_us, impl_->advance(now_us))); });
+                         [&] { return impl_->find(std::max(t_us, impl_->advance(now_us)), units); });
 }
 
-Result<Slot> DatabaseLimiter::reserve(std::int64_t now_us, std::int64_t t_us) {
+Result<Slot> DatabaseLimiter::reserve_units(std::int64_t now_us, std::int64_t t_us, std::int64_t units) {
   return impl_->transact("reserve a slot",
-                         [&] { return impl_->grant(std::max(t_us, impl_->advance(now_us))); });
+                         [&] { return impl_->grant(std::max(t_us, impl_->advance(now_us)), units); });
 }
 
 Result<std::int64_t> DatabaseLimiter::ready_at(Slot& slot, std::int64_t now_us) {
@@ -313,6 +363,11 @@ Result<UseResult> DatabaseLimiter::restart(Slot& slot, std::int64_t now_us) {
 
 Status DatabaseLimiter::cancel(const Slot& slot) {
   return impl_->transact("give back a slot", [&] { impl_->give_back(slot); });
+}
+
+Status DatabaseLimiter::adjust(Slot& slot, std::int64_t units, std::int64_t now_us) {
+  if (!slot.started) return adjust_needs_start(slot);
+  return impl_->transact("correct a call's cost", [&] { impl_->correct(slot, units, impl_->fresh(now_us)); });
 }
 
 std::string DatabaseLimiter::describe() const {

@@ -25,6 +25,9 @@
 // must name the limit and its shape (e.g. "imdb/limit/10per1d") so a changed
 // declaration does not inherit an incompatible state.
 //
+// Units: a call of u units is u rows at its time in the logs, and u
+// intervals of a bucket's TAT (limiter.hpp).
+//
 // Cost: a sliding-window decision reads the live log of its key (at most
 // about `rate` rows plus reservations).
 //
@@ -82,18 +85,23 @@ class DatabaseLimiter final : public Limiter {
       DatabaseLimiterOptions options = {});
   ~DatabaseLimiter() override;
 
-  [[nodiscard]] Result<std::int64_t> earliest(std::int64_t now_us, std::int64_t t_us) override;
-  [[nodiscard]] Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) override;
   [[nodiscard]] Result<std::int64_t> ready_at(Slot& slot, std::int64_t now_us) override;
   [[nodiscard]] Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
   [[nodiscard]] Result<UseResult> restart(Slot& slot, std::int64_t now_us) override;
   [[nodiscard]] Status cancel(const Slot& slot) override;
+  [[nodiscard]] Status adjust(Slot& slot, std::int64_t units, std::int64_t now_us) override;
   // Its state is in the database: a new limiter on the key reads it there.
   bool forgettable(std::int64_t now_us) override {
     (void)now_us;
     return true;
   }
   std::string describe() const override;
+
+ protected:
+  [[nodiscard]] Result<std::int64_t> earliest_units(std::int64_t now_us, std::int64_t t_us,
+                                                    std::int64_t units) override;
+  [[nodiscard]] Result<Slot> reserve_units(std::int64_t now_us, std::int64_t t_us,
+                                           std::int64_t units) override;
 
  private:
   DatabaseLimiter(const config::LimitSpec& spec, std::string key, std::shared_ptr<SharedLimiterTables> tables,

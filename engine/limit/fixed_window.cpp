@@ -19,23 +19,29 @@ std::int64_t FixedWindowLimiter::advance(std::int64_t now_us) {
   if (now_us > high_water_) {
     high_water_ = now_us;
     counts_.erase(counts_.begin(), counts_.lower_bound(floor_div(high_water_, per_)));
+    started_.erase(started_.begin(), started_.lower_bound(floor_div(high_water_, per_)));
   }
   return high_water_;
 }
 
-std::int64_t FixedWindowLimiter::find(std::int64_t t_us) const {
+void FixedWindowLimiter::take(std::map<std::int64_t, std::int64_t>& m, std::int64_t k, std::int64_t units) {
+  auto it = m.find(k);
+  if (it != m.end() && (it->second -= units) <= 0) m.erase(it);
+}
+
+std::int64_t FixedWindowLimiter::find(std::int64_t t_us, std::int64_t units) const {
+  const std::int64_t room = rate_ - std::min(units, rate_);
   std::int64_t k = floor_div(t_us, per_);
   if (in_guard(t_us)) t_us = ++k * per_;
-  for (auto it = counts_.find(k); it != counts_.end() && it->first == k && it->second >= rate_; ++it) {
+  for (auto it = counts_.find(k); it != counts_.end() && it->first == k && it->second > room; ++it) {
     ++k;
     t_us = k * per_;
   }
   return t_us;
 }
 
-void FixedWindowLimiter::release(std::int64_t at_us) {
-  auto it = counts_.find(floor_div(at_us, per_));
-  if (it != counts_.end() && --it->second <= 0) counts_.erase(it);
+void FixedWindowLimiter::release(std::int64_t at_us, std::int64_t units) {
+  take(counts_, floor_div(at_us, per_), units);
 }
 
 bool FixedWindowLimiter::forgettable(std::int64_t now_us) {
@@ -44,16 +50,18 @@ bool FixedWindowLimiter::forgettable(std::int64_t now_us) {
   return counts_.empty();  // nothing in this window or a later one
 }
 
-Result<std::int64_t> FixedWindowLimiter::earliest(std::int64_t now_us, std::int64_t t_us) {
+Result<std::int64_t> FixedWindowLimiter::earliest_units(std::int64_t now_us, std::int64_t t_us,
+                                                        std::int64_t units) {
   std::lock_guard lock(mu_);
-  return find(std::max(t_us, advance(now_us)));
+  return find(std::max(t_us, advance(now_us)), units);
 }
 
-Result<Slot> FixedWindowLimiter::reserve(std::int64_t now_us, std::int64_t t_us) {
+Result<Slot> FixedWindowLimiter::reserve_units(std::int64_t now_us, std::int64_t t_us, std::int64_t units) {
   std::lock_guard lock(mu_);
   Slot slot;
-  slot.at_us = find(std::max(t_us, advance(now_us)));
-  ++counts_[floor_div(slot.at_us, per_)];
+  slot.units = units;
+  slot.at_us = find(std::max(t_us, advance(now_us)), units);
+  counts_[floor_div(slot.at_us, per_)] += units;
   return slot;
 }
 
@@ -62,27 +70,76 @@ Result<UseResult> FixedWindowLimiter::start(Slot& slot, std::int64_t now_us) {
     return fail(Error::invalid_argument("a limiter slot was used before its time (a bug in the caller)"));
   }
   std::lock_guard lock(mu_);
-  const std::int64_t hw = advance(now_us);
-  if (floor_div(now_us, per_) == floor_div(slot.at_us, per_) && !in_guard(now_us)) {
-    slot.at_us = now_us;
-    return UseResult::kStarted;
+  return start_locked(slot, now_us);
+}
+
+Result<UseResult> FixedWindowLimiter::restart(Slot& slot, std::int64_t now_us) {
+  if (now_us < slot.at_us) {
+    return fail(
+        Error::invalid_argument("a limiter start was recounted before it was made (a bug in the caller)"));
   }
-  release(slot.at_us);
-  slot.at_us = find(std::max(hw, now_us));
-  ++counts_[floor_div(slot.at_us, per_)];
-  return slot.at_us == now_us ? UseResult::kStarted : UseResult::kMoved;
+  std::lock_guard lock(mu_);
+  // The start leaves the units started; its units among the slots granted
+  // stay, as the slot it was, until start_locked uses or moves it.
+  if (slot.started) take(started_, floor_div(slot.at_us, per_), slot.units);
+  slot.started = false;
+  return start_locked(slot, now_us);
+}
+
+UseResult FixedWindowLimiter::start_locked(Slot& slot, std::int64_t now_us) {
+  const std::int64_t hw = advance(now_us);
+  const std::int64_t k = floor_div(now_us, per_);
+  if (k == floor_div(slot.at_us, per_) && !in_guard(now_us)) {
+    auto it = started_.find(k);
+    const std::int64_t started = it == started_.end() ? 0 : it->second;
+    if (started + std::min(slot.units, rate_) <= rate_) {
+      started_[k] += slot.units;
+      slot.at_us = now_us;
+      slot.started = true;
+      return UseResult::kStarted;
+    }
+  }
+  release(slot.at_us, slot.units);
+  slot.at_us = find(std::max(hw, now_us), slot.units);
+  counts_[floor_div(slot.at_us, per_)] += slot.units;
+  if (slot.at_us != now_us) return UseResult::kMoved;
+  started_[k] += slot.units;
+  slot.started = true;
+  return UseResult::kStarted;
 }
 
 Status FixedWindowLimiter::cancel(const Slot& slot) {
   std::lock_guard lock(mu_);
-  release(slot.at_us);
+  release(slot.at_us, slot.units);
+  if (slot.started) take(started_, floor_div(slot.at_us, per_), slot.units);
+  return {};
+}
+
+Status FixedWindowLimiter::adjust(Slot& slot, std::int64_t units, std::int64_t now_us) {
+  if (!slot.started) return adjust_needs_start(slot);
+  std::lock_guard lock(mu_);
+  // Counted in the window the call started in, while that window still
+  // counts (an overdraft fills it; a refund frees room in it).
+  const std::int64_t k = floor_div(slot.at_us, per_);
+  if (k >= floor_div(advance(now_us), per_)) {
+    if (units > slot.units) {
+      counts_[k] += units - slot.units;
+      started_[k] += units - slot.units;
+    } else {
+      take(counts_, k, slot.units - units);
+      take(started_, k, slot.units - units);
+    }
+  }
+  slot.units = units;
   return {};
 }
 
 void FixedWindowLimiter::count_started(std::span<const std::int64_t> starts_us) {
   std::lock_guard lock(mu_);
   for (std::int64_t at : starts_us) {
-    if (floor_div(at, per_) >= floor_div(high_water_, per_)) ++counts_[floor_div(at, per_)];
+    if (floor_div(at, per_) < floor_div(high_water_, per_)) continue;
+    ++counts_[floor_div(at, per_)];
+    ++started_[floor_div(at, per_)];
   }
 }
 

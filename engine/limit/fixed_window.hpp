@@ -8,6 +8,11 @@
 // starts then. Its slot is in the next window (find), and a holder that
 // comes that late to its window gets a slot in the next window with room.
 //
+// As in the sliding window, the units started decide who may go and the
+// slots granted say when to come: a slot granted in a window that an
+// overdraft (Limiter::adjust) has filled since gets a slot in the next
+// window with room when it comes.
+//
 // Thread-safety: all members are safe to call concurrently (one mutex).
 #pragma once
 
@@ -24,31 +29,37 @@ class FixedWindowLimiter final : public Limiter {
   // rate >= 1, per_us >= 1, 0 <= guard_us < per_us.
   FixedWindowLimiter(std::int64_t rate, std::int64_t per_us, std::int64_t guard_us = 0);
 
-  [[nodiscard]] Result<std::int64_t> earliest(std::int64_t now_us, std::int64_t t_us) override;
-  [[nodiscard]] Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) override;
   [[nodiscard]] Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
-  // A start counts in its window as the slot did: it is used again as one.
-  [[nodiscard]] Result<UseResult> restart(Slot& slot, std::int64_t now_us) override {
-    return start(slot, now_us);
-  }
+  [[nodiscard]] Result<UseResult> restart(Slot& slot, std::int64_t now_us) override;
   [[nodiscard]] Status cancel(const Slot& slot) override;
+  [[nodiscard]] Status adjust(Slot& slot, std::int64_t units, std::int64_t now_us) override;
   void count_started(std::span<const std::int64_t> starts_us) override;
   bool forgettable(std::int64_t now_us) override;
   std::string describe() const override;
 
+ protected:
+  [[nodiscard]] Result<std::int64_t> earliest_units(std::int64_t now_us, std::int64_t t_us,
+                                                    std::int64_t units) override;
+  [[nodiscard]] Result<Slot> reserve_units(std::int64_t now_us, std::int64_t t_us,
+                                           std::int64_t units) override;
+
  private:
   std::int64_t advance(std::int64_t now_us);  // raises the high-water mark and prunes; needs mu_
-  // The earliest time >= t_us outside every window's guard, in a window with room.
-  std::int64_t find(std::int64_t t_us) const;
+  // The earliest time >= t_us outside every window's guard, in a window with
+  // room for `units` (at most the whole window: limiter.hpp).
+  std::int64_t find(std::int64_t t_us, std::int64_t units) const;
   bool in_guard(std::int64_t t_us) const;
-  void release(std::int64_t at_us);
+  void release(std::int64_t at_us, std::int64_t units);
 
   const std::int64_t rate_;
   const std::int64_t per_;
   const std::int64_t guard_;
   std::mutex mu_;
   std::int64_t high_water_ = 0;
-  std::map<std::int64_t, std::int64_t> counts_;  // window index -> starts and reservations
+  std::map<std::int64_t, std::int64_t> counts_;   // window index -> units started and reserved
+  std::map<std::int64_t, std::int64_t> started_;  // window index -> units started: who may go
+  UseResult start_locked(Slot& slot, std::int64_t now_us);
+  static void take(std::map<std::int64_t, std::int64_t>& m, std::int64_t k, std::int64_t units);
 };
 
 }  // namespace ratchet::limit

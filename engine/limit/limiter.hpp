@@ -5,6 +5,7 @@
 // A limiter answers "when may one more call start?" and holds the answer as a
 // reservation (a Slot) so that a caller who must wait can park and come back:
 //   reserve(now, t)  -> the earliest slot at or after max(now, t), held until used or cancelled
+//   reserve(now, t, units) -> the same for a call that costs `units` of the budget
 //   start(slot, now) -> the call starts now (now >= slot.at_us); see UseResult
 //   cancel(slot)     -> the slot is given back
 // Slots are granted in request order: a granted slot never moves, and a later
@@ -16,10 +17,20 @@
 // not get a time whose history was already pruned.
 //
 // Thread-safety: every Limiter is safe to call from many threads at once.
+// Units. A limit's rate counts units; a call costs one unless its operation
+// declares a cost (`cost = 5`) or its plugin estimates one. A slot holds the
+// units it was reserved for (Slot::units), and start, restart and cancel use
+// them. A call costing more than a limit can ever hold (its rate, or a
+// bucket's burst) is reserved as if it cost that much: it then has the whole
+// budget to itself, and its remaining units are counted as an overdraft.
+// adjust() corrects a started call to its actual cost at once: an overdraft
+// makes the calls after it wait, a refund frees room where that is exact.
+//
 // Ownership: limiters are shared (std::shared_ptr) by every operation and
 // step that the limit applies to; a Slot is a plain value owned by one caller.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -42,6 +53,8 @@ struct Slot {
   // Set by limiters whose pace can change under granted slots: the pace
   // (its generation) the slot was spaced by.
   std::uint64_t generation = 0;
+  // The units of the budget the call holds (>= 1; see "Units" above).
+  std::int64_t units = 1;
 };
 
 enum class UseResult {
@@ -57,12 +70,19 @@ class Limiter {
  public:
   virtual ~Limiter() = default;
 
-  // The earliest time >= max(now_us, t_us) at which one more call could
-  // start. Changes nothing; another caller may take that time first.
-  [[nodiscard]] virtual Result<std::int64_t> earliest(std::int64_t now_us, std::int64_t t_us) = 0;
+  // The earliest time >= max(now_us, t_us) at which one more call costing
+  // `units` (>= 1) could start. Changes nothing; another caller may take
+  // that time first.
+  [[nodiscard]] Result<std::int64_t> earliest(std::int64_t now_us, std::int64_t t_us,
+                                              std::int64_t units = 1) {
+    return earliest_units(now_us, t_us, std::max<std::int64_t>(units, 1));
+  }
 
-  // Reserves the earliest slot at or after max(now_us, t_us).
-  [[nodiscard]] virtual Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) = 0;
+  // Reserves the earliest slot at or after max(now_us, t_us) for a call
+  // costing `units` (>= 1); the slot keeps them.
+  [[nodiscard]] Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us, std::int64_t units = 1) {
+    return reserve_units(now_us, t_us, std::max<std::int64_t>(units, 1));
+  }
 
   // The earliest time >= max(now_us, slot.at_us) at which a held slot may
   // start. Changes nothing, except in a limiter whose pace changed under the
@@ -92,6 +112,13 @@ class Limiter {
   // bucket slot that later slots depend on keeps the limit but loses the slot.
   [[nodiscard]] virtual Status cancel(const Slot& slot) = 0;
 
+  // The call started on `slot` cost `units` (>= 0), not slot.units: the
+  // difference is counted at the time it started (more: later calls wait
+  // for the overdraft; fewer: the room is given back where that is exact,
+  // kept otherwise, slower for a while, never faster). slot.units becomes
+  // `units`. Only for a started slot; others fail with kInvalidArgument.
+  [[nodiscard]] virtual Status adjust(Slot& slot, std::int64_t units, std::int64_t now_us) = 0;
+
   // Counts calls that started before this limiter was made (sorted times:
   // the history of a limit rebuilt by a reload, or of a restarted process),
   // whether or not they fit, so that the calls after them keep the limit.
@@ -110,6 +137,16 @@ class Limiter {
 
   // "10/1s sliding window" for messages and logs.
   virtual std::string describe() const = 0;
+
+ protected:
+  // earliest() and reserve() with units >= 1.
+  [[nodiscard]] virtual Result<std::int64_t> earliest_units(std::int64_t now_us, std::int64_t t_us,
+                                                            std::int64_t units) = 0;
+  [[nodiscard]] virtual Result<Slot> reserve_units(std::int64_t now_us, std::int64_t t_us,
+                                                   std::int64_t units) = 0;
+
+  // A helper for adjust(): the error for a slot not started.
+  static Status adjust_needs_start(const Slot& slot);
 };
 
 }  // namespace ratchet::limit

@@ -11,6 +11,11 @@ Result<std::int64_t> Limiter::ready_at(Slot& slot, std::int64_t now_us) {
   return std::max(now_us, slot.at_us);
 }
 
+Status Limiter::adjust_needs_start(const Slot& slot) {
+  (void)slot;
+  return fail(Error::invalid_argument("a call's cost was corrected before it started (a bug in the caller)"));
+}
+
 Result<UseResult> Limiter::restart(Slot& slot, std::int64_t now_us) {
   if (Status s = cancel(slot); !s) return fail(s.error());
   slot.started = false;
@@ -34,7 +39,8 @@ Reservation::Reservation(Reservation&& other) noexcept
       at_us_(other.at_us_),
       counted_us_(other.counted_us_),
       held_(other.held_),
-      started_(other.started_) {
+      started_(other.started_),
+      units_(other.units_) {
   other.slots_.clear();
   other.held_ = false;
 }
@@ -47,6 +53,7 @@ Reservation& Reservation::operator=(Reservation&& other) noexcept {
     counted_us_ = other.counted_us_;
     held_ = other.held_;
     started_ = other.started_;
+    units_ = other.units_;
     other.slots_.clear();
     other.held_ = false;
   }
@@ -78,11 +85,25 @@ Status Reservation::cancel() {
   return out;
 }
 
+Status Reservation::give_back_start() {
+  if (!started_) return cancel();
+  Status out;
+  for (auto& [limiter, slot] : slots_) {
+    Status s = limiter->cancel(slot);
+    if (!s && out) out = std::move(s);
+  }
+  slots_.clear();
+  started_ = false;
+  return out;
+}
+
 LimiterStack::LimiterStack(std::vector<std::shared_ptr<Limiter>> limiters) : limiters_(std::move(limiters)) {}
 
-Result<Reservation> LimiterStack::reserve_from(std::int64_t now_us, std::int64_t t_us) {
+Result<Reservation> LimiterStack::reserve_from(std::int64_t now_us, std::int64_t t_us, std::int64_t units) {
+  units = std::max<std::int64_t>(units, 1);
   Reservation r;
   r.held_ = true;
+  r.units_ = units;
   r.slots_.reserve(limiters_.size());
   // Rarely more than two rounds: a round fails only when another caller took
   // the agreed time in one limiter between the query and the reservation.
@@ -90,13 +111,13 @@ Result<Reservation> LimiterStack::reserve_from(std::int64_t now_us, std::int64_t
     // The first round reserves straight away (the common case: every limiter
     // has room); later rounds first agree on a time without reserving.
     if (round > 0 && limiters_.size() > 1) {
-      auto agreed_at = agree(now_us, t_us);
+      auto agreed_at = agree(now_us, t_us, units);
       if (!agreed_at) return fail(agreed_at.error());
       t_us = *agreed_at;
     }
     bool agreed = true;
     for (auto& l : limiters_) {
-      auto s = l->reserve(now_us, t_us);
+      auto s = l->reserve(now_us, t_us, units);
       if (!s) {
         (void)r.cancel();
         return fail(s.error());
@@ -119,12 +140,12 @@ Result<Reservation> LimiterStack::reserve_from(std::int64_t now_us, std::int64_t
   return fail(Error::internal("stacked limiters did not agree on a start time after 1000 rounds"));
 }
 
-Result<std::int64_t> LimiterStack::agree(std::int64_t now_us, std::int64_t t_us) {
+Result<std::int64_t> LimiterStack::agree(std::int64_t now_us, std::int64_t t_us, std::int64_t units) {
   // Each answer can only push the time later, so this ends.
   for (bool moved = true; moved;) {
     moved = false;
     for (auto& l : limiters_) {
-      auto e = l->earliest(now_us, t_us);
+      auto e = l->earliest(now_us, t_us, units);
       if (!e) return fail(e.error());
       if (*e > t_us) {
         t_us = *e;
@@ -135,16 +156,31 @@ Result<std::int64_t> LimiterStack::agree(std::int64_t now_us, std::int64_t t_us)
   return t_us;
 }
 
-Result<TimePoint> LimiterStack::earliest(TimePoint now) {
+Result<TimePoint> LimiterStack::earliest(TimePoint now, std::int64_t units) {
   const std::int64_t now_us = to_micros(now);
-  auto t = agree(now_us, now_us);
+  auto t = agree(now_us, now_us, std::max<std::int64_t>(units, 1));
   if (!t) return fail(t.error());
   return from_micros(*t);
 }
 
-Result<Reservation> LimiterStack::reserve(TimePoint now) {
+Result<Reservation> LimiterStack::reserve(TimePoint now, std::int64_t units) {
   const std::int64_t now_us = to_micros(now);
-  return reserve_from(now_us, now_us);
+  return reserve_from(now_us, now_us, units);
+}
+
+Status LimiterStack::adjust(Reservation& r, std::int64_t units, TimePoint now) {
+  if (!r.started_) return fail(Error::invalid_argument("a call's cost was corrected before it started"));
+  units = std::max<std::int64_t>(units, 0);
+  if (units == r.units_) return {};
+  const std::int64_t now_us = to_micros(now);
+  std::lock_guard serial(start_mutex());
+  Status out;
+  for (auto& [limiter, slot] : r.slots_) {
+    Status s = limiter->adjust(slot, units, now_us);
+    if (!s && out) out = std::move(s);
+  }
+  r.units_ = units;
+  return out;
 }
 
 Result<bool> LimiterStack::start(Reservation& r, TimePoint now) {
@@ -202,7 +238,7 @@ Result<bool> LimiterStack::use_slots(Reservation& r, std::int64_t now_us, UseSlo
   r.started_ = false;
   Status st = r.cancel();
   if (!st) return fail(st.error());
-  auto fresh = reserve_from(now_us, later);
+  auto fresh = reserve_from(now_us, later, r.units_);
   if (!fresh) return fail(fresh.error());
   r = std::move(*fresh);
   return false;
@@ -210,8 +246,10 @@ Result<bool> LimiterStack::use_slots(Reservation& r, std::int64_t now_us, UseSlo
 
 Result<Reservation> LimiterStack::join(Reservation a, Reservation b) const {
   if (!a.held_ || !b.held_) return fail(Error::invalid_argument("joined a limiter reservation not held"));
+  if (a.units_ != b.units_) return fail(Error::internal("joined limiter reservations of different costs"));
   Reservation out;
   out.held_ = true;
+  out.units_ = a.units_;
   out.at_us_ = std::max(a.at_us_, b.at_us_);
   for (const auto& l : limiters_) {
     bool found = false;

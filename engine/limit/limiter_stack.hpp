@@ -46,10 +46,15 @@ class Reservation {
   // The limiters it holds slots in (the stack it came from).
   std::vector<std::shared_ptr<Limiter>> limiters() const;
   bool started() const { return started_; }
+  std::int64_t units() const { return units_; }  // of the budget it holds (Limiter::reserve)
 
   // Gives the slots back now (also done by the destructor). Errors from
   // database-scope limiters are returned; the slots are forgotten either way.
   [[nodiscard]] Status cancel();
+
+  // Gives back the start of a call whose request never left (Limiter::
+  // cancel of a started slot): as if it had not been counted.
+  [[nodiscard]] Status give_back_start();
 
  private:
   friend class LimiterStack;
@@ -58,6 +63,7 @@ class Reservation {
   std::int64_t counted_us_ = 0;  // started: the time every limiter counts it at
   bool held_ = false;            // reserved (possibly on an empty stack) and not yet started or cancelled
   bool started_ = false;
+  std::int64_t units_ = 1;
 };
 
 class LimiterStack {
@@ -65,9 +71,9 @@ class LimiterStack {
   LimiterStack() = default;  // no limits: every call may start at once
   explicit LimiterStack(std::vector<std::shared_ptr<Limiter>> limiters);
 
-  // The earliest time >= now at which every limiter allows a call, reserved
-  // in all of them.
-  [[nodiscard]] Result<Reservation> reserve(TimePoint now);
+  // The earliest time >= now at which every limiter allows a call costing
+  // `units`, reserved in all of them.
+  [[nodiscard]] Result<Reservation> reserve(TimePoint now, std::int64_t units = 1);
 
   // Starts the call held by `r` at `now`. Returns true when the call may go
   // (the slots now count it). Returns false when now < r.at() (nothing
@@ -83,8 +89,13 @@ class LimiterStack {
   // slot for a later time, to start() once it has come.
   [[nodiscard]] Result<bool> recount(Reservation& r, TimePoint now);
 
-  // The time reserve(now) would answer, without reserving anything.
-  [[nodiscard]] Result<TimePoint> earliest(TimePoint now);
+  // The time reserve(now, units) would answer, without reserving anything.
+  [[nodiscard]] Result<TimePoint> earliest(TimePoint now, std::int64_t units = 1);
+
+  // The started call of `r` cost `units`, not r.units(): every limiter
+  // counts the difference at its start (Limiter::adjust). Every limiter is
+  // corrected; the first error is returned.
+  [[nodiscard]] Status adjust(Reservation& r, std::int64_t units, TimePoint now);
 
   // reserve + start when the earliest time is now; otherwise gives the slots
   // back and returns false. For callers that never wait.
@@ -104,14 +115,14 @@ class LimiterStack {
   bool holds_slots_of(const Reservation& r) const;
 
  private:
-  [[nodiscard]] Result<Reservation> reserve_from(std::int64_t now_us, std::int64_t t_us);
+  [[nodiscard]] Result<Reservation> reserve_from(std::int64_t now_us, std::int64_t t_us, std::int64_t units);
   // Uses every slot of `r` at now_us (Limiter::start, or restart for a
   // recount); when one limiter has no room, gives them all back and reserves
   // anew. Needs the start mutex.
   using UseSlot = Result<UseResult> (Limiter::*)(Slot&, std::int64_t);
   [[nodiscard]] Result<bool> use_slots(Reservation& r, std::int64_t now_us, UseSlot use);
   // The earliest time >= t_us that every limiter allows, reserving nothing.
-  [[nodiscard]] Result<std::int64_t> agree(std::int64_t now_us, std::int64_t t_us);
+  [[nodiscard]] Result<std::int64_t> agree(std::int64_t now_us, std::int64_t t_us, std::int64_t units);
 
   std::vector<std::shared_ptr<Limiter>> limiters_;
 };

@@ -22,22 +22,25 @@ std::int64_t SlidingWindowLimiter::advance(std::int64_t now_us) {
   return high_water_;
 }
 
-Result<std::int64_t> SlidingWindowLimiter::earliest(std::int64_t now_us, std::int64_t t_us) {
+Result<std::int64_t> SlidingWindowLimiter::earliest_units(std::int64_t now_us, std::int64_t t_us,
+                                                          std::int64_t units) {
   std::lock_guard lock(mu_);
-  return sliding_earliest(log_.view(), rate_, per_, std::max(t_us, advance(now_us)));
+  return sliding_earliest(log_.view(), rate_, per_, std::max(t_us, advance(now_us)), fit(units));
 }
 
-Result<Slot> SlidingWindowLimiter::reserve(std::int64_t now_us, std::int64_t t_us) {
+Result<Slot> SlidingWindowLimiter::reserve_units(std::int64_t now_us, std::int64_t t_us, std::int64_t units) {
   std::lock_guard lock(mu_);
   Slot slot;
-  slot.at_us = sliding_earliest(log_.view(), rate_, per_, std::max(t_us, advance(now_us)));
-  log_.insert(slot.at_us);
+  slot.units = units;
+  slot.at_us = sliding_earliest(log_.view(), rate_, per_, std::max(t_us, advance(now_us)), fit(units));
+  log_.insert(slot.at_us, units);
   return slot;
 }
 
 Result<std::int64_t> SlidingWindowLimiter::ready_at(Slot& slot, std::int64_t now_us) {
   std::lock_guard lock(mu_);
-  return sliding_earliest(started_.view(), rate_, per_, std::max({slot.at_us, now_us, advance(now_us)}));
+  return sliding_earliest(started_.view(), rate_, per_, std::max({slot.at_us, now_us, advance(now_us)}),
+                          fit(slot.units));
 }
 
 Result<UseResult> SlidingWindowLimiter::start(Slot& slot, std::int64_t now_us) {
@@ -56,7 +59,7 @@ Result<UseResult> SlidingWindowLimiter::restart(Slot& slot, std::int64_t now_us)
   std::lock_guard lock(mu_);
   // The start leaves the calls started; its entry in the granted log stays,
   // as the slot it was, until start_locked moves it to its new time.
-  if (slot.started) started_.erase_one(slot.at_us);
+  if (slot.started) started_.erase(slot.at_us, slot.units);
   slot.started = false;
   return start_locked(slot, now_us);
 }
@@ -64,15 +67,16 @@ Result<UseResult> SlidingWindowLimiter::restart(Slot& slot, std::int64_t now_us)
 UseResult SlidingWindowLimiter::start_locked(Slot& slot, std::int64_t now_us) {
   // The calls started decide; the granted slots only say when to come (see
   // TokenBucketLimiter::start). A slot used on time always fits.
-  const std::int64_t at = sliding_earliest(started_.view(), rate_, per_, std::max(now_us, advance(now_us)));
-  log_.erase_one(slot.at_us);
+  const std::int64_t at =
+      sliding_earliest(started_.view(), rate_, per_, std::max(now_us, advance(now_us)), fit(slot.units));
+  log_.erase(slot.at_us, slot.units);
   if (at > now_us) {
     slot.at_us = at;
-    log_.insert(at);
+    log_.insert(at, slot.units);
     return UseResult::kMoved;
   }
-  log_.insert(now_us);
-  started_.insert(now_us);
+  log_.insert(now_us, slot.units);
+  started_.insert(now_us, slot.units);
   slot.at_us = now_us;
   slot.started = true;
   return UseResult::kStarted;
@@ -81,8 +85,27 @@ UseResult SlidingWindowLimiter::start_locked(Slot& slot, std::int64_t now_us) {
 Status SlidingWindowLimiter::cancel(const Slot& slot) {
   std::lock_guard lock(mu_);
   // Already pruned means it no longer counted anyway.
-  log_.erase_one(slot.at_us);
-  if (slot.started) started_.erase_one(slot.at_us);
+  log_.erase(slot.at_us, slot.units);
+  if (slot.started) started_.erase(slot.at_us, slot.units);
+  return {};
+}
+
+Status SlidingWindowLimiter::adjust(Slot& slot, std::int64_t units, std::int64_t now_us) {
+  if (!slot.started) return adjust_needs_start(slot);
+  std::lock_guard lock(mu_);
+  advance(now_us);
+  // Entries at the call's start: exact either way (a pruned start no
+  // longer counts in any window that is still to come).
+  if (slot.at_us > high_water_ - per_) {
+    if (units > slot.units) {
+      log_.insert(slot.at_us, units - slot.units);
+      started_.insert(slot.at_us, units - slot.units);
+    } else {
+      log_.erase(slot.at_us, slot.units - units);
+      started_.erase(slot.at_us, slot.units - units);
+    }
+  }
+  slot.units = units;
   return {};
 }
 

@@ -6,6 +6,7 @@
 // Thread-safety: all members are safe to call concurrently (one mutex).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <mutex>
 #include <vector>
@@ -20,17 +21,24 @@ class SlidingWindowLimiter final : public Limiter {
   // rate >= 1, per_us >= 1 (the config loader has checked them).
   SlidingWindowLimiter(std::int64_t rate, std::int64_t per_us);
 
-  [[nodiscard]] Result<std::int64_t> earliest(std::int64_t now_us, std::int64_t t_us) override;
-  [[nodiscard]] Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) override;
   [[nodiscard]] Result<std::int64_t> ready_at(Slot& slot, std::int64_t now_us) override;
   [[nodiscard]] Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
   [[nodiscard]] Result<UseResult> restart(Slot& slot, std::int64_t now_us) override;
   [[nodiscard]] Status cancel(const Slot& slot) override;
+  [[nodiscard]] Status adjust(Slot& slot, std::int64_t units, std::int64_t now_us) override;
   void count_started(std::span<const std::int64_t> starts_us) override;
   bool forgettable(std::int64_t now_us) override;
   std::string describe() const override;
 
+ protected:
+  [[nodiscard]] Result<std::int64_t> earliest_units(std::int64_t now_us, std::int64_t t_us,
+                                                    std::int64_t units) override;
+  [[nodiscard]] Result<Slot> reserve_units(std::int64_t now_us, std::int64_t t_us,
+                                           std::int64_t units) override;
+
  private:
+  // The units a call is checked for: at most the whole budget (limiter.hpp).
+  std::int64_t fit(std::int64_t units) const { return std::min(units, rate_); }
   std::int64_t advance(std::int64_t now_us);  // raises the high-water mark and prunes; needs mu_
   UseResult start_locked(Slot& slot, std::int64_t now_us);
 

@@ -18,8 +18,18 @@ class SortedLog {
   std::span<const std::int64_t> view() const { return {v_.data() + head_, v_.size() - head_}; }
   bool empty() const { return head_ == v_.size(); }
 
-  void insert(std::int64_t at) {
-    v_.insert(std::upper_bound(v_.begin() + static_cast<std::ptrdiff_t>(head_), v_.end(), at), at);
+  void insert(std::int64_t at, std::int64_t copies = 1) {
+    if (copies <= 0) return;
+    v_.insert(std::upper_bound(v_.begin() + static_cast<std::ptrdiff_t>(head_), v_.end(), at),
+              static_cast<std::size_t>(copies), at);
+  }
+  // Removes up to `copies` entries equal to `at`.
+  void erase(std::int64_t at, std::int64_t copies) {
+    if (copies <= 0) return;
+    auto first = std::lower_bound(v_.begin() + static_cast<std::ptrdiff_t>(head_), v_.end(), at);
+    auto last = first;
+    while (last != v_.end() && *last == at && last - first < copies) ++last;
+    v_.erase(first, last);
   }
   // Removes one entry equal to `at`; false when there is none.
   bool erase_one(std::int64_t at) {

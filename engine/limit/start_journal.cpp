@@ -103,16 +103,45 @@ Status StartJournal::save() {
   return write(std::max(last, lease_until_ - options_.lease_us), false);
 }
 
-Result<std::int64_t> StartJournal::earliest(std::int64_t now_us, std::int64_t t_us) {
+Result<std::int64_t> StartJournal::earliest_units(std::int64_t now_us, std::int64_t t_us,
+                                                  std::int64_t units) {
+  (void)units;
   std::lock_guard lock(mu_);
   return std::max({now_us, t_us, not_before_});
 }
 
-Result<Slot> StartJournal::reserve(std::int64_t now_us, std::int64_t t_us) {
+Result<Slot> StartJournal::reserve_units(std::int64_t now_us, std::int64_t t_us, std::int64_t units) {
   std::lock_guard lock(mu_);
   Slot slot;
+  slot.units = units;
   slot.at_us = std::max({now_us, t_us, not_before_});
   return slot;
+}
+
+Status StartJournal::record_locked(std::int64_t at, std::int64_t units) {
+  prune(at);
+  recent_.insert(std::upper_bound(recent_.begin(), recent_.end(), at), static_cast<std::size_t>(units), at);
+  if (!db_) return {};
+  unsaved_.insert(unsaved_.end(), static_cast<std::size_t>(units), at);
+  if (lease_open_ && at <= lease_until_ && lease_left_ >= units) {
+    lease_left_ -= units;
+    return {};
+  }
+  // Saved, with a lease on the next starts, before this call goes.
+  const std::int64_t now_us = std::max(at, lease_until_ - options_.lease_us);
+  if (auto st = write(now_us, true); !st) {
+    unsaved_.resize(unsaved_.size() - static_cast<std::size_t>(units));
+    forget_locked(at, units);
+    return st;
+  }
+  return {};
+}
+
+void StartJournal::forget_locked(std::int64_t at, std::int64_t units) {
+  auto first = std::lower_bound(recent_.begin(), recent_.end(), at);
+  auto last = first;
+  while (last != recent_.end() && *last == at && last - first < units) ++last;
+  recent_.erase(first, last);
 }
 
 Result<UseResult> StartJournal::start(Slot& slot, std::int64_t now_us) {
@@ -124,37 +153,40 @@ Result<UseResult> StartJournal::start(Slot& slot, std::int64_t now_us) {
     slot.at_us = not_before_;
     return UseResult::kMoved;
   }
-  prune(now_us);
-  recent_.insert(std::upper_bound(recent_.begin(), recent_.end(), now_us), now_us);
+  if (auto st = record_locked(now_us, slot.units); !st) return fail(st.error());
   slot.at_us = now_us;
   slot.started = true;
-  if (!db_) return UseResult::kStarted;
-  unsaved_.push_back(now_us);
-  if (lease_open_ && now_us <= lease_until_ && lease_left_ > 0) {
-    --lease_left_;
-    return UseResult::kStarted;
-  }
-  // Saved, with a lease on the next starts, before this call goes.
-  if (auto st = write(now_us, true); !st) {
-    unsaved_.pop_back();
-    recent_.erase(std::lower_bound(recent_.begin(), recent_.end(), now_us));
-    slot.started = false;
-    return fail(st.error());
-  }
   return UseResult::kStarted;
 }
 
 Status StartJournal::cancel(const Slot& slot) {
   if (!slot.started) return {};
   std::lock_guard lock(mu_);
+  std::int64_t units = slot.units;
   if (db_) {
     // A start already saved stays counted: a little slower, never faster.
-    auto unsaved = std::find(unsaved_.begin(), unsaved_.end(), slot.at_us);
-    if (unsaved == unsaved_.end()) return {};
-    unsaved_.erase(unsaved);
+    const auto unsaved = std::count(unsaved_.begin(), unsaved_.end(), slot.at_us);
+    units = std::min<std::int64_t>(units, unsaved);
+    for (std::int64_t i = 0; i < units; ++i)
+      unsaved_.erase(std::find(unsaved_.begin(), unsaved_.end(), slot.at_us));
   }
-  auto it = std::lower_bound(recent_.begin(), recent_.end(), slot.at_us);
-  if (it != recent_.end() && *it == slot.at_us) recent_.erase(it);
+  forget_locked(slot.at_us, units);
+  return {};
+}
+
+Status StartJournal::adjust(Slot& slot, std::int64_t units, std::int64_t now_us) {
+  if (!slot.started) return adjust_needs_start(slot);
+  if (units > slot.units) {
+    std::lock_guard lock(mu_);
+    // The overdraft is saved as starts at the call's time, like the call.
+    if (auto st = record_locked(slot.at_us, units - slot.units); !st) return st;
+    (void)now_us;
+  } else if (units < slot.units) {
+    Slot refund = slot;
+    refund.units = slot.units - units;
+    if (auto st = cancel(refund); !st) return st;
+  }
+  slot.units = units;
   return {};
 }
 

@@ -20,6 +20,9 @@
 // more than it counts. A process that stops cleanly saves every start and
 // ends its lease.
 //
+// Units: a call of u units is recorded as u starts at its time, and takes u
+// of a lease's calls.
+//
 // Scope: several live processes on one database each keep their own journal
 // for an owner; a process that starts counts what all of them saved (it may
 // be slower for a moment after a restart, never faster). Database-scope
@@ -69,13 +72,22 @@ class StartJournal final : public Limiter {
   // Saves the starts not yet saved and ends the lease.
   [[nodiscard]] Status save();
 
-  [[nodiscard]] Result<std::int64_t> earliest(std::int64_t now_us, std::int64_t t_us) override;
-  [[nodiscard]] Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) override;
   [[nodiscard]] Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
   [[nodiscard]] Status cancel(const Slot& slot) override;
+  [[nodiscard]] Status adjust(Slot& slot, std::int64_t units, std::int64_t now_us) override;
   std::string describe() const override;
 
+ protected:
+  [[nodiscard]] Result<std::int64_t> earliest_units(std::int64_t now_us, std::int64_t t_us,
+                                                    std::int64_t units) override;
+  [[nodiscard]] Result<Slot> reserve_units(std::int64_t now_us, std::int64_t t_us,
+                                           std::int64_t units) override;
+
  private:
+  // Records `units` starts at `at` (a call of u units is u starts), saved
+  // with a lease when the open one does not cover them. Needs mu_.
+  [[nodiscard]] Status record_locked(std::int64_t at, std::int64_t units);
+  void forget_locked(std::int64_t at, std::int64_t units);
   StartJournal(std::string owner, Options options, std::unique_ptr<store::LimiterTables> db);
   [[nodiscard]] Status load(std::int64_t now_us);                    // needs mu_ (or no sharing yet)
   [[nodiscard]] Status write(std::int64_t now_us, bool take_lease);  // needs mu_

@@ -20,19 +20,20 @@ TokenBucketLimiter::TokenBucketLimiter(std::int64_t rate, std::int64_t per_us, s
                                        std::int64_t guard_us)
     : rate_(rate), per_(per_us), burst_(burst), gcra_(guarded(Gcra::make(rate, per_us, burst), guard_us)) {}
 
-Result<std::int64_t> TokenBucketLimiter::earliest(std::int64_t now_us, std::int64_t t_us) {
+Result<std::int64_t> TokenBucketLimiter::earliest_units(std::int64_t now_us, std::int64_t t_us,
+                                                        std::int64_t units) {
   std::lock_guard lock(mu_);
-  return gcra_.earliest(tat_, std::max(now_us, t_us));
+  return gcra_.earliest(tat_, std::max(now_us, t_us), units);
 }
 
-Result<Slot> TokenBucketLimiter::reserve(std::int64_t now_us, std::int64_t t_us) {
+Result<Slot> TokenBucketLimiter::reserve_units(std::int64_t now_us, std::int64_t t_us, std::int64_t units) {
   std::lock_guard lock(mu_);
-  return gcra_.grant(tat_, std::max(now_us, t_us));
+  return gcra_.grant(tat_, std::max(now_us, t_us), units);
 }
 
 Result<std::int64_t> TokenBucketLimiter::ready_at(Slot& slot, std::int64_t now_us) {
   std::lock_guard lock(mu_);
-  return std::max({now_us, slot.at_us, started_tat_ - gcra_.tolerance_us});
+  return std::max(slot.at_us, gcra_.earliest(started_tat_, now_us, slot.units));
 }
 
 Result<UseResult> TokenBucketLimiter::start(Slot& slot, std::int64_t now_us) {
@@ -61,14 +62,14 @@ UseResult TokenBucketLimiter::start_locked(Slot& slot, std::int64_t now_us) {
   // to come. A start at its slot's time always fits (the slots were granted
   // with every earlier slot counted), and a late one fits when the room is
   // still there; otherwise its holder waits for the next room, in its place.
-  const std::int64_t allowed = started_tat_ - gcra_.tolerance_us;
+  const std::int64_t allowed = gcra_.earliest(started_tat_, now_us, slot.units);
   if (now_us < allowed) {
     slot.at_us = allowed;
     return UseResult::kMoved;
   }
   slot.started = true;
   slot.started_before_us = started_tat_;
-  started_tat_ = std::max(started_tat_, now_us) + gcra_.interval_us;
+  started_tat_ = std::max(started_tat_, now_us) + gcra_.charge(slot.units);
   slot.started_after_us = started_tat_;
   // Slots granted from now on queue behind what really started.
   tat_ = std::max(tat_, started_tat_);
@@ -80,6 +81,20 @@ Status TokenBucketLimiter::cancel(const Slot& slot) {
   std::lock_guard lock(mu_);
   if (slot.started && started_tat_ == slot.started_after_us) started_tat_ = slot.started_before_us;
   gcra_.give_back(tat_, slot);
+  return {};
+}
+
+Status TokenBucketLimiter::adjust(Slot& slot, std::int64_t units, std::int64_t now_us) {
+  (void)now_us;
+  if (!slot.started) return adjust_needs_start(slot);
+  std::lock_guard lock(mu_);
+  const bool latest = tat_ == started_tat_;
+  gcra_.correct(started_tat_, slot.started_before_us, slot.started_after_us, slot.at_us, slot.units, units);
+  // Slots granted from now on queue behind the corrected charge; with none
+  // granted after the start, they follow it down too.
+  tat_ = latest ? started_tat_ : std::max(tat_, started_tat_);
+  slot.started_after_us = started_tat_;
+  slot.units = units;
   return {};
 }
 

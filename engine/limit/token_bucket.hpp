@@ -22,15 +22,20 @@ class TokenBucketLimiter final : public Limiter {
   // (see make_limiter).
   TokenBucketLimiter(std::int64_t rate, std::int64_t per_us, std::int64_t burst, std::int64_t guard_us = 0);
 
-  [[nodiscard]] Result<std::int64_t> earliest(std::int64_t now_us, std::int64_t t_us) override;
-  [[nodiscard]] Result<Slot> reserve(std::int64_t now_us, std::int64_t t_us) override;
   [[nodiscard]] Result<std::int64_t> ready_at(Slot& slot, std::int64_t now_us) override;
   [[nodiscard]] Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
   [[nodiscard]] Result<UseResult> restart(Slot& slot, std::int64_t now_us) override;
   [[nodiscard]] Status cancel(const Slot& slot) override;
+  [[nodiscard]] Status adjust(Slot& slot, std::int64_t units, std::int64_t now_us) override;
   void count_started(std::span<const std::int64_t> starts_us) override;
   bool forgettable(std::int64_t now_us) override;
   std::string describe() const override;
+
+ protected:
+  [[nodiscard]] Result<std::int64_t> earliest_units(std::int64_t now_us, std::int64_t t_us,
+                                                    std::int64_t units) override;
+  [[nodiscard]] Result<Slot> reserve_units(std::int64_t now_us, std::int64_t t_us,
+                                           std::int64_t units) override;
 
  private:
   UseResult start_locked(Slot& slot, std::int64_t now_us);  // needs mu_

@@ -90,8 +90,11 @@ std::expected<http::Response, http::TransportError> CallServices::send(std::stri
   }
 }
 
-std::optional<std::string> CallServices::admit_extra_request(limit::Reservation& counted) {
+std::optional<std::string> CallServices::admit_extra_request(limit::Reservation& counted, std::int64_t units,
+                                                             bool wait,
+                                                             std::optional<TimePoint>* refused_until) {
   retry::CallState extra(clock_.now());
+  extra.set_units(units);
   for (;;) {
     if (stop_.stop_requested()) return "cancelled while waiting for a rate-limit slot";
     auto admission = gate_.admit(extra, clock_.now());
@@ -105,6 +108,10 @@ std::optional<std::string> CallServices::admit_extra_request(limit::Reservation&
     if (auto* f = std::get_if<retry::CallGate::Fail>(&admission)) return f->error.message();
     auto& w = std::get<retry::CallGate::Wait>(admission);
     TimePoint until = w.until.value_or(clock_.now() + std::chrono::milliseconds(5));
+    if (!wait) {
+      *refused_until = until;
+      return std::nullopt;
+    }
     if (!clock_.wait_until(until, stop_)) return "cancelled while waiting for a rate-limit slot";
   }
 }
@@ -113,10 +120,48 @@ plugin_host::HttpResult CallServices::http(std::string_view plugin, const plugin
   plugin_host::HttpResult result;
   limit::Reservation extra;
   limit::Reservation* counted = requests_ == 0 ? first_ : &extra;
-  if (requests_++ > 0) {
-    if (auto refused = admit_extra_request(extra)) {
+  const std::int64_t units = request.cost > 0 ? request.cost : gate_.parts().cost;
+  last_slot_ = nullptr;
+  // The call was admitted at the operation's declared cost. A first request
+  // the plugin expects to cost more gives that slot back (sent on it, it
+  // would be an overdraft) and takes one for its estimate if there is room
+  // for it now; otherwise it is refused with the time of that room,
+  // and the step asks for its estimate from then on (wanted_units), in its
+  // turn. One expected to cost less gives the rest back.
+  if (requests_ == 0 && counted && counted->started() && units > counted->units()) {
+    wanted_units_ = units;
+    if (Status st = counted->give_back_start(); !st)
+      spdlog::debug("plugin {}: {}", plugin, st.error().message());
+    std::optional<TimePoint> room_at;
+    if (auto refused = admit_extra_request(extra, units, false, &room_at)) {
       result.error = plugin_host::HttpFailure::kRefused;
       result.message = *refused;
+      return result;
+    }
+    if (room_at) {
+      result.error = plugin_host::HttpFailure::kRefused;
+      result.message = "the rate limits have no room now for the " + std::to_string(units) +
+                       " units the request is expected to cost";
+      result.retry_after = std::chrono::ceil<std::chrono::milliseconds>(
+          std::max<Duration>(*room_at - clock_.now(), Duration::zero()));
+      held_until_ = room_at;
+      last_error_ = http::TransportError::Kind::kHeldBack;  // the server never saw it
+      last_status_ = 0;
+      last_headers_.clear();
+      return result;
+    }
+    counted = &extra;
+    ++requests_;
+  } else if (requests_++ > 0) {
+    if (auto refused = admit_extra_request(extra, units)) {
+      result.error = plugin_host::HttpFailure::kRefused;
+      result.message = *refused;
+      return result;
+    }
+  } else if (counted && counted->units() > units) {
+    if (Status st = gate_.correct_cost(*counted, units, clock_.now()); !st) {
+      result.error = plugin_host::HttpFailure::kOther;
+      result.message = st.error().message();
       return result;
     }
   }
@@ -130,6 +175,12 @@ plugin_host::HttpResult CallServices::http(std::string_view plugin, const plugin
   }
   req.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(attempt_timeout_);
   auto reply = send(plugin, req, counted);
+  if (counted == &extra) {
+    last_extra_ = std::move(extra);
+    last_slot_ = &last_extra_;
+  } else {
+    last_slot_ = counted;
+  }
   last_headers_.clear();
   if (!reply) {
     using K = http::TransportError::Kind;
@@ -169,6 +220,14 @@ plugin_host::HttpResult CallServices::http(std::string_view plugin, const plugin
     result.retry_after = std::max(wait, std::chrono::milliseconds(0));
   }
   return result;
+}
+
+void CallServices::report_cost(std::string_view plugin, std::int64_t units) {
+  if (last_slot_ == nullptr || !last_slot_->started()) return;  // nothing was counted for it
+  if (Status st = gate_.correct_cost(*last_slot_, units, clock_.now()); !st) {
+    spdlog::warn("plugin {}: its reported cost of {} units was not counted: {}", plugin, units,
+                 st.error().message());
+  }
 }
 
 void CallServices::log(std::string_view plugin, plugin_host::LogLevel level, std::string_view message) {

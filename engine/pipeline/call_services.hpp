@@ -11,7 +11,11 @@
 // The first request of a call runs on the limiter slot the call was admitted
 // with; every further request of the same call takes a slot of its own
 // through the plugin's gate, waiting in place (bounded by the step's
-// max_wait), because the server counts requests, not operations.
+// max_wait), because the server counts requests, not operations. A request
+// costs the units its plugin estimates (HttpRequest::cost), or the
+// operation's declared cost; the first request's slot is corrected to that
+// estimate before it leaves, and report_cost() corrects the last request's
+// slot to what its reply said it cost.
 //
 // Right before a request leaves (connected, nothing sent yet) two things are
 // checked again, since connecting may take long and the thread may have been
@@ -65,6 +69,7 @@ class CallServices final : public plugin_host::HostServices {
   plugin_host::HttpResult http(std::string_view plugin, const plugin_host::HttpRequest& request) override;
   void log(std::string_view plugin, plugin_host::LogLevel level, std::string_view message) override;
   bool cancelled() override { return stop_.stop_requested(); }
+  void report_cost(std::string_view plugin, std::int64_t units) override;
 
   // The last response's status (0 if none arrived) and headers.
   int last_status() const { return last_status_; }
@@ -72,10 +77,18 @@ class CallServices final : public plugin_host::HostServices {
   // Why the last request produced no response, if it did not.
   std::optional<http::TransportError::Kind> last_transport_error() const { return last_error_; }
   int requests() const { return requests_; }
+  // The units the plugin expected its first request to cost, when that was
+  // more than the call was admitted with (0 otherwise): the step's next
+  // admission should ask for that many (CallState::set_units).
+  std::int64_t wanted_units() const { return wanted_units_; }
 
  private:
   // Takes a limiter slot for a request after the first, waiting in place.
-  std::optional<std::string> admit_extra_request(limit::Reservation& counted);
+  // With `wait` false, a request that cannot go at once is refused with the
+  // time it could: nullopt and `*refused_until` set.
+  std::optional<std::string> admit_extra_request(limit::Reservation& counted, std::int64_t units,
+                                                 bool wait = true,
+                                                 std::optional<TimePoint>* refused_until = nullptr);
   // Sends `req`, holding it back (unsent) while the lease has run out or its
   // start must be counted anew and wait; `counted` may be null.
   std::expected<http::Response, http::TransportError> send(std::string_view plugin, http::Request& req,
@@ -88,9 +101,12 @@ class CallServices final : public plugin_host::HostServices {
   const SecretMask& secrets_;
   std::stop_token stop_;
   limit::Reservation* first_;
+  limit::Reservation last_extra_;            // the slot of the last request after the first
+  limit::Reservation* last_slot_ = nullptr;  // the last request's: first_ or &last_extra_
   LeaseUntil lease_until_;
   std::optional<TimePoint> held_until_;  // the last request was held back for room until then
   int requests_ = 0;
+  std::int64_t wanted_units_ = 0;
   int last_status_ = 0;
   std::vector<limit::HttpHeader> last_headers_;
   std::optional<http::TransportError::Kind> last_error_;

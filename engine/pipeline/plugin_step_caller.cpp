@@ -265,6 +265,9 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
     if (!reply && reply.error().code() == ErrorCode::kNotFound) {
       return finish(runtime::CallOutcome::failed(reply.error().with_context(where)));
     }
+    // A plugin that expects its request to cost more than the call was
+    // admitted with: the step asks for that much from now on.
+    if (services.wanted_units() > 0) step.set_units(services.wanted_units());
     retry::Outcome outcome = classify(reply, services);
     {
       std::lock_guard lock(mu_);

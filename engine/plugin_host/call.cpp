@@ -130,6 +130,8 @@ int32_t http_into(CallState* st, const ratchet_http_request* req, ratchet_http_r
     request.method = view(req->method);
     request.url = view(req->url);
     request.body = view(req->body);
+    if (RATCHET_HAS_FIELD(ratchet_http_request, req->struct_size, cost) && req->cost > 0)
+      request.cost = req->cost;
     for (size_t i = 0; i < req->header_count && req->headers != nullptr; ++i)
       request.headers.emplace_back(view(req->headers[i].name), view(req->headers[i].value));
     r.error = HttpFailure::kOther;
@@ -161,6 +163,12 @@ void host_log(void* host_data, int32_t level, ratchet_str message) {
   if (level < RATCHET_LOG_DEBUG || level > RATCHET_LOG_ERROR) level = RATCHET_LOG_INFO;
   st->with_services(
       [&](HostServices& s) { s.log(st->plugin(), static_cast<LogLevel>(level), view(message)); });
+}
+
+void host_report_cost(void* host_data, int64_t units) {
+  CallState* st = state_of(host_data);
+  if (units < 0) units = 0;
+  st->with_services([&](HostServices& s) { s.report_cost(st->plugin(), units); });
 }
 
 int32_t host_is_cancelled(void* host_data) {
@@ -267,6 +275,7 @@ Result<CallReply> invoke(Invocation call, HostServices& services, const Clock& c
   st->table.http_request = &host_http;
   st->table.log = &host_log;
   st->table.is_cancelled = &host_is_cancelled;
+  st->table.report_cost = &host_report_cost;
 
   const CallContext& cc = st->call.context;
   st->context.struct_size = sizeof(ratchet_call_context);

@@ -31,6 +31,9 @@ struct HttpRequest {
   std::string url;
   HttpHeaders headers;
   std::string body;
+  // The units of the plugin's limits it is expected to cost; 0: the
+  // operation's declared cost.
+  std::int64_t cost = 0;
 };
 
 // Why a request produced no response; values match RATCHET_HTTP_* of plugin.h.
@@ -67,6 +70,12 @@ class HostServices {
   virtual void log(std::string_view plugin, LogLevel level, std::string_view message) = 0;
   // True once the work this call belongs to is cancelled.
   virtual bool cancelled() = 0;
+  // The last request of this call cost `units` (>= 0), as its reply said.
+  // Must not throw. Hosts without limits ignore it.
+  virtual void report_cost(std::string_view plugin, std::int64_t units) {
+    (void)plugin;
+    (void)units;
+  }
 };
 
 // Who is calling; copied into the call, so it may be a temporary.

@@ -164,7 +164,9 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
   limit::LimiterStack& stack = **stack_of;
   // A slot held from before a reload may be in limiters since replaced: a
   // start there would not count in the limits that apply now.
-  if (step.reservation_.held() && !stack.holds_slots_of(step.reservation_)) {
+  const std::int64_t units = units_of(step);
+  if (step.reservation_.held() &&
+      (!stack.holds_slots_of(step.reservation_) || step.reservation_.units() != units)) {
     (void)step.reservation_.cancel();
   }
   if (!step.reservation_.held() && !parts_.keyed.empty()) {
@@ -178,13 +180,14 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
     std::vector<std::shared_ptr<limit::Limiter>> shared(all.begin(), first);
     shared.insert(shared.end(), last, all.end());
     limit::LimiterStack shared_stack(std::move(shared));
-    if (step.key_hold_.held() && step.key_hold_.limiters() != own) (void)step.key_hold_.cancel();
+    if (step.key_hold_.held() && (step.key_hold_.limiters() != own || step.key_hold_.units() != units))
+      (void)step.key_hold_.cancel();
     if (!step.key_hold_.held()) {
       limit::LimiterStack own_stack(own);
-      auto earliest = own_stack.earliest(now);
+      auto earliest = own_stack.earliest(now, units);
       if (!earliest) return Fail{earliest.error().with_context("rate limiter")};
       if (*earliest - now > kRespaceGain) {
-        auto r = own_stack.reserve(now);
+        auto r = own_stack.reserve(now, units);
         if (!r) return Fail{r.error().with_context("rate limiter")};
         step.key_hold_ = std::move(*r);
         if (ahead(step.key_hold_.at(), now)) return wait_for_slot(step.key_hold_.at());
@@ -196,7 +199,7 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
       // Its keys' time has come: it keeps that slot (given back, a slot of a
       // bucket or a pace would go to the end of the queue) and joins a slot
       // in the shared limits to it.
-      auto r = shared_stack.reserve(now);
+      auto r = shared_stack.reserve(now, units);
       if (!r) return Fail{r.error().with_context("rate limiter")};
       auto joined = stack.join(std::move(step.key_hold_), std::move(*r));
       if (!joined) return Fail{joined.error().with_context("rate limiter")};
@@ -205,7 +208,7 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
     }
   }
   if (!step.reservation_.held()) {
-    auto r = stack.reserve(now);
+    auto r = stack.reserve(now, units);
     if (!r) return Fail{r.error().with_context("rate limiter")};
     step.reservation_ = std::move(*r);
     if (auto again = rewound()) return std::move(*again);
@@ -215,10 +218,10 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
     // come sooner than the one held: the learned pace sped up, or slots
     // ahead were given back.
     {
-      auto sooner = stack.earliest(now);
+      auto sooner = stack.earliest(now, units);
       if (!sooner) return Fail{sooner.error().with_context("rate limiter")};
       if (*sooner + kRespaceGain < step.reservation_.at()) {
-        auto r = stack.reserve(now);
+        auto r = stack.reserve(now, units);
         if (!r) return Fail{r.error().with_context("rate limiter")};
         step.reservation_ = std::move(*r);  // gives the later slot back
       }
@@ -259,6 +262,13 @@ Result<std::optional<TimePoint>> CallGate::confirm_send(limit::Reservation& coun
   if (!go) return fail(go.error().with_context("rate limiter"));
   if (*go) return std::nullopt;
   return counted.at();
+}
+
+Status CallGate::correct_cost(limit::Reservation& counted, std::int64_t units, TimePoint now) {
+  if (!counted.started()) return {};
+  if (Status st = stack_.adjust(counted, units, now); !st)
+    return fail(st.error().with_context("rate limiter"));
+  return {};
 }
 
 CallGate::Verdict CallGate::record(CallState& step, Ticket ticket, const Outcome& outcome,
@@ -358,6 +368,7 @@ Result<std::shared_ptr<CallGate>> make_call_gate(const config::CallPolicy& polic
   parts.retry = policy.retry;
   parts.max_wait = policy.max_wait;
   parts.request_timeout = policy.timeout;
+  parts.cost = policy.cost;
   if (policy.breaker.enabled) parts.breaker = std::make_shared<CircuitBreaker>(policy.breaker);
   for (const auto& spec : policy.limits) {
     if (spec.key) {

@@ -52,6 +52,7 @@
 // permit and its breaker probe.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -109,6 +110,9 @@ struct CallGateParts {
   std::shared_ptr<limit::ConcurrencyLimiter> concurrency;  // null: no cap
   limit::RateHeaderOptions headers;                        // max wait a header may impose
   std::uint64_t seed = 0x5eed;                             // jitter randomness
+  // The units of the limits one call costs (the operation's `cost`), unless
+  // its step says otherwise (CallState::set_units).
+  std::int64_t cost = 1;
   // How long after its counted start a request may still leave as counted
   // (see confirm_send): well inside the jitter margin of the limits, which
   // also has to cover the way to the server.
@@ -130,6 +134,10 @@ class CallState {
   }
   // The keys of its keyed limits, as named (CallGate::bind_keys).
   const std::vector<std::string>& keys() const { return keys_; }
+  // The units its call costs (a plugin's estimate for one request); 0: the
+  // gate's declared cost. Set before admit(); a slot held for another cost
+  // is given back at the next admit.
+  void set_units(std::int64_t units) { units_ = std::max<std::int64_t>(units, 0); }
 
  private:
   friend class CallGate;
@@ -147,6 +155,7 @@ class CallState {
   std::shared_ptr<limit::AdaptivePacer> pacer_;  // the learned pace in stack_
   bool rewound_ = false;                         // admit() is asking again after a far move
   std::size_t own_limiters_ = 0;                 // the limiters of its keys in stack_, after the unkeyed
+  std::int64_t units_ = 0;
 };
 
 class CallGate {
@@ -223,10 +232,17 @@ class CallGate {
   // and gives it back if dropped).
   [[nodiscard]] Result<std::optional<TimePoint>> confirm_send(limit::Reservation& counted, TimePoint now);
 
+  // The call started on `counted` cost `units` (>= 0): every limit it was
+  // counted in takes the difference at once (limit/limiter.hpp, "Units"),
+  // so an overdraft makes the next calls wait. A reservation not started
+  // (the request never left) is left as it is.
+  [[nodiscard]] Status correct_cost(limit::Reservation& counted, std::int64_t units, TimePoint now);
+
   const CallGateParts& parts() const { return parts_; }
 
  private:
   double random01();
+  std::int64_t units_of(const CallState& step) const { return step.units_ > 0 ? step.units_ : parts_.cost; }
   // The limiters a step's call must pass: stack_, or with keyed limits the
   // stack of the step's keys.
   [[nodiscard]] Result<limit::LimiterStack*> stack_for(CallState& step, TimePoint now);

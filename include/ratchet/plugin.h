@@ -102,6 +102,12 @@ typedef struct ratchet_http_request {
   const ratchet_header* headers;
   size_t header_count;
   ratchet_str body;
+  /* A later field (the host reads it only when struct_size covers it). The
+   * units of the plugin's limits this request is expected to cost (a
+   * GraphQL query's estimated points); 0 or less: the cost the operation
+   * declares (`cost` in its config, 1 by default). A request that proves
+   * dearer or cheaper is corrected with report_cost. */
+  int64_t cost;
 } ratchet_http_request;
 
 /* Filled in by the host. All pointers are owned by the host and stay valid
@@ -146,6 +152,13 @@ typedef struct ratchet_host_services {
   /* Nonzero once the call is cancelled or past its timeout; a long operation
    * should check it and return. */
   int32_t (*is_cancelled)(void* host_data);
+
+  /* A later field: check struct_size before calling it. The units the last
+   * HTTP request of this call really cost, as its reply said (a cost field,
+   * a header): the limits it was counted in are corrected at once, so an
+   * overdraft makes later calls wait and a refund frees room. Before the
+   * call's first request it does nothing. */
+  void (*report_cost)(void* host_data, int64_t units);
 } ratchet_host_services;
 
 /* ------------------------------------------------------------------- calls */

@@ -193,8 +193,12 @@ class Http {
   // Throws Throttled when the engine refused the request for its limits,
   // Retryable on timeouts and connection failures, Fatal on TLS failures, an
   // oversized response or a cancelled call.
+  //
+  // `cost` is the units of the plugin's limits the request is expected to
+  // cost (0: the operation's declared cost); report_cost() corrects it from
+  // the reply.
   Response request(std::string_view method, const std::string& url, const Headers& headers,
-                   std::string_view body) {
+                   std::string_view body, std::int64_t cost = 0) {
     std::vector<ratchet_header> raw;
     raw.reserve(headers.size());
     for (const auto& [k, v] : headers) raw.push_back({detail::str(k), detail::str(v)});
@@ -205,6 +209,7 @@ class Http {
     req.headers = raw.data();
     req.header_count = raw.size();
     req.body = detail::str(body);
+    req.cost = cost;
     ratchet_http_response resp{};
     resp.struct_size = sizeof(resp);
     resp.retry_after_ms = RATCHET_NO_RETRY_AFTER;
@@ -232,6 +237,16 @@ class Http {
     for (std::size_t i = 0; i < resp.header_count; ++i)
       out.headers.emplace_back(detail::view(resp.headers[i].name), detail::view(resp.headers[i].value));
     return out;
+  }
+
+  // The last request really cost `units` (a GraphQL cost field, a header):
+  // the engine corrects its limits at once. An engine too old to take it
+  // ignores it.
+  void report_cost(std::int64_t units) {
+    if (host_->struct_size >= offsetof(ratchet_host_services, report_cost) + sizeof(host_->report_cost) &&
+        host_->report_cost != nullptr) {
+      host_->report_cost(host_->host_data, units);
+    }
   }
 
  private:

@@ -275,5 +275,52 @@ TEST(SourceRefToString, OmitsWhatIsUnknown) {
   EXPECT_EQ((SourceRef{"", 2, 0, "job.x"}.to_string()), "<config>:2: job.x");
 }
 
+// Weighted calls: `cost` is how many units of the limits one call takes.
+TEST(LoadValues_Cost, PluginDefaultAndOperationOverride) {
+  auto r = load(R"([plugin.github]
+cost = 2
+host = "api.github.com"
+[[plugin.github.limit]]
+rate = 5000
+per = "1h"
+[plugin.github.operation.create_issue]
+cost = 5
+[plugin.github.operation.get_user]
+timeout = "5s"
+)");
+  ASSERT_TRUE(r.has_value()) << testing::joined(errors(r));
+  const auto& p = (*r)->plugins.at("github");
+  EXPECT_EQ(p.policy.cost, 2);
+  EXPECT_EQ(p.operations.at("create_issue").cost, 5);
+  EXPECT_EQ(p.operations.at("get_user").cost, 2);      // inherited
+  EXPECT_EQ(p.settings.at("host"), "api.github.com");  // "host" is a setting, not a typo of "cost"
+}
+
+TEST(LoadErrors_Cost, MoreThanALimitCanEverHoldIsRefusedNamingBoth) {
+  auto r = load(R"([plugin.p]
+[[plugin.p.limit]]
+rate = 10
+per = "1s"
+[plugin.p.operation.bulk]
+cost = 12
+[plugin.q]
+[[plugin.q.limit]]
+rate = 100
+per = "1m"
+burst = 4
+algorithm = "token_bucket"
+[plugin.q.operation.big]
+cost = 5
+[plugin.r]
+cost = 0
+)");
+  EXPECT_DIAGNOSTIC(
+      r, "t.toml:6:8: plugin.p.operation.bulk.cost: ",
+      "cost = 12 is more than the limit at plugin.p.limit[0] (line 2) can ever hold (10 per window), "
+      "so such a call could never start; lower the cost or raise the limit's rate");
+  EXPECT_DIAGNOSTIC(r, "t.toml:14:8: plugin.q.operation.big.cost: ", "(a burst of 4)");
+  EXPECT_DIAGNOSTIC(r, "t.toml:16:8: plugin.r.cost: ", "");
+}
+
 }  // namespace
 }  // namespace ratchet::config

@@ -45,6 +45,11 @@ class DatabaseLimiterTest : public ::testing::TestWithParam<store::testing::Back
   ratchet::testing::TempDir dir_;
 };
 
+std::int64_t must(Result<std::int64_t> r) {
+  EXPECT_TRUE(r.has_value()) << (r ? "" : r.error().to_string());
+  return r.value_or(-1);
+}
+
 Slot must(Result<Slot> r) {
   EXPECT_TRUE(r.has_value()) << (r ? "" : r.error().to_string());
   return r.value_or(Slot{});
@@ -133,6 +138,39 @@ TEST_P(DatabaseLimiterTest, FixedWindow_CountsPerEpochAlignedWindow) {
   EXPECT_EQ(must(l->reserve(mid, mid)).at_us, mid);
   EXPECT_EQ(must(l->reserve(mid, mid)).at_us, mid);
   EXPECT_EQ(must(l->reserve(mid, mid)).at_us, window_end);
+}
+
+// Weighted calls: a call of u units is u units of the shared budget for every
+// connection, and a correction after the reply reaches every connection too.
+TEST_P(DatabaseLimiterTest, Weighted_UnitsAndCorrectionsAreSharedByEveryConnection) {
+  testing::LimiterTables db(GetParam());
+  for (auto algo : {config::LimitAlgorithm::kSlidingWindow, config::LimitAlgorithm::kFixedWindow,
+                    config::LimitAlgorithm::kTokenBucket}) {
+    SCOPED_TRACE(static_cast<int>(algo));
+    const std::string key = "weighted/" + std::to_string(static_cast<int>(algo));
+    // 10 units per day; the bucket holds all 10 at once.
+    auto s = spec(algo, 10, 86400s, algo == config::LimitAlgorithm::kTokenBucket ? 10 : 1);
+    if (algo != config::LimitAlgorithm::kTokenBucket) s.burst.reset();
+    auto p1 = open(db, s, key);
+    auto p2 = open(db, s, key);
+    const std::int64_t t = kT0 + 86400 * kSec * (1 + static_cast<int>(algo)) - 12 * 3600 * kSec;
+    Slot a = must(p1->reserve(t, t, 4));
+    ASSERT_TRUE(p1->start(a, t).has_value());
+    Slot b = must(p2->reserve(t, t, 4));
+    EXPECT_EQ(b.at_us, t);
+    ASSERT_TRUE(p2->start(b, t).has_value());
+    // 8 of 10 spent: 2 more fit on either connection, 3 do not.
+    EXPECT_EQ(must(p1->earliest(t, t, 2)), t);
+    EXPECT_GT(must(p2->earliest(t, t, 3)), t);
+    // The first call really cost 1: three units come back (exact for the
+    // bucket only while it is the latest charge, so it is corrected last).
+    ASSERT_TRUE(p2->adjust(b, 1, t).has_value());
+    EXPECT_EQ(must(p1->earliest(t, t, 5)), t);
+    EXPECT_GT(must(p1->earliest(t, t, 6)), t);
+    // And an overdraft: nothing fits until the window (or bucket) has room.
+    ASSERT_TRUE(p1->adjust(a, 12, t).has_value());
+    EXPECT_GT(must(p2->earliest(t, t, 1)), t);
+  }
 }
 
 TEST_P(DatabaseLimiterTest, Open_MissingTablesAreAClearDatabaseError) {

@@ -314,6 +314,47 @@ steps = [{ name = "imdb", call = "imdb.get_rating", args = { name = "{{args.name
   EXPECT_EQ(server_->stats().portals.at("imdb").requests, kAlice + 1);
 }
 
+// Weighted calls end to end: each query costs the portal 1 to 6 units of
+// its 20 per 500 ms. The plugin estimates each request's cost from the job
+// (http_json `estimate`) and reports what the reply says it cost
+// (`cost_header`); the engine's limit counts units, so the portal never
+// holds more than its limit in a window and no call is refused.
+TEST_F(AssembledEngineTest, WeightedCalls_EstimatedAndReportedCost_NoWindowOverTheUnitsAtThePortal) {
+  mock_portal::PortalOptions strict;
+  strict.dialect = mock_portal::Dialect::kFixedWindow;
+  strict.limit = 20;
+  strict.window = 500ms;
+  start_server({{"imdb", strict}});
+  const std::string plugin =
+      "[plugin.http_json]\nurl = \"" + server_->portal_url("imdb") +
+      "/movies/{{args.name}}?cost={{args.points}}\"\nextract = \"/rating\"\n"
+      "estimate = \"{{args.points}}\"\ncost_header = \"X-Query-Cost\"\n"
+      "[[plugin.http_json.limit]]\nrate = 20\nper = \"500ms\"\nalgorithm = \"fixed_window\"\n"
+      "[plugin.http_json.retry]\nattempts = 1\n";
+  const std::string jobs =
+      "[job.query]\nattempts = 1\nsteps = [{ name = \"q\", call = \"http_json.request\", args = { name = "
+      "\"{{args.name}}\", points = \"{{args.points}}\" } }]\n";
+  auto engine = Engine::open_config(write_config(plugin, jobs));
+  ASSERT_TRUE(engine.has_value()) << engine.error().to_string();
+  constexpr int kJobs = 40;
+  std::int64_t units = 0;
+  std::vector<JobId> ids;
+  for (int i = 0; i < kJobs; ++i) {
+    const int points = 1 + (i * 7) % 6;
+    units += points;
+    ids.push_back(*(*engine)->enqueue("query", {{"name", "m" + std::to_string(i)}, {"points", points}}));
+  }
+  ASSERT_TRUE((*engine)->start().has_value());
+  auto drained = (*engine)->drain(60s);
+  ASSERT_TRUE(drained.has_value()) << drained.error().to_string();
+  (*engine)->stop();
+  for (JobId id : ids) EXPECT_EQ((*engine)->get(id)->state, JobState::kCompleted) << id;
+  const auto s = server_->stats().portals.at("imdb");
+  EXPECT_EQ(s.units, units);
+  EXPECT_EQ(s.throttled, 0);
+  EXPECT_LE(s.max_in_aligned_window, 20);
+}
+
 TEST_F(AssembledEngineTest, OpenConfig_PluginWithoutFile_IsAnErrorNamingIt) {
   start_server({});
   auto engine = Engine::open_config(write_config("[plugin.no_such_portal]\nbase_url = \"x\"\n"));

@@ -211,5 +211,96 @@ TEST_F(CallServicesTest, LeaseRanOutAndTheRunIsLost_NeverSent) {
   EXPECT_EQ(server_.requests(), 0);
 }
 
+// Weighted calls. A limit of 10 units per second.
+
+TEST_F(CallServicesTest, DeclaredCost_EachCallTakesThatManyUnits) {
+  retry::CallGateParts parts;
+  parts.retry.attempts = 1;
+  parts.cost = 5;
+  parts.limiters.push_back(std::make_shared<limit::SlidingWindowLimiter>(10, 1'000'000));
+  Gate gate(std::move(parts));
+  const TimePoint t0 = clock_.now();
+  auto a = admit(gate);
+  auto b = admit(gate);
+  EXPECT_EQ(a.counted.units(), 5);
+  EXPECT_EQ(b.counted.units(), 5);
+  EXPECT_EQ(next_admission(gate), t0 + 1s);
+}
+
+TEST_F(CallServicesTest, PluginsEstimate_CorrectsTheAdmittedSlotBeforeTheRequestLeaves) {
+  auto gate = gate_with(10, 1s);
+  const TimePoint t0 = clock_.now();
+  auto go = admit(*gate);
+  CallServices services(*client_, *gate, clock_, 10s, secrets_, {}, &go.counted);
+  auto req = get();
+  req.cost = 10;
+  auto r = services.http("p", req);
+  ASSERT_EQ(r.error, plugin_host::HttpFailure::kNone) << r.message;
+  EXPECT_EQ(server_.requests(), 1);
+  EXPECT_EQ(next_admission(*gate), t0 + 1s);
+}
+
+// Admitted at one unit while another call holds 5 of the 10, a request the
+// plugin expects to cost 8 is not sent (it would put 13 units in the
+// window): it is refused, unsent, with the time there is room for all 8, and
+// the step learns to ask for 8.
+TEST_F(CallServicesTest, PluginsEstimateAboveTheRoomLeft_RefusedUnsentWithWhenThereIsRoomForAllItsUnits) {
+  auto gate = gate_with(10, 1s);
+  const TimePoint t0 = clock_.now();
+  retry::CallState other(clock_.now());
+  other.set_units(5);
+  auto taken = gate->admit(other, clock_.now());
+  ASSERT_TRUE(std::holds_alternative<Gate::Go>(taken));
+  auto go = admit(*gate);
+  CallServices services(*client_, *gate, clock_, 10s, secrets_, {}, &go.counted);
+  auto req = get();
+  req.cost = 8;
+  auto r = services.http("p", req);
+  EXPECT_EQ(r.error, plugin_host::HttpFailure::kRefused);
+  ASSERT_TRUE(r.retry_after.has_value());
+  EXPECT_EQ(*r.retry_after, 1000ms);
+  EXPECT_EQ(server_.requests(), 0);
+  EXPECT_EQ(services.wanted_units(), 8);
+  EXPECT_EQ(services.last_transport_error(), http::TransportError::Kind::kHeldBack);
+  (void)t0;
+}
+
+TEST_F(CallServicesTest, ReportedCost_OverdraftMakesTheNextCallWaitAndARefundFreesRoom) {
+  auto gate = gate_with(10, 1s);
+  const TimePoint t0 = clock_.now();
+  auto go = admit(*gate);
+  CallServices services(*client_, *gate, clock_, 10s, secrets_, {}, &go.counted);
+  ASSERT_EQ(services.http("p", get()).error, plugin_host::HttpFailure::kNone);
+  services.report_cost("p", 14);  // more than the whole limit
+  EXPECT_EQ(next_admission(*gate), t0 + 1s);
+  services.report_cost("p", 0);
+  EXPECT_EQ(next_admission(*gate), t0);
+}
+
+TEST_F(CallServicesTest, SecondRequestOfACall_TakesItsEstimatedUnitsAndItsReportedCost) {
+  auto gate = gate_with(10, 1s);
+  const TimePoint t0 = clock_.now();
+  auto go = admit(*gate);
+  CallServices services(*client_, *gate, clock_, 10s, secrets_, {}, &go.counted);
+  ASSERT_EQ(services.http("p", get()).error, plugin_host::HttpFailure::kNone);
+  auto second = get();
+  second.cost = 4;
+  ASSERT_EQ(services.http("p", second).error, plugin_host::HttpFailure::kNone);
+  EXPECT_EQ(server_.requests(), 2);
+  // 1 + 4 of 10 spent; the second request really cost 9: 10 spent.
+  services.report_cost("p", 9);
+  EXPECT_EQ(go.counted.units(), 1);  // the first request's count is untouched
+  EXPECT_EQ(next_admission(*gate), t0 + 1s);
+}
+
+TEST_F(CallServicesTest, ReportedCostBeforeAnyRequest_ChangesNothing) {
+  auto gate = gate_with(1, 1s);
+  const TimePoint t0 = clock_.now();
+  auto go = admit(*gate);
+  CallServices services(*client_, *gate, clock_, 10s, secrets_, {}, &go.counted);
+  services.report_cost("p", 0);
+  EXPECT_EQ(next_admission(*gate), t0 + 1s);
+}
+
 }  // namespace
 }  // namespace ratchet::pipeline

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -63,6 +64,10 @@ class FakeHostServices final : public plugin_host::HostServices {
     logs_.push_back(std::string(plugin) + ": " + std::string(message));
   }
   bool cancelled() override { return cancelled_.load(); }
+  void report_cost(std::string_view, std::int64_t units) override {
+    std::lock_guard lock(mu_);
+    costs_.push_back(units);
+  }
 
   void cancel() { cancelled_.store(true); }
   std::vector<HttpRequest> requests() const {
@@ -73,6 +78,11 @@ class FakeHostServices final : public plugin_host::HostServices {
     std::lock_guard lock(mu_);
     return logs_;
   }
+  // The costs the plugin reported (report_cost), in order.
+  std::vector<std::int64_t> costs() const {
+    std::lock_guard lock(mu_);
+    return costs_;
+  }
 
  private:
   mutable std::mutex mu_;
@@ -80,6 +90,7 @@ class FakeHostServices final : public plugin_host::HostServices {
   std::function<HttpResult(const HttpRequest&)> handler_;
   std::vector<HttpRequest> requests_;
   std::vector<std::string> logs_;
+  std::vector<std::int64_t> costs_;
   std::atomic<bool> cancelled_{false};
 };
 

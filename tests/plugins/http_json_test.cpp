@@ -98,5 +98,45 @@ TEST_F(HttpJsonTest, StatusMapping_SameAsPortals) {
   EXPECT_EQ(request({}, {{"url", "http://api.test/x"}})->status, CallStatus::kFatal);
 }
 
+// A GraphQL portal reports what each query cost; the plugin passes it on
+// through the ABI so the engine can correct its limits.
+TEST_F(HttpJsonTest, CostPointer_ReportsTheReplysCostToTheEngine) {
+  services_.respond_json("http://api.test/graphql", R"({"data": {"x": 1}, "extensions": {"cost": 17}})");
+  auto r = request(
+      {}, {{"url", "http://api.test/graphql"}, {"extract", "/data/x"}, {"cost_pointer", "/extensions/cost"}});
+  ASSERT_TRUE(r.has_value());
+  ASSERT_EQ(r->status, CallStatus::kOk) << r->message;
+  EXPECT_EQ(services_.costs(), (std::vector<std::int64_t>{17}));
+}
+
+TEST_F(HttpJsonTest, CostHeader_ReportsTheCostEvenOfARefusedCall) {
+  HttpResult refused;
+  refused.status = 429;
+  refused.headers = {{"x-query-cost", "3"}};
+  services_.respond("http://api.test/x", refused);
+  auto r = request({}, {{"url", "http://api.test/x"}, {"cost_header", "X-Query-Cost"}});
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, CallStatus::kThrottled);
+  EXPECT_EQ(services_.costs(), (std::vector<std::int64_t>{3}));
+}
+
+// A hostile or broken reply's cost is not believed: the call still succeeds
+// at its estimate, with a warning that quotes the value.
+TEST_F(HttpJsonTest, CostThatIsNotAWholeNumberInRange_IgnoredWithAWarning) {
+  for (const std::string cost :
+       {R"("-4")", R"("1e99")", "-1", "18446744073709551615", "2.5", R"({"a": 1})"}) {
+    SCOPED_TRACE(cost);
+    FakeHostServices services;
+    services.respond_json("http://api.test/x", R"({"cost": )" + cost + "}");
+    auto r = call_plugin(services, "http_json", "request", json::object(),
+                         {{"url", "http://api.test/x"}, {"cost_pointer", "/cost"}});
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->status, CallStatus::kOk) << r->message;
+    EXPECT_TRUE(services.costs().empty());
+    ASSERT_FALSE(services.logs().empty());
+    EXPECT_THAT(services.logs().back(), HasSubstr("is not a whole number from 0 to 1e9"));
+  }
+}
+
 }  // namespace
 }  // namespace ratchet::testing

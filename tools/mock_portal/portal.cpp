@@ -84,7 +84,7 @@ void Portal::reset() {
   bucket_started_ = false;
 }
 
-Portal::Limit Portal::decide(TimePoint now) {
+Portal::Limit Portal::decide(TimePoint now, std::int64_t cost) {
   Limit l;
   const auto window = duration_cast<microseconds>(options_.window);
   switch (options_.dialect) {
@@ -98,7 +98,7 @@ Portal::Limit Portal::decide(TimePoint now) {
         window_index_ = index;
         window_count_ = 0;
       }
-      ++window_count_;
+      window_count_ += cost;
       l.admitted = window_count_ <= options_.limit;
       l.remaining = std::max<std::int64_t>(0, options_.limit - window_count_);
       l.reset_at = TimePoint(duration_cast<Duration>(microseconds((index + 1) * window.count())));
@@ -121,12 +121,13 @@ Portal::Limit Portal::decide(TimePoint now) {
                       : std::min(capacity, credit_ + elapsed * options_.limit);
         bucket_time_ = now;
       }
-      if (credit_ >= token) {
-        credit_ -= token;
+      const std::int64_t charge = token * cost;
+      if (credit_ >= charge) {
+        credit_ -= charge;
         l.remaining = credit_ / token;
       } else {
         l.admitted = false;
-        const std::int64_t wait_us = (token - credit_ + options_.limit - 1) / options_.limit;
+        const std::int64_t wait_us = (charge - credit_ + options_.limit - 1) / options_.limit;
         l.retry_after = duration_cast<Duration>(microseconds(wait_us));
       }
       return l;
@@ -215,14 +216,14 @@ bool Portal::inject_error(std::uint64_t sequence, int* status) const {
   return true;
 }
 
-Answer Portal::handle(std::string_view movie, const Clock& clock) {
+Answer Portal::handle(std::string_view movie, const Clock& clock, std::int64_t cost) {
   std::lock_guard lock(mu_);
   const TimePoint now = clock.now();
   ++stats_.requests;
   ++stats_.movies[std::string(movie)];
   // Half-open windows: arrivals exactly `window` apart are never in one.
   while (!recent_.empty() && recent_.front() <= now - options_.window) recent_.pop_front();
-  recent_.push_back(now);
+  recent_.insert(recent_.end(), static_cast<std::size_t>(cost), now);
   stats_.max_in_window =
       std::max<std::int64_t>(stats_.max_in_window, static_cast<std::int64_t>(recent_.size()));
   const std::int64_t aligned =
@@ -232,9 +233,11 @@ Answer Portal::handle(std::string_view movie, const Clock& clock) {
     arrivals_index_ = aligned;
     arrivals_in_index_ = 0;
   }
-  stats_.max_in_aligned_window = std::max(stats_.max_in_aligned_window, ++arrivals_in_index_);
+  arrivals_in_index_ += cost;
+  stats_.max_in_aligned_window = std::max(stats_.max_in_aligned_window, arrivals_in_index_);
+  stats_.units += cost;
 
-  const Limit limit = decide(now);
+  const Limit limit = decide(now, cost);
   Answer a;
   int error_status = 0;
   if (!limit.admitted) {
@@ -252,6 +255,7 @@ Answer Portal::handle(std::string_view movie, const Clock& clock) {
     ++stats_.ok;
   }
   add_limit_headers(a, limit, now);
+  if (cost != 1) a.headers.emplace_back("X-Query-Cost", std::to_string(cost));
   return a;
 }
 

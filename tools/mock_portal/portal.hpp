@@ -38,7 +38,9 @@ class Portal {
   // Decides the answer to GET /{name}/movies/{movie}. The arrival time is
   // read from `clock` under the portal's lock, so arrivals are counted in
   // the order they are decided.
-  Answer handle(std::string_view movie, const Clock& clock);
+  // `cost` (>= 1): the units of the limit the request takes (a query's
+  // points); the answer then says so in X-Query-Cost. Windows count units.
+  Answer handle(std::string_view movie, const Clock& clock, std::int64_t cost = 1);
 
   // Replaces the options and forgets the limiter state (not the counts).
   void configure(PortalOptions options);
@@ -57,7 +59,7 @@ class Portal {
     TimePoint reset_at;       // end of the current window
     Duration retry_after{0};  // token bucket: until one token is back
   };
-  Limit decide(TimePoint now);
+  Limit decide(TimePoint now, std::int64_t cost);
   void add_limit_headers(Answer& a, const Limit& l, TimePoint now) const;
   bool inject_error(std::uint64_t sequence, int* status) const;
 

@@ -165,6 +165,21 @@ void MockPortalServer::Impl::install_routes() {
         pause(faulty && o.fault == Fault::kHang ? std::chrono::milliseconds(60000) : o.latency);
         // An account over its own limit is refused before the portal counts it.
         Answer a;
+        // What the request costs at the portal (a query's points): 1 to 1000 units.
+        std::int64_t cost = 1;
+        if (req.has_param("cost")) {
+          const std::string text = req.get_param_value("cost");
+          const bool valid =
+              !text.empty() && text.size() <= 4 &&
+              std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+              std::stoi(text) >= 1 && std::stoi(text) <= 1000;
+          if (!valid) {
+            res.status = 400;
+            res.set_content(R"({"error":"cost: a whole number from 1 to 1000"})", "application/json");
+            return;
+          }
+          cost = std::stoi(text);
+        }
         const std::string account = req.has_param("account") ? req.get_param_value("account") : "";
         if (o.account_limit > 0 && !account.empty()) {
           const bool valid = account.size() <= 64 && std::all_of(account.begin(), account.end(), [](char c) {
@@ -175,9 +190,9 @@ void MockPortalServer::Impl::install_routes() {
             res.set_content(R"({"error":"account: 1-64 letters, digits, '_' or '-'"})", "application/json");
             return;
           }
-          a = account_of(it->first, account, o).handle(req.matches[2].str(), *options.clock);
+          a = account_of(it->first, account, o).handle(req.matches[2].str(), *options.clock, cost);
         }
-        if (a.status != 429) a = portal.handle(req.matches[2].str(), *options.clock);
+        if (a.status != 429) a = portal.handle(req.matches[2].str(), *options.clock, cost);
         res.status = a.status;
         for (auto& [k, v] : a.headers) res.set_header(k, v);
         set_date(res, o.date_skew);

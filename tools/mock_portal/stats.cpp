@@ -5,10 +5,15 @@ namespace ratchet::mock_portal {
 nlohmann::json to_json(const Stats& stats) {
   nlohmann::json portals = nlohmann::json::object();
   for (const auto& [name, p] : stats.portals) {
-    portals[name] = {{"requests", p.requests},           {"ok", p.ok},
-                     {"throttled", p.throttled},         {"errors", p.errors},
-                     {"max_in_window", p.max_in_window}, {"max_in_aligned_window", p.max_in_aligned_window},
-                     {"window_ms", p.window.count()},    {"movies", p.movies}};
+    portals[name] = {{"requests", p.requests},
+                     {"ok", p.ok},
+                     {"throttled", p.throttled},
+                     {"errors", p.errors},
+                     {"max_in_window", p.max_in_window},
+                     {"max_in_aligned_window", p.max_in_aligned_window},
+                     {"window_ms", p.window.count()},
+                     {"movies", p.movies},
+                     {"units", p.units}};
   }
   return {{"portals", portals}, {"connections", stats.connections}};
 }
@@ -27,6 +32,7 @@ Result<Stats> stats_from_json(const nlohmann::json& doc) {
       ps.max_in_aligned_window = p.at("max_in_aligned_window").get<std::int64_t>();
       ps.window = std::chrono::milliseconds(p.at("window_ms").get<std::int64_t>());
       ps.movies = p.at("movies").get<std::map<std::string, std::int64_t>>();
+      ps.units = p.value("units", ps.requests);
       s.portals.emplace(name, std::move(ps));
     }
     return s;

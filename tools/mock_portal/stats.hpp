@@ -23,12 +23,14 @@
 namespace ratchet::mock_portal {
 
 struct PortalStats {
-  std::int64_t requests = 0;               // every request to the portal's movie route
-  std::int64_t ok = 0;                     // 2xx answers
-  std::int64_t throttled = 0;              // 429 answers
-  std::int64_t errors = 0;                 // 5xx answers
-  std::int64_t max_in_window = 0;          // most requests in any window of length `window`
-  std::int64_t max_in_aligned_window = 0;  // most requests in one clock-aligned window
+  std::int64_t requests = 0;   // every request to the portal's movie route
+  std::int64_t ok = 0;         // 2xx answers
+  std::int64_t throttled = 0;  // 429 answers
+  std::int64_t errors = 0;     // 5xx answers
+  // Windows count units: a request costs 1 unless it says `cost=N`.
+  std::int64_t max_in_window = 0;          // most units in any window of length `window`
+  std::int64_t max_in_aligned_window = 0;  // most units in one clock-aligned window
+  std::int64_t units = 0;                  // every request's cost, summed
   std::chrono::milliseconds window{0};
   std::map<std::string, std::int64_t> movies;  // requests per movie name
 
