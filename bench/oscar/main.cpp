@@ -172,7 +172,7 @@ int run(int argc, char** argv) {
     weighted.deadline = setup.deadline;
     weighted.plugin_dir = setup.plugin_dir;
     weighted.work_dir = setup.work_dir;
-    for (const std::string knows : {"estimated", "reported", "ignored"}) {
+    for (const std::string knows : {"declared", "estimated", "reported", "ignored"}) {
       std::cerr << "running: engine, cost " << knows << "\n";
       weighted_rows.push_back(run_weighted(weighted, knows));
     }

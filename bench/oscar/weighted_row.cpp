@@ -23,6 +23,7 @@ std::string engine_toml(const WeightedSetup& s, const std::string& knows, const 
     << nlohmann::json(url + "/movies/{{args.name}}?cost={{args.points}}").dump()
     << "\nextract = \"/rating\"\noutput = \"rating\"\n";
   if (knows == "estimated") t << "estimate = \"{{args.points}}\"\n";
+  if (knows == "declared") t << "cost = \"{{args.points}}\"\n";
   if (knows != "ignored") t << "cost_header = \"X-Query-Cost\"\n";
   // The portal counts units in windows aligned to the clock (IETF dialect).
   t << "\n[[plugin.http_json.limit]]\nrate = " << s.portal_rate

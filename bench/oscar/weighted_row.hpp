@@ -2,10 +2,13 @@
 // costs the portal 1 to `max_cost` units (seeded), against a portal that
 // allows `portal_rate` units a second in clock-aligned windows (IETF
 // headers) and says what each query cost (X-Query-Cost). The engine
-// declares the portal's limit through http_json and knows the cost three
+// declares the portal's limit through http_json and knows the cost four
 // ways, one row each:
-//   - estimated: the job says what the query will cost (http_json
-//     `estimate`), and the reply confirms it (`cost_header`);
+//   - declared: the operation's cost is a job argument (`cost =
+//     "{{args.points}}"`), read before the call is admitted;
+//   - estimated: the plugin estimates each request's cost from the job
+//     (http_json `estimate`) once it runs, and the reply confirms it
+//     (`cost_header`);
 //   - reported: every call is admitted at one unit and corrected to what
 //     the reply says it cost (an overdraft the next calls wait for);
 //   - ignored: every call counts one unit, whatever it cost.
@@ -55,7 +58,7 @@ struct WeightedRow {
   std::int64_t max_in_second = 0;  // units in the portal's busiest aligned second
 };
 
-// `knows` is "estimated", "reported" or "ignored" (see above).
+// `knows` is "declared", "estimated", "reported" or "ignored" (see above).
 WeightedRow run_weighted(const WeightedSetup& setup, const std::string& knows);
 void print_weighted(std::ostream& out, const WeightedSetup& setup, const std::vector<WeightedRow>& rows);
 nlohmann::json weighted_json(const WeightedSetup& setup, const std::vector<WeightedRow>& rows);

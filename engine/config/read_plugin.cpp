@@ -259,15 +259,34 @@ void apply_policy(Reader& r, const toml::table& t, const std::string& path, Call
     } else if (k == "max_redirects") {
       if (auto v = r.integer(value, at, 0, 50)) policy.max_redirects = static_cast<int>(*v);
     } else if (k == "cost") {
-      if (auto v = r.integer(value, at, 1, kMaxCost)) policy.cost = *v;
+      if (const auto* text = value.as_string()) {
+        // One placeholder, a job argument: read for each call.
+        const std::string tmpl = text->get();
+        auto ref = tmpl.size() > 4 && tmpl.starts_with("{{") && tmpl.ends_with("}}")
+                       ? parse_key_ref(tmpl.substr(2, tmpl.size() - 4))
+                       : Result<TemplateRef>(fail(Error::invalid_argument("")));
+        if (!ref || ref->root != TemplateRef::Root::kArgs) {
+          r.error(value, at,
+                  "cost is a whole number from 1 to " + std::to_string(kMaxCost) +
+                      " or one job argument that holds it, as \"{{args.points}}\"; \"" + tmpl +
+                      "\" is neither");
+        } else {
+          policy.cost_template = tmpl;
+        }
+      } else if (auto v = r.integer(value, at, 1, kMaxCost)) {
+        policy.cost = *v;
+        policy.cost_template.reset();
+      }
     }
   }
 }
 
 // A call costing more than a limit can ever hold would wait for room that
 // never comes: refused here, naming both.
-void check_cost(Reader& r, const toml::table& t, const std::string& path, std::int64_t cost,
+void check_cost(Reader& r, const toml::table& t, const std::string& path, const CallPolicy& policy,
                 const std::vector<LimitSpec>& limits) {
+  if (policy.cost_template) return;  // read for each call; a call dearer than a limit is an overdraft
+  const std::int64_t cost = policy.cost;
   for (const auto& l : limits) {
     const bool bucket = l.algorithm == LimitAlgorithm::kTokenBucket;
     const std::int64_t holds = bucket ? l.burst.value_or(1) : l.rate;
@@ -356,7 +375,7 @@ PluginSpec read_plugin(Reader& r, const std::string& name, const toml::table& t)
   apply_policy(r, t, path, p.policy);
   check_policy(r, t, path, p.policy);
   check_limit_keys(r, p, p.policy.limits);
-  check_cost(r, t, path, p.policy.cost, p.policy.limits);
+  check_cost(r, t, path, p.policy, p.policy.limits);
 
   if (const toml::node* ops = t.get("operation")) {
     const std::string ops_path = child_path(path, "operation");
@@ -375,8 +394,8 @@ PluginSpec read_plugin(Reader& r, const std::string& name, const toml::table& t)
         check_policy(r, *op_table, op_path, merged);
         check_limit_keys(r, p, merged.limits);
         if (op_table->contains("cost") || op_table->contains("limit")) {
-          check_cost(r, *op_table, op_path, merged.cost, p.policy.limits);
-          check_cost(r, *op_table, op_path, merged.cost, merged.limits);
+          check_cost(r, *op_table, op_path, merged, p.policy.limits);
+          check_cost(r, *op_table, op_path, merged, merged.limits);
         }
         p.operations[op] = std::move(merged);
       }

@@ -132,6 +132,9 @@ struct CallPolicy {
   // counts units. A plugin may estimate and report each request's cost
   // itself (ratchet/plugin.h); this is the default for its estimate.
   std::int64_t cost = 1;
+  // Or a job argument that holds it (`cost = "{{args.points}}"`), read for
+  // each call: a whole number from 1 to 1,000,000.
+  std::optional<std::string> cost_template;
 };
 
 struct PluginSpec {

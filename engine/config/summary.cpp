@@ -113,7 +113,11 @@ std::string policy_text(const CallPolicy& p, const EnvMask& m) {
   for (std::size_t i = 0; i < p.limits.size(); ++i) limits += (i ? ", " : "") + limit_text(p.limits[i]);
   std::string out = "limits " + m.show({"limit"}, limits);
   if (p.concurrency) out += fmt::format("; concurrency {}", *p.concurrency);
-  if (p.cost != 1) out += fmt::format("; cost {} units", p.cost);
+  if (p.cost_template) {
+    out += fmt::format("; cost {} units", *p.cost_template);
+  } else if (p.cost != 1) {
+    out += fmt::format("; cost {} units", p.cost);
+  }
   const auto& r = p.retry;
   out +=
       fmt::format("; retry {} attempts {}", r.attempts,

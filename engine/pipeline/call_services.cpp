@@ -120,7 +120,9 @@ plugin_host::HttpResult CallServices::http(std::string_view plugin, const plugin
   plugin_host::HttpResult result;
   limit::Reservation extra;
   limit::Reservation* counted = requests_ == 0 ? first_ : &extra;
-  const std::int64_t units = request.cost > 0 ? request.cost : gate_.parts().cost;
+  // Without an estimate a request costs what its call was admitted with.
+  const std::int64_t units =
+      request.cost > 0 ? request.cost : (first_ != nullptr ? first_->units() : gate_.parts().cost);
   last_slot_ = nullptr;
   // The call was admitted at the operation's declared cost. A first request
   // the plugin expects to cost more gives that slot back (sent on it, it

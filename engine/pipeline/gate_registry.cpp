@@ -214,6 +214,7 @@ Result<std::shared_ptr<retry::CallGate>> GateRegistry::gate(const std::string& p
   gp.max_wait = policy.max_wait;
   gp.request_timeout = policy.timeout;
   gp.cost = policy.cost;
+  gp.cost_template = policy.cost_template;
   gp.breaker = p.breaker;
   gp.pacer = p.pacer;
   gp.limiters = p.limits.limiters;

@@ -11,7 +11,8 @@ ParkedSteps::Entry::Entry(std::string plugin_name, TimePoint now)
 std::shared_ptr<ParkedSteps::Entry> ParkedSteps::come_back(const Key& key, const std::string& plugin,
                                                            TimePoint now) {
   auto& slot = steps_[key];
-  if (!slot) slot = std::make_shared<Entry>(plugin, now);
+  if (!slot || slot->in_hand) slot = std::make_shared<Entry>(plugin, now);
+  slot->in_hand = true;
   slot->park = 0;
   slot->awaits_release = false;
   slot->park_committed = false;
@@ -20,6 +21,7 @@ std::shared_ptr<ParkedSteps::Entry> ParkedSteps::come_back(const Key& key, const
 }
 
 void ParkedSteps::park(const Key& key, const std::shared_ptr<Entry>& entry) {
+  entry->in_hand = false;
   entry->park = ++parks_made_;
   steps_.try_emplace(key, entry);
 }
@@ -38,6 +40,7 @@ bool ParkedSteps::park_for_release(const Key& key, const std::shared_ptr<Entry>&
 }
 
 void ParkedSteps::remove(const Key& key, const std::shared_ptr<Entry>& entry) {
+  entry->in_hand = false;
   if (auto it = steps_.find(key); it != steps_.end() && it->second == entry) steps_.erase(it);
 }
 

@@ -52,11 +52,16 @@ class ParkedSteps {
     bool awaits_release = false;
     bool park_committed = false;
     bool woken = false;
+    // A call has it in hand (between come_back and its park or outcome).
+    bool in_hand = false;
   };
   using Entries = std::vector<std::shared_ptr<Entry>>;
 
   // The entry of the step at `key`, made on its first call; it counts as
-  // back from any park.
+  // back from any park. An entry another call still has in hand (the same
+  // attempt run again in this process, its lease having run out while the
+  // first run went on) is left to that call: this one gets a new entry, so
+  // no CallState is ever used by two calls at once.
   std::shared_ptr<Entry> come_back(const Key& key, const std::string& plugin, TimePoint now);
   // Parks `entry`, which a forget while its call was in flight may have
   // dropped: the step still goes on.

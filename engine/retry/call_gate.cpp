@@ -32,6 +32,19 @@ CallGate::CallGate(CallGateParts parts) : parts_(std::move(parts)), rng_(parts_.
 }
 
 Status CallGate::bind_keys(CallState& step, const nlohmann::json& job_args, const nlohmann::json& settings) {
+  if (parts_.cost_template) {
+    auto text = config::render_key(*parts_.cost_template, job_args, settings);
+    if (!text) return fail(text.error().with_context("cost " + *parts_.cost_template));
+    constexpr std::int64_t kMaxCost = 1'000'000;
+    const bool digits =
+        !text->empty() && text->size() <= 7 && text->find_first_not_of("0123456789") == std::string::npos;
+    const std::int64_t units = digits ? std::stoll(*text) : 0;
+    if (units < 1 || units > kMaxCost) {
+      return fail(Error::invalid_argument("cost " + *parts_.cost_template + ": the job's argument is \"" +
+                                          text->substr(0, 40) + "\", not a whole number from 1 to 1000000"));
+    }
+    step.declared_units_ = units;
+  }
   if (parts_.keyed.empty()) return {};
   std::vector<std::string> keys;
   const bool same_count = step.keys_.size() == parts_.keyed.size();
@@ -369,6 +382,7 @@ Result<std::shared_ptr<CallGate>> make_call_gate(const config::CallPolicy& polic
   parts.max_wait = policy.max_wait;
   parts.request_timeout = policy.timeout;
   parts.cost = policy.cost;
+  parts.cost_template = policy.cost_template;
   if (policy.breaker.enabled) parts.breaker = std::make_shared<CircuitBreaker>(policy.breaker);
   for (const auto& spec : policy.limits) {
     if (spec.key) {

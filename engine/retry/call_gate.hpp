@@ -113,6 +113,8 @@ struct CallGateParts {
   // The units of the limits one call costs (the operation's `cost`), unless
   // its step says otherwise (CallState::set_units).
   std::int64_t cost = 1;
+  // Or the job argument that holds it ("{{args.points}}"), read by bind_keys.
+  std::optional<std::string> cost_template;
   // How long after its counted start a request may still leave as counted
   // (see confirm_send): well inside the jitter margin of the limits, which
   // also has to cover the way to the server.
@@ -156,6 +158,7 @@ class CallState {
   bool rewound_ = false;                         // admit() is asking again after a far move
   std::size_t own_limiters_ = 0;                 // the limiters of its keys in stack_, after the unkeyed
   std::int64_t units_ = 0;
+  std::int64_t declared_units_ = 0;  // read from the job by the gate's cost template (bind_keys)
 };
 
 class CallGate {
@@ -207,10 +210,12 @@ class CallGate {
   explicit CallGate(CallGateParts parts);
 
   // Names the keys of the gate's keyed limits for this step's call, from the
-  // job's arguments and the plugin's settings; call before admit() (again
+  // job's arguments and the plugin's settings, and reads its cost when the
+  // operation's cost is a job argument; call before admit() (again
   // after a reload: a step whose keys changed gives its slot back). A key
   // that cannot be rendered (the job lacks the argument) is an
-  // invalid_argument error naming it. Without keyed limits: nothing.
+  // invalid_argument error naming it, as is a cost that is not a whole
+  // number from 1 to 1,000,000. Without keyed limits or a cost template: nothing.
   [[nodiscard]] Status bind_keys(CallState& step, const nlohmann::json& job_args,
                                  const nlohmann::json& settings);
 
@@ -242,7 +247,10 @@ class CallGate {
 
  private:
   double random01();
-  std::int64_t units_of(const CallState& step) const { return step.units_ > 0 ? step.units_ : parts_.cost; }
+  std::int64_t units_of(const CallState& step) const {
+    if (step.units_ > 0) return step.units_;
+    return step.declared_units_ > 0 ? step.declared_units_ : parts_.cost;
+  }
   // The limiters a step's call must pass: stack_, or with keyed limits the
   // stack of the step's keys.
   [[nodiscard]] Result<limit::LimiterStack*> stack_for(CallState& step, TimePoint now);

@@ -296,6 +296,25 @@ timeout = "5s"
   EXPECT_EQ(p.settings.at("host"), "api.github.com");  // "host" is a setting, not a typo of "cost"
 }
 
+TEST(LoadValues_Cost, AJobArgumentThatHoldsIt) {
+  auto r = load(R"([plugin.shop]
+cost = "{{args.points}}"
+[[plugin.shop.limit]]
+rate = 1000
+per = "1s"
+[plugin.bad]
+cost = "{{settings.points}}"
+[plugin.worse]
+cost = "five"
+)");
+  EXPECT_DIAGNOSTIC(
+      r, "t.toml:7:8: plugin.bad.cost: ", "or one job argument that holds it, as \"{{args.points}}\"");
+  EXPECT_DIAGNOSTIC(r, "t.toml:9:8: plugin.worse.cost: ", "\"five\" is neither");
+  auto ok = load("[plugin.shop]\ncost = \"{{args.points}}\"\n");
+  ASSERT_TRUE(ok.has_value()) << testing::joined(errors(ok));
+  EXPECT_EQ((*ok)->plugins.at("shop").policy.cost_template, "{{args.points}}");
+}
+
 TEST(LoadErrors_Cost, MoreThanALimitCanEverHoldIsRefusedNamingBoth) {
   auto r = load(R"([plugin.p]
 [[plugin.p.limit]]

@@ -11,6 +11,7 @@
 #include <atomic>
 
 #include "mock_portal/server.hpp"
+#include "pipeline/parked_steps.hpp"
 #include "pipeline/plugin_step_caller.hpp"
 #include "portal_run.hpp"
 #include "ratchet/engine.hpp"
@@ -164,6 +165,26 @@ TEST(StepDurationHistogram, Observe_ValuesOnAndAroundTheBounds_CountEachInTheFir
   EXPECT_EQ(h.counts[1], 1u);
   EXPECT_EQ(h.counts[2], 1u);
   EXPECT_EQ(h.counts.back(), 1u);
+}
+
+// The same attempt of a step run twice in one process at once (its lease ran
+// out while the first run went on, and the job was claimed again): each run
+// has a CallState of its own, never one shared by two threads.
+TEST(ParkedStepsEntries, ComeBackWhileAnotherCallHasTheEntryInHand_GetsANewEntry) {
+  pipeline::ParkedSteps steps;
+  const pipeline::ParkedSteps::Key key{7, "imdb", 1};
+  const TimePoint now{};
+  auto first = steps.come_back(key, "imdb", now);
+  auto second = steps.come_back(key, "imdb", now);
+  EXPECT_NE(first, second);
+  EXPECT_NE(&first->call, &second->call);
+  // Parked, an entry is the one its step comes back to.
+  steps.park(key, second);
+  EXPECT_EQ(steps.come_back(key, "imdb", now), second);
+  // The first run's outcome does not drop the entry of the second.
+  steps.remove(key, first);
+  steps.park(key, second);
+  EXPECT_EQ(steps.come_back(key, "imdb", now), second);
 }
 
 }  // namespace

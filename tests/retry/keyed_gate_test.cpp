@@ -229,5 +229,41 @@ TEST(KeyedGate, ABackloggedKeysStepsEachGoAtTheirKeysTime) {
   EXPECT_LT(clock.now() - t0, 10s + 100ms);
 }
 
+// A cost read from the job: each step's call takes its own job's units.
+TEST(CostFromJob, EachStepTakesTheUnitsItsJobHolds) {
+  config::CallPolicy policy;
+  policy.limits = {limit(10, 1s)};
+  policy.cost_template = "{{args.points}}";
+  auto made = make_call_gate(policy, "portal/op");
+  ASSERT_TRUE(made) << made.error().to_string();
+  Gate& gate = **made;
+  const TimePoint t0 = limit::from_micros(1'700'000'000'000'000);
+  CallState seven(t0), three(t0), one(t0);
+  ASSERT_TRUE(gate.bind_keys(seven, {{"points", 7}}, {}).has_value());
+  ASSERT_TRUE(gate.bind_keys(three, {{"points", "3"}}, {}).has_value());
+  ASSERT_TRUE(gate.bind_keys(one, {{"points", 1}}, {}).has_value());
+  EXPECT_LT(wait_of(gate, seven, t0), kAtOnce);
+  EXPECT_LT(wait_of(gate, three, t0), kAtOnce);
+  EXPECT_GE(wait_of(gate, one, t0), 900ms);  // 10 of 10 units spent
+}
+
+TEST(CostFromJob, AMissingOrMalformedArgumentFailsTheStepNamingIt) {
+  config::CallPolicy policy;
+  policy.cost_template = "{{args.points}}";
+  auto made = make_call_gate(policy, "portal/op");
+  ASSERT_TRUE(made) << made.error().to_string();
+  CallState step(TimePoint{});
+  auto missing = (*made)->bind_keys(step, {{"title", "Heat"}}, {});
+  ASSERT_FALSE(missing.has_value());
+  EXPECT_NE(missing.error().message().find("points"), std::string::npos) << missing.error().message();
+  for (const nlohmann::json& bad : {nlohmann::json(0), nlohmann::json("2.5"), nlohmann::json(-3),
+                                    nlohmann::json("99999999"), nlohmann::json::array()}) {
+    auto st = (*made)->bind_keys(step, {{"points", bad}}, {});
+    ASSERT_FALSE(st.has_value()) << bad.dump();
+    EXPECT_NE(st.error().message().find("not a whole number from 1 to 1000000"), std::string::npos)
+        << st.error().message();
+  }
+}
+
 }  // namespace
 }  // namespace ratchet::retry
