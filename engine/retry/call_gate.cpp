@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/duration.hpp"
+#include "config/bounds.hpp"
 #include "config/template.hpp"
 #include "limit/key_identity.hpp"
 #include "limit/make_limiter.hpp"
@@ -29,17 +30,21 @@ CallGate::CallGate(CallGateParts parts) : parts_(std::move(parts)), rng_(parts_.
   std::vector<std::shared_ptr<limit::Limiter>> all = parts_.limiters;
   if (parts_.pacer) all.push_back(parts_.pacer);
   stack_ = limit::LimiterStack(std::move(all));
+  // Parsed once here, not at every admission (the config loader checked it).
+  if (parts_.cost_template) {
+    if (auto parsed = config::parse_key_template(*parts_.cost_template)) cost_parsed_ = std::move(*parsed);
+  }
 }
 
 Status CallGate::bind_keys(CallState& step, const nlohmann::json& job_args, const nlohmann::json& settings) {
   if (parts_.cost_template) {
-    auto text = config::render_key(*parts_.cost_template, job_args, settings);
+    auto text = cost_parsed_ ? config::render_key(*cost_parsed_, job_args, settings)
+                             : config::render_key(*parts_.cost_template, job_args, settings);
     if (!text) return fail(text.error().with_context("cost " + *parts_.cost_template));
-    constexpr std::int64_t kMaxCost = 1'000'000;
     const bool digits =
         !text->empty() && text->size() <= 7 && text->find_first_not_of("0123456789") == std::string::npos;
     const std::int64_t units = digits ? std::stoll(*text) : 0;
-    if (units < 1 || units > kMaxCost) {
+    if (units < 1 || units > config::kMaxCost) {
       return fail(Error::invalid_argument("cost " + *parts_.cost_template + ": the job's argument is \"" +
                                           text->substr(0, 40) + "\", not a whole number from 1 to 1000000"));
     }

@@ -257,6 +257,7 @@ class CallGate {
 
   CallGateParts parts_;
   limit::LimiterStack stack_;
+  std::optional<config::KeyTemplate> cost_parsed_;  // parts_.cost_template
   std::mutex rng_mu_;
   std::mt19937_64 rng_;
 };
