@@ -13,6 +13,7 @@ TEST(MockOptions, ApplyJson_StarThenNamedPortal_NamedWins) {
     "seed": 9,
     "portals": {
       "imdb": {"dialect": "token_bucket", "limit": 3, "retry_after": "http_date"},
+      "netflix": {"dialect": "retry_after_429", "window_offset": "120ms"},
       "*": {"dialect": "fixed_window", "limit": 10, "window": "200ms", "latency": "5ms", "date_skew": "-30s"}
     }})");
   ASSERT_TRUE(apply_json(o, doc));
@@ -24,6 +25,8 @@ TEST(MockOptions, ApplyJson_StarThenNamedPortal_NamedWins) {
   EXPECT_EQ(o.portals.at("sify").dialect, Dialect::kFixedWindow);
   EXPECT_EQ(o.portals.at("sify").latency, 5ms);
   EXPECT_EQ(o.portals.at("sify").date_skew, -30s);
+  EXPECT_EQ(o.portals.at("netflix").dialect, Dialect::kRetryAfter);
+  EXPECT_EQ(o.portals.at("netflix").window_offset, 120ms);
 }
 
 TEST(MockOptions, ApplyPortalOption_BadValues_ErrorNamesKeyAndChoices) {

@@ -56,6 +56,44 @@ TEST_F(PortalTest, FixedWindow_WindowsAlignedToEpoch_ResetIsWindowEnd) {
   EXPECT_EQ(header(p.handle("Up", clock_), "X-RateLimit-Reset"), std::to_string(unix_now() + 50));
 }
 
+TEST_F(PortalTest, FixedWindow_Offset_WindowsStartThatLongAfterTheSecond) {
+  Portal p("imdb", {.dialect = Dialect::kFixedWindow, .limit = 2, .window = 1s, .window_offset = 300ms}, 1);
+  clock_.advance(100ms);  // 0.1 s into the clock's second: in the window that began at -0.7 s
+  EXPECT_EQ(p.handle("Up", clock_).status, 200);
+  EXPECT_EQ(p.handle("Up", clock_).status, 200);
+  EXPECT_EQ(p.handle("Up", clock_).status, 429);
+  clock_.advance(199ms);  // 0.299 s: still that window
+  EXPECT_EQ(p.handle("Up", clock_).status, 429);
+  clock_.advance(1ms);  // 0.3 s: a new window, although the clock's second did not change
+  EXPECT_EQ(p.handle("Up", clock_).status, 200);
+  EXPECT_EQ(p.stats().max_in_aligned_window, 4) << "the server's own windows are the aligned ones";
+}
+
+TEST_F(PortalTest, RetryAfter429_OverLimit_OnlyRetryAfterUntilTheWindowEnds) {
+  Portal p("imdb", {.dialect = Dialect::kRetryAfter, .limit = 1, .window = 10s}, 1);
+  const auto ok = p.handle("Up", clock_);
+  EXPECT_EQ(ok.status, 200);
+  EXPECT_TRUE(ok.headers.empty()) << "admitted answers say nothing of the limit";
+  clock_.advance(2500ms);
+  const auto over = p.handle("Up", clock_);
+  EXPECT_EQ(over.status, 429);
+  ASSERT_EQ(over.headers.size(), 1u);
+  EXPECT_EQ(header(over, "Retry-After"), "8") << "7.5 s to the window's end, rounded up";
+  clock_.advance(7500ms);
+  EXPECT_EQ(p.handle("Up", clock_).status, 200);
+}
+
+TEST_F(PortalTest, Stats_FirstAndLastArrival) {
+  Portal p("imdb", {}, 1);
+  const auto t0 = clock_.now();
+  EXPECT_EQ(p.stats().first_arrival, TimePoint{});
+  (void)p.handle("Up", clock_);
+  clock_.advance(1500ms);
+  (void)p.handle("Up", clock_);
+  EXPECT_EQ(p.stats().first_arrival, t0);
+  EXPECT_EQ(p.stats().last_arrival, t0 + 1500ms);
+}
+
 TEST_F(PortalTest, FixedWindow_DeltaStyle_ResetIsSecondsRoundedUp) {
   Portal p(
       "imdb",

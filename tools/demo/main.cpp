@@ -101,6 +101,7 @@ std::string dialect_text(const PortalOptions& p) {
     case Dialect::kTokenBucket: return "token bucket, 429 + Retry-After";
     case Dialect::kIetf: return "IETF RateLimit / RateLimit-Policy";
     case Dialect::kBare429: return "bare 429, no headers";
+    case Dialect::kRetryAfter: return "fixed window, 429 + Retry-After";
     case Dialect::kNone: return "no limit";
   }
   return "";

@@ -57,6 +57,7 @@ std::string_view to_string(Dialect d) noexcept {
     case Dialect::kTokenBucket: return "token_bucket";
     case Dialect::kIetf: return "ietf";
     case Dialect::kBare429: return "bare_429";
+    case Dialect::kRetryAfter: return "retry_after_429";
   }
   return "unknown";
 }
@@ -70,7 +71,8 @@ Status apply_portal_option(PortalOptions& o, std::string_view key, std::string_v
                             {"fixed_window", Dialect::kFixedWindow},
                             {"token_bucket", Dialect::kTokenBucket},
                             {"ietf", Dialect::kIetf},
-                            {"bare_429", Dialect::kBare429}});
+                            {"bare_429", Dialect::kBare429},
+                            {"retry_after_429", Dialect::kRetryAfter}});
     if (!d) return fail(d.error());
     o.dialect = *d;
   } else if (key == "limit") {
@@ -81,6 +83,10 @@ Status apply_portal_option(PortalOptions& o, std::string_view key, std::string_v
     auto v = parse_int(key, value, 1);
     if (!v) return fail(v.error());
     o.burst = *v;
+  } else if (key == "window_offset") {
+    auto d = common::parse_duration(value);
+    if (!d) return fail(bad(key, value, "a duration such as 250ms, less than the window"));
+    o.window_offset = duration_cast<milliseconds>(*d);
   } else if (key == "window" || key == "latency") {
     auto d = common::parse_duration(value);
     if (!d || (key == "window" && d->count() <= 0))
@@ -143,7 +149,7 @@ Status apply_portal_option(PortalOptions& o, std::string_view key, std::string_v
   } else {
     return fail(Error::invalid_argument(
         "unknown mock portal option '" + std::string(key) +
-        "' (known: dialect, limit, window, burst, reset, retry_after, error_rate, latency, "
+        "' (known: dialect, limit, window, window_offset, burst, reset, retry_after, error_rate, latency, "
         "malformed_headers, malformed_body, date_skew, fault, fault_every, account_limit)"));
   }
   return {};

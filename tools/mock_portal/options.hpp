@@ -35,6 +35,7 @@ enum class Dialect {
   kTokenBucket,  // bucket of `burst` (default `limit`) refilled at limit/window; 429 with Retry-After
   kIetf,         // fixed window; RateLimit and RateLimit-Policy on every answer
   kBare429,      // fixed window; 429 with no rate-limit header at all
+  kRetryAfter,   // fixed window; 429 with Retry-After (until the window ends) and no other header
 };
 
 enum class ResetStyle { kUnixTime, kDeltaSeconds };  // X-RateLimit-Reset: absolute or seconds from now
@@ -70,7 +71,11 @@ struct PortalOptions {
   Dialect dialect = Dialect::kNone;
   std::int64_t limit = 10;                 // requests per window; >= 1
   std::chrono::milliseconds window{1000};  // > 0
-  std::optional<std::int64_t> burst{};     // token bucket size; default `limit`
+  // Fixed windows begin this long after the clock's whole windows, in
+  // [0, window) (a longer one is taken modulo the window): a server's
+  // windows need not start on the second.
+  std::chrono::milliseconds window_offset{0};
+  std::optional<std::int64_t> burst{};  // token bucket size; default `limit`
   ResetStyle reset_style = ResetStyle::kUnixTime;
   RetryAfterStyle retry_after_style = RetryAfterStyle::kSeconds;
   double error_rate = 0.0;               // share of admitted requests answered 500/503, [0, 1]
@@ -97,7 +102,7 @@ struct ServerOptions {
 };
 
 // Sets one option from text: key is a PortalOptions field name ("dialect",
-// "limit", "window", "burst", "reset", "retry_after", "error_rate",
+// "limit", "window", "window_offset", "burst", "reset", "retry_after", "error_rate",
 // "latency", "malformed_headers", "malformed_body", "date_skew", "fault",
 // "fault_every", "account_limit").
 Status apply_portal_option(PortalOptions& options, std::string_view key, std::string_view value);

@@ -91,9 +91,9 @@ Portal::Limit Portal::decide(TimePoint now, std::int64_t cost) {
     case Dialect::kNone: return l;
     case Dialect::kFixedWindow:
     case Dialect::kIetf:
-    case Dialect::kBare429: {
-      const auto t = duration_cast<microseconds>(now.time_since_epoch()).count();
-      const auto index = floor_div(t, window.count());
+    case Dialect::kBare429:
+    case Dialect::kRetryAfter: {
+      const auto index = window_index(now);
       if (index != window_index_) {
         window_index_ = index;
         window_count_ = 0;
@@ -101,7 +101,9 @@ Portal::Limit Portal::decide(TimePoint now, std::int64_t cost) {
       window_count_ += cost;
       l.admitted = window_count_ <= options_.limit;
       l.remaining = std::max<std::int64_t>(0, options_.limit - window_count_);
-      l.reset_at = TimePoint(duration_cast<Duration>(microseconds((index + 1) * window.count())));
+      l.reset_at =
+          TimePoint(duration_cast<Duration>(microseconds((index + 1) * window.count() + offset_us())));
+      if (!l.admitted) l.retry_after = l.reset_at - now;
       return l;
     }
     case Dialect::kTokenBucket: {
@@ -143,6 +145,9 @@ void Portal::add_limit_headers(Answer& a, const Limit& l, TimePoint now) const {
   switch (o.dialect) {
     case Dialect::kNone:
     case Dialect::kBare429: return;
+    case Dialect::kRetryAfter:
+      if (!l.admitted) a.headers.emplace_back("Retry-After", retry_after_value(l, server_now));
+      return;
     case Dialect::kFixedWindow: {
       std::string reset;
       const bool unix_time = o.reset_style == ResetStyle::kUnixTime;
@@ -184,27 +189,36 @@ void Portal::add_limit_headers(Answer& a, const Limit& l, TimePoint now) const {
       a.headers.emplace_back("RateLimit-Policy", limit + ";w=" + std::to_string(w));
       return;
     }
-    case Dialect::kTokenBucket: {
-      if (l.admitted) return;
-      const bool date = o.retry_after_style == RetryAfterStyle::kHttpDate;
-      std::string value;
-      switch (o.malformed_headers) {
-        case MalformedHeaders::kNone:
-          value = date ? format_http_date(ceil<seconds>(server_now + l.retry_after))
-                       : std::to_string(std::max<std::int64_t>(1, ceil_seconds(l.retry_after)));
-          break;
-        case MalformedHeaders::kGarbage: value = "soon-ish"; break;
-        case MalformedHeaders::kPast:
-          value = date ? format_http_date(server_now - kHour) : std::to_string(-kHour.count());
-          break;
-        case MalformedHeaders::kFarFuture:
-          value = date ? format_http_date(server_now + kTenYears) : std::to_string(kTenYears.count());
-          break;
-      }
-      a.headers.emplace_back("Retry-After", value);
+    case Dialect::kTokenBucket:
+      if (!l.admitted) a.headers.emplace_back("Retry-After", retry_after_value(l, server_now));
       return;
-    }
   }
+}
+
+std::string Portal::retry_after_value(const Limit& l, TimePoint server_now) const {
+  const auto& o = options_;
+  const bool date = o.retry_after_style == RetryAfterStyle::kHttpDate;
+  switch (o.malformed_headers) {
+    case MalformedHeaders::kNone:
+      return date ? format_http_date(ceil<seconds>(server_now + l.retry_after))
+                  : std::to_string(std::max<std::int64_t>(1, ceil_seconds(l.retry_after)));
+    case MalformedHeaders::kGarbage: return "soon-ish";
+    case MalformedHeaders::kPast:
+      return date ? format_http_date(server_now - kHour) : std::to_string(-kHour.count());
+    case MalformedHeaders::kFarFuture:
+      return date ? format_http_date(server_now + kTenYears) : std::to_string(kTenYears.count());
+  }
+  return "1";
+}
+
+std::int64_t Portal::offset_us() const {
+  const auto window = duration_cast<microseconds>(options_.window).count();
+  return duration_cast<microseconds>(options_.window_offset).count() % window;
+}
+
+std::int64_t Portal::window_index(TimePoint now) const {
+  const auto t = duration_cast<microseconds>(now.time_since_epoch()).count();
+  return floor_div(t - offset_us(), duration_cast<microseconds>(options_.window).count());
 }
 
 bool Portal::inject_error(std::uint64_t sequence, int* status) const {
@@ -226,9 +240,9 @@ Answer Portal::handle(std::string_view movie, const Clock& clock, std::int64_t c
   recent_.insert(recent_.end(), static_cast<std::size_t>(cost), now);
   stats_.max_in_window =
       std::max<std::int64_t>(stats_.max_in_window, static_cast<std::int64_t>(recent_.size()));
-  const std::int64_t aligned =
-      floor_div(std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count(),
-                std::chrono::duration_cast<std::chrono::microseconds>(options_.window).count());
+  if (stats_.requests == 1) stats_.first_arrival = now;
+  stats_.last_arrival = now;
+  const std::int64_t aligned = window_index(now);
   if (aligned != arrivals_index_) {
     arrivals_index_ = aligned;
     arrivals_in_index_ = 0;

@@ -57,11 +57,16 @@ class Portal {
     bool admitted = true;
     std::int64_t remaining = 0;
     TimePoint reset_at;       // end of the current window
-    Duration retry_after{0};  // token bucket: until one token is back
+    Duration retry_after{0};  // a refusal: until the call would be admitted
   };
   Limit decide(TimePoint now, std::int64_t cost);
   void add_limit_headers(Answer& a, const Limit& l, TimePoint now) const;
   bool inject_error(std::uint64_t sequence, int* status) const;
+  std::string retry_after_value(const Limit& l, TimePoint server_now) const;
+  // Fixed windows: the offset of their start from the clock's whole windows,
+  // and the index of the window holding `now`.
+  std::int64_t offset_us() const;
+  std::int64_t window_index(TimePoint now) const;
 
   const std::string name_;
   const std::uint64_t seed_;

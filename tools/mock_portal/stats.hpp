@@ -32,6 +32,9 @@ struct PortalStats {
   std::int64_t max_in_aligned_window = 0;  // most units in one clock-aligned window
   std::int64_t units = 0;                  // every request's cost, summed
   std::chrono::milliseconds window{0};
+  // The first and the latest request's arrival; the epoch before any.
+  std::chrono::system_clock::time_point first_arrival{};
+  std::chrono::system_clock::time_point last_arrival{};
   std::map<std::string, std::int64_t> movies;  // requests per movie name
 
   friend bool operator==(const PortalStats&, const PortalStats&) = default;
