@@ -92,12 +92,12 @@ mock_portal::PortalOptions BedServer::portal() const {
   return p;
 }
 
-double BedServer::bound_seconds(std::chrono::system_clock::time_point first_arrival) const {
-  const double bucket = std::max(0.0, static_cast<double>(jobs - burst) / rate);
+double BedServer::bound_seconds(std::chrono::system_clock::time_point first_arrival,
+                                std::int64_t errors) const {
+  const std::int64_t needed = jobs + errors;
+  const double bucket = std::max(0.0, static_cast<double>(needed - burst) / rate);
   if (!fixed_window()) return bucket;
-  // Admissions only: a 5xx is counted by the window too, but that is the
-  // server's loss, not the client's pace.
-  const std::int64_t windows = (jobs + burst - 1) / burst;  // the N-th admission is in window windows-1
+  const std::int64_t windows = (needed + burst - 1) / burst;  // the last is in window windows-1
   if (windows <= 1) return 0;
   using namespace std::chrono;
   const auto w = duration_cast<microseconds>(window).count();

@@ -19,11 +19,13 @@
 //   - servers whose only signal is the refusal (the other four): at most 5 %;
 //   - 5xx answers are not 429s;
 //   - makespan, first request to last response, at most 1.15 times the bound.
-// The bound is (N - burst) / rate: the server's burst (a fixed window's
-// limit, a bucket's size, nginx's burst + 1) at once, then its rate. A fixed
-// window cannot do better than the start of the window that holds the N-th
-// admission, counted from the window the first request fell in, so for fixed
-// windows the bound is the larger of the two.
+// The bound is (N + E - burst) / rate: the server's burst (a fixed window's
+// limit, a bucket's size, nginx's burst + 1) at once, then its rate, for the
+// N requests that succeed and the E that it answered 5xx (each of those is
+// counted by its limit and must be sent again). A fixed window cannot do
+// better than the start of the window that holds the last of them, counted
+// from the window the first request fell in, so for fixed windows the bound
+// is the larger of the two.
 //
 // Thread-safety: plain values.
 #pragma once
@@ -58,7 +60,7 @@ struct BedServer {
   // The portal behind it (for nginx: an unlimited one with its latency and errors).
   mock_portal::PortalOptions portal() const;
   // The bound for this server, given when its first request arrived.
-  double bound_seconds(std::chrono::system_clock::time_point first_arrival) const;
+  double bound_seconds(std::chrono::system_clock::time_point first_arrival, std::int64_t errors) const;
   std::string describe() const;
 };
 

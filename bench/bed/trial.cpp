@@ -111,14 +111,14 @@ TrialResult run_trial(const TrialSetup& setup, const BedServer& s) {
       if (status >= 500) r.errors += n;
     }
     r.makespan_s = seconds_between(log->first_arrival, log->last_answer);
-    r.bound_s = s.bound_seconds(log->first_arrival);
+    r.bound_s = s.bound_seconds(log->first_arrival, r.errors);
   } else {
     r.requests = stats.requests;
     r.throttled = stats.throttled;
     r.errors = stats.errors;
     r.makespan_s = seconds_between(stats.first_arrival, stats.last_arrival) +
                    std::chrono::duration<double>(s.latency).count();
-    r.bound_s = s.bound_seconds(stats.first_arrival);
+    r.bound_s = s.bound_seconds(stats.first_arrival, r.errors);
   }
   r.ran = true;
   if (r.completed != s.jobs) r.note = std::to_string(s.jobs - r.completed) + " jobs not completed";

@@ -104,17 +104,27 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
     }
   } respace{*this, interval_before, resume_us_, now_us};
   if (hint.window) window_us_ = std::max(window_us_, to_micros(*hint.window));
+  if (hint.reset_epoch_ms) {
+    // Two windows' resets as the server wrote them differ by the window (or
+    // a multiple of it, when windows went by unused: the least is kept).
+    if (reset_epoch_ms_ > 0 && *hint.reset_epoch_ms > reset_epoch_ms_) {
+      const std::int64_t step = (*hint.reset_epoch_ms - reset_epoch_ms_) * 1000;
+      if (reset_step_us_ == 0 || step < reset_step_us_) reset_step_us_ = step;
+    }
+    reset_epoch_ms_ = std::max(reset_epoch_ms_, *hint.reset_epoch_ms);
+  }
   if (hint.limit && hint.remaining && call_started && *hint.remaining == *hint.limit - 1) {
     window_start_us_ = to_micros(*call_started);  // the first call of a server window
   }
   if (hint.resume_at) {
     std::int64_t resume = to_micros(*hint.resume_at);
-    if (!hint.throttled && hint.remaining == 0 && window_start_us_ > 0 && window_us_ > 0) {
+    const std::int64_t window = window_locked();
+    if (!hint.throttled && hint.remaining == 0 && window_start_us_ > 0 && window > 0) {
       // Spent, not refused: the quota renews at the server's next window,
       // which the first calls of its windows place more exactly than a
       // reset in whole seconds (rounded up, so up to a second late).
-      const std::int64_t windows = (now_us - window_start_us_) / window_us_ + 1;
-      resume = std::min(resume, window_start_us_ + windows * window_us_ + kBoundaryGuard);
+      const std::int64_t windows = (now_us - window_start_us_) / window + 1;
+      resume = std::min(resume, window_start_us_ + windows * window + kBoundaryGuard);
     }
     resume_us_ = std::max(resume_us_, resume);
   }
@@ -125,7 +135,7 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
   } else if (hint.limit && *hint.limit > 0 && hint.reset_in) {
     // The quota's window is at least the longest time to a reset seen.
     window_us_ = std::max(window_us_, to_micros(*hint.reset_in));
-    learned = window_us_ / *hint.limit;
+    learned = window_locked() / *hint.limit;
   } else if (!hint.limit && (!hint.throttled || hint.resume_at)) {
     refusal = learn_from_refusals_locked(hint, now_us, call_started);
     if (refusal && refusal->rate) learned = static_cast<std::int64_t>(1.0 / *refusal->rate);
@@ -269,6 +279,18 @@ TimePoint AdaptivePacer::resume_at() const {
 
 std::int64_t AdaptivePacer::earliest_locked(std::int64_t t) const {
   return std::max({t, resume_us_, interval_us_ > 0 ? tat_ : t});
+}
+
+std::int64_t AdaptivePacer::window_locked() const {
+  // A time to a reset read against a Date in whole seconds comes out up to
+  // two seconds long (kResetStepSlack); the step between two resets the
+  // server wrote is its window, when it is not much shorter than the
+  // longest time to a reset seen (a server that moves its reset with every
+  // call, as a sliding window may, steps by less than its window).
+  if (reset_step_us_ > 0 && reset_step_us_ >= window_us_ - kResetStepSlack) {
+    return std::min(window_us_, reset_step_us_);
+  }
+  return window_us_;
 }
 
 void AdaptivePacer::respace_locked(std::int64_t now_us) {

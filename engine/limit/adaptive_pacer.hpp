@@ -4,7 +4,9 @@
 //   - Retry-After / a reset with nothing remaining: no start before resume_at.
 //   - A pace from the headers: starts are spaced by the quota's window over
 //     its quota (the window from RateLimit-Policy, or the longest time to a
-//     reset seen), stretched by a small margin.
+//     reset seen, or the step between two resets the server wrote as Unix
+//     times when that is shorter by at most two seconds), stretched by a
+//     small margin.
 //   - A bare 429: multiplicative decrease (the rate is multiplied by
 //     `decrease`, from the rate of the starts in the last second when nothing
 //     was learned, or the rate admitted in it when lower) and a pause of one
@@ -148,6 +150,13 @@ class AdaptivePacer final : public Limiter {
   std::int64_t first_start_us_ = 0;
   std::int64_t window_us_ = 0;        // the quota's window, or the longest time to a reset seen
   std::int64_t window_start_us_ = 0;  // start of a call that opened a server window
+  std::int64_t reset_epoch_ms_ = 0;   // the latest reset in the server's own Unix time
+  std::int64_t reset_step_us_ = 0;    // the least step between two of those
+  // A reset in whole seconds rounded up, read against a Date in whole
+  // seconds rounded down: the time to it is up to two seconds long.
+  static constexpr std::int64_t kResetStepSlack = 2'100'000;
+  // The quota's window as best known (see window_locked in the .cpp).
+  std::int64_t window_locked() const;
   // 429s within this long of a decrease belong to the same overload: they
   // lengthen the pause instead of slowing the pace again.
   static constexpr std::int64_t kEpisodeUs = 1'000'000;

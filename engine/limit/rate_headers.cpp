@@ -131,20 +131,34 @@ struct Reader {
   }
 
   // X-RateLimit-Reset style: delta seconds, Unix seconds or Unix milliseconds.
-  std::optional<Duration> reset_value(std::string_view name, std::string_view v, bool delta_only) {
+  // An absolute reset is also kept as the server wrote it (`epoch_ms`).
+  std::optional<Duration> reset_value(std::string_view name, std::string_view v, bool delta_only,
+                                      std::optional<std::int64_t>& epoch_ms) {
     auto s = number(v);
     if (!s) {
       ignore(name, v, "not a number");
       return std::nullopt;
     }
-    if (!delta_only && *s > 1e12) return bound(*s / 1000 - server_now, name, v);
-    if (!delta_only && *s > 1e9) return bound(*s - server_now, name, v);
+    // Within a year of the server's time: past that the wait is capped
+    // anyway, and the cast stays in range.
+    auto keep = [&](double ms) {
+      if (std::abs(ms / 1000 - server_now) < 366.0 * 86400) epoch_ms = static_cast<std::int64_t>(ms);
+    };
+    if (!delta_only && *s > 1e12) {
+      keep(*s);
+      return bound(*s / 1000 - server_now, name, v);
+    }
+    if (!delta_only && *s > 1e9) {
+      keep(*s * 1000);
+      return bound(*s - server_now, name, v);
+    }
     return bound(*s, name, v);
   }
 
   struct Quota {
     std::optional<std::int64_t> limit, remaining;
     std::optional<Duration> reset;
+    std::optional<std::int64_t> reset_epoch_ms;
   };
 
   Quota separate(std::string_view prefix, bool delta_only) {
@@ -160,7 +174,8 @@ struct Reader {
       q.remaining = count(*v);
       if (!q.remaining) ignore(p + "Remaining", *v, "not a count");
     }
-    if (auto v = header(headers, p + "Reset")) q.reset = reset_value(p + "Reset", *v, delta_only);
+    if (auto v = header(headers, p + "Reset"))
+      q.reset = reset_value(p + "Reset", *v, delta_only, q.reset_epoch_ms);
     return q;
   }
 
@@ -193,7 +208,7 @@ struct Reader {
         if (key == "limit" || key == "remaining" || key == "reset") dict_member = true;
         if (key == "r" || key == "remaining") q.remaining = count(val);
         if (key == "limit") q.limit = count(val);
-        if (key == "t" || key == "reset") q.reset = reset_value("RateLimit", val, true);
+        if (key == "t" || key == "reset") q.reset = reset_value("RateLimit", val, true, q.reset_epoch_ms);
       }
       if (dict_member) {
         if (q.remaining) dict.remaining = q.remaining;
@@ -273,6 +288,7 @@ struct Reader {
     if (q.limit && !hint.limit) hint.limit = q.limit;
     if (!q.remaining || !q.reset) return false;
     hint.remaining = q.remaining;
+    hint.reset_epoch_ms = q.reset_epoch_ms;
     if (*q.remaining == 0) {
       if (!hint.resume_at) {
         hint.resume_at = now + *q.reset;

@@ -71,6 +71,11 @@ struct PaceHint {
   // Time until the quota resets, when some is left (with none left it is
   // resume_at instead).
   std::optional<Duration> reset_in;
+  // The reset as the server's own Unix time in milliseconds, when it sent
+  // one (X-RateLimit-Reset in Unix seconds or milliseconds): the resets of
+  // two of its windows differ by exactly their length, which times read
+  // against a Date in whole seconds do not.
+  std::optional<std::int64_t> reset_epoch_ms;
   HintSource source = HintSource::kNone;
   std::optional<std::string> clamped;  // "X-RateLimit-Reset: 4102444800 is 75y ahead; waiting 1h"
   std::vector<std::string> ignored;    // "Retry-After: soon (not seconds or an HTTP-date)"

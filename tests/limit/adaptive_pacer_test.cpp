@@ -135,6 +135,42 @@ TEST(AdaptivePacer_Observe, QuotaPaceIsTheLongestResetOverTheLimitWithAMargin) {
   EXPECT_EQ(p.interval(), 10200us);
 }
 
+TEST(AdaptivePacer_Observe, TheStepBetweenTwoResetsTheServerWroteIsItsWindow) {
+  FakeClock clock;
+  AdaptivePacer p;  // margin 2 %
+  // 100 a second, resets in Unix seconds read against a Date in whole
+  // seconds: early in a window the time to its reset comes out 1.8 s.
+  PaceHint h;
+  h.limit = 100;
+  h.remaining = 90;
+  h.reset_in = 1800ms;
+  h.reset_epoch_ms = 1'000'000;
+  p.observe(h, clock.now());
+  EXPECT_EQ(p.interval(), 18360us) << "1.8 s over 100: the longest time to a reset, all that is known";
+  clock.advance(1s);
+  h.reset_in = 1500ms;
+  h.reset_epoch_ms = 1'001'000;  // the next window's reset: one second on
+  p.observe(h, clock.now());
+  EXPECT_EQ(p.interval(), 10200us) << "the window is the step between the two resets";
+}
+
+TEST(AdaptivePacer_Observe, AResetThatMovesWithEveryCallIsNotTakenForTheWindow) {
+  FakeClock clock;
+  AdaptivePacer p;
+  // A sliding window of 60 s that reports when its oldest call expires:
+  // its reset moves by a second now and then, far less than its window.
+  PaceHint h;
+  h.limit = 100;
+  h.remaining = 50;
+  h.reset_in = 60s;
+  h.reset_epoch_ms = 1'000'000;
+  p.observe(h, clock.now());
+  clock.advance(1s);
+  h.reset_epoch_ms = 1'001'000;
+  p.observe(h, clock.now());
+  EXPECT_EQ(p.interval(), 612ms) << "60 s over 100, with the margin";
+}
+
 TEST(AdaptivePacer_Observe, SpentQuotaResumesAtTheServersWindowNotTheRoundedReset) {
   FakeClock clock;
   AdaptivePacer p;

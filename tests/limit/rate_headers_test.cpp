@@ -162,6 +162,18 @@ TEST(RateHeaders_XRateLimit, ResetAsUnixMillisecondsIsDetected) {
   EXPECT_EQ(h.resume_at, kNow + 2500ms);
 }
 
+TEST(RateHeaders_XRateLimit, AnAbsoluteResetIsAlsoKeptAsTheServerWroteIt) {
+  const auto server_now = std::chrono::duration_cast<std::chrono::seconds>(kNow.time_since_epoch()).count();
+  auto h = read({{"Date", "Tue, 14 Nov 2023 22:13:20 GMT"},
+                 {"X-RateLimit-Limit", "10"},
+                 {"X-RateLimit-Remaining", "4"},
+                 {"X-RateLimit-Reset", std::to_string(server_now + 3)}});
+  EXPECT_EQ(h.reset_epoch_ms, (server_now + 3) * 1000);
+  EXPECT_EQ(h.reset_in, 3s);
+  auto delta = read({{"X-RateLimit-Remaining", "4"}, {"X-RateLimit-Reset", "3"}});
+  EXPECT_FALSE(delta.reset_epoch_ms) << "a delta says nothing of where the server's windows lie";
+}
+
 TEST(RateHeaders_XRateLimit, ResetInThePastMeansNoWait) {
   const auto s = std::chrono::duration_cast<std::chrono::seconds>(kNow.time_since_epoch()).count();
   auto h = read({{"X-RateLimit-Remaining", "0"}, {"X-RateLimit-Reset", std::to_string(s - 100)}});
