@@ -141,10 +141,23 @@ Result<Reservation> LimiterStack::reserve_from(std::int64_t now_us, std::int64_t
 }
 
 Result<std::int64_t> LimiterStack::agree(std::int64_t now_us, std::int64_t t_us, std::int64_t units) {
+  return agree_of(limiters_, now_us, t_us, units);
+}
+
+Result<TimePoint> LimiterStack::earliest_of(std::span<const std::shared_ptr<Limiter>> limiters, TimePoint now,
+                                            std::int64_t units) {
+  const std::int64_t now_us = to_micros(now);
+  auto t = agree_of(limiters, now_us, now_us, std::max<std::int64_t>(units, 1));
+  if (!t) return fail(t.error());
+  return from_micros(*t);
+}
+
+Result<std::int64_t> LimiterStack::agree_of(std::span<const std::shared_ptr<Limiter>> limiters,
+                                            std::int64_t now_us, std::int64_t t_us, std::int64_t units) {
   // Each answer can only push the time later, so this ends.
   for (bool moved = true; moved;) {
     moved = false;
-    for (auto& l : limiters_) {
+    for (const auto& l : limiters) {
       auto e = l->earliest(now_us, t_us, units);
       if (!e) return fail(e.error());
       if (*e > t_us) {

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -91,6 +92,9 @@ class LimiterStack {
 
   // The time reserve(now, units) would answer, without reserving anything.
   [[nodiscard]] Result<TimePoint> earliest(TimePoint now, std::int64_t units = 1);
+  // The same over some limiters, without making a stack of them.
+  [[nodiscard]] static Result<TimePoint> earliest_of(std::span<const std::shared_ptr<Limiter>> limiters,
+                                                     TimePoint now, std::int64_t units = 1);
 
   // The started call of `r` cost `units`, not r.units(): every limiter
   // counts the difference at its start (Limiter::adjust). Every limiter is
@@ -123,6 +127,9 @@ class LimiterStack {
   [[nodiscard]] Result<bool> use_slots(Reservation& r, std::int64_t now_us, UseSlot use);
   // The earliest time >= t_us that every limiter allows, reserving nothing.
   [[nodiscard]] Result<std::int64_t> agree(std::int64_t now_us, std::int64_t t_us, std::int64_t units);
+  [[nodiscard]] static Result<std::int64_t> agree_of(std::span<const std::shared_ptr<Limiter>> limiters,
+                                                     std::int64_t now_us, std::int64_t t_us,
+                                                     std::int64_t units);
 
   std::vector<std::shared_ptr<Limiter>> limiters_;
 };

@@ -1,6 +1,7 @@
 #include "retry/call_gate.hpp"
 
 #include <algorithm>
+#include <span>
 
 #include "common/duration.hpp"
 #include "config/bounds.hpp"
@@ -191,20 +192,20 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
     // Keyed: a wait of the step's own keys is held in their limiters alone,
     // and the limits shared with other keys are reserved when it is over (a
     // slot far ahead in them would hold every other key's calls back).
+    // Stacks of the two parts are made only when a wait needs them: most
+    // calls find their keys' room at once and take the whole stack below.
     const auto& all = stack.limiters();
     const auto first = all.begin() + static_cast<std::ptrdiff_t>(parts_.limiters.size());
     const auto last = first + static_cast<std::ptrdiff_t>(step.own_limiters_);
-    const std::vector<std::shared_ptr<limit::Limiter>> own(first, last);
-    std::vector<std::shared_ptr<limit::Limiter>> shared(all.begin(), first);
-    shared.insert(shared.end(), last, all.end());
-    limit::LimiterStack shared_stack(std::move(shared));
-    if (step.key_hold_.held() && (step.key_hold_.limiters() != own || step.key_hold_.units() != units))
+    const std::span<const std::shared_ptr<limit::Limiter>> own(first, last);
+    if (step.key_hold_.held() &&
+        (!std::ranges::equal(step.key_hold_.limiters(), own) || step.key_hold_.units() != units))
       (void)step.key_hold_.cancel();
     if (!step.key_hold_.held()) {
-      limit::LimiterStack own_stack(own);
-      auto earliest = own_stack.earliest(now, units);
+      auto earliest = limit::LimiterStack::earliest_of(own, now, units);
       if (!earliest) return Fail{earliest.error().with_context("rate limiter")};
       if (*earliest - now > kRespaceGain) {
+        limit::LimiterStack own_stack(std::vector<std::shared_ptr<limit::Limiter>>(own.begin(), own.end()));
         auto r = own_stack.reserve(now, units);
         if (!r) return Fail{r.error().with_context("rate limiter")};
         step.key_hold_ = std::move(*r);
@@ -217,6 +218,9 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
       // Its keys' time has come: it keeps that slot (given back, a slot of a
       // bucket or a pace would go to the end of the queue) and joins a slot
       // in the shared limits to it.
+      std::vector<std::shared_ptr<limit::Limiter>> shared(all.begin(), first);
+      shared.insert(shared.end(), last, all.end());
+      limit::LimiterStack shared_stack(std::move(shared));
       auto r = shared_stack.reserve(now, units);
       if (!r) return Fail{r.error().with_context("rate limiter")};
       auto joined = stack.join(std::move(step.key_hold_), std::move(*r));
