@@ -25,17 +25,13 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "fixed.hpp"
 #include "trial.hpp"
 
 namespace {
 
+using ratchet::bench::fixed;
 using ratchet::bench::TrialResult;
-
-std::string fixed(double v, int digits) {
-  std::ostringstream o;
-  o << std::fixed << std::setprecision(digits) << v;
-  return o.str();
-}
 
 void print_row(const TrialResult& r) {
   const auto& s = r.server;

@@ -85,12 +85,9 @@ TrialResult run_trial(const TrialSetup& setup, const BedServer& s) {
     r.note = run.error().to_string();
     return r;
   }
-  for (JobId id : run->ids) {
-    auto job = run->engine->get(id);
-    if (!job) continue;
-    for (const auto& t : job->timeline) r.parks += t.kind == "parked" ? 1 : 0;
-    if (job->state == JobState::kCompleted) ++r.completed;
-  }
+  const JobTally tally = tally_jobs(*run);
+  r.parks = tally.parks;
+  r.completed = tally.completed;
   const auto stats = (*server)->stats().portals.at("imdb");
   for (const auto& rec : (*server)->requests()) {
     r.arrivals_us.push_back(rec.arrived_us);

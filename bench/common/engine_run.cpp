@@ -19,4 +19,15 @@ Result<EngineRun> run_jobs(const std::filesystem::path& config, const std::strin
   return run;
 }
 
+JobTally tally_jobs(const EngineRun& run) {
+  JobTally t;
+  for (JobId id : run.ids) {
+    auto job = run.engine->get(id);
+    if (!job) continue;
+    for (const auto& row : job->timeline) t.parks += row.kind == "parked" ? 1 : 0;
+    if (job->state == JobState::kCompleted) ++t.completed;
+  }
+  return t;
+}
+
 }  // namespace ratchet::bench

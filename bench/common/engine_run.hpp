@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -25,6 +26,14 @@ struct EngineRun {
   std::chrono::system_clock::time_point began;
   double makespan_s = 0;  // from the enqueue to the end of the drain
 };
+
+// What the run's jobs came to: how many completed, and their parks (timeline
+// rows of kind "parked") over every job.
+struct JobTally {
+  int completed = 0;
+  std::int64_t parks = 0;
+};
+JobTally tally_jobs(const EngineRun& run);
 
 [[nodiscard]] Result<EngineRun> run_jobs(const std::filesystem::path& config, const std::string& job_type,
                                          const std::vector<nlohmann::json>& args,

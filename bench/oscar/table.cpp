@@ -6,12 +6,6 @@
 
 namespace ratchet::bench {
 
-std::string fixed(double v, int decimals) {
-  std::ostringstream out;
-  out << std::fixed << std::setprecision(decimals) << v;
-  return out.str();
-}
-
 namespace {
 
 // Left-aligns the first column and right-aligns the others.

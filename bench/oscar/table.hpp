@@ -10,14 +10,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fixed.hpp"
 #include "harness.hpp"
 #include "setup.hpp"
 
 namespace ratchet::bench {
 
 // `v` with `decimals` digits after the point, for the tables.
-std::string fixed(double v, int decimals);
-
 void print_table(std::ostream& out, const BenchSetup& setup, const std::vector<Row>& rows);
 
 nlohmann::json to_json(const BenchSetup& setup, const std::vector<Row>& rows);

@@ -80,12 +80,9 @@ WeightedRow run_weighted(const WeightedSetup& setup, const std::string& knows) {
     return row;
   }
   row.makespan_s = run->makespan_s;
-  for (JobId id : run->ids) {
-    auto job = run->engine->get(id);
-    if (!job) continue;
-    for (const auto& t : job->timeline) row.parks += t.kind == "parked" ? 1 : 0;
-    if (job->state == JobState::kCompleted) ++row.jobs_completed;
-  }
+  const JobTally tally = tally_jobs(*run);
+  row.parks = tally.parks;
+  row.jobs_completed = tally.completed;
   const auto stats = (*server)->stats().portals.at("imdb");
   row.requests = stats.requests;
   row.units = stats.units;
