@@ -1,15 +1,17 @@
 // A sorted log of times that drops its oldest entries in amortised O(1):
 // a vector read from `head_`, compacted once the dropped part outgrows the
-// rest. Unlike a deque, a log never used allocates nothing (a keyed limit
-// keeps one sliding window per key).
+// rest. Unlike a deque, a log never used allocates nothing, and a short one
+// lives inside the log: a keyed limit keeps one sliding window (two logs)
+// per key, and at 100,000 keys each heap block is one more cache miss in
+// every decision.
 //
 // Thread-safety: none; the limiter that owns it locks around it.
 #pragma once
 
+#include <absl/container/inlined_vector.h>
 #include <algorithm>
 #include <cstdint>
 #include <span>
-#include <vector>
 
 namespace ratchet::limit {
 
@@ -43,7 +45,8 @@ class SortedLog {
     auto first = v_.begin() + static_cast<std::ptrdiff_t>(head_);
     head_ = static_cast<std::size_t>(std::upper_bound(first, v_.end(), gone) - v_.begin());
     if (head_ == v_.size()) {
-      v_.clear();  // keeps its room: a log that drains often fills again
+      v_.erase(v_.begin(),
+               v_.end());  // keeps its room (clear() would not): a log that drains often fills again
       head_ = 0;
     } else if (head_ > v_.size() - head_) {
       v_.erase(v_.begin(), v_.begin() + static_cast<std::ptrdiff_t>(head_));
@@ -52,7 +55,8 @@ class SortedLog {
   }
 
  private:
-  std::vector<std::int64_t> v_;
+  // Four entries: a per-key limit of a few calls a window never allocates.
+  absl::InlinedVector<std::int64_t, 4> v_;
   std::size_t head_ = 0;
 };
 
