@@ -15,7 +15,7 @@ Result<std::shared_ptr<Limiter>> KeyedLimiters::get(const std::string& key, std:
   std::lock_guard lock(mu_);
   if (keys_.size() >= sweep_at_size_ || now_us >= next_sweep_us_) sweep_locked(now_us);
   if (auto it = keys_.find(key); it != keys_.end()) return it->second;
-  auto made = make_(key);
+  auto made = make_(key, now_us);
   if (!made) return fail(made.error());
   keys_.emplace(key, *made);
   return *made;

@@ -28,8 +28,8 @@ namespace ratchet::limit {
 
 class KeyedLimiters {
  public:
-  // Makes the limiter of a key it has not seen (or has dropped).
-  using Make = std::function<Result<std::shared_ptr<Limiter>>(const std::string& key)>;
+  // Makes the limiter of a key it has not seen (or has dropped), as of now_us.
+  using Make = std::function<Result<std::shared_ptr<Limiter>>(const std::string& key, std::int64_t now_us)>;
 
   KeyedLimiters(Make make, std::int64_t sweep_every_us);
 

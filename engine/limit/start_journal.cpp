@@ -7,9 +7,8 @@
 #include "common/duration.hpp"
 
 namespace ratchet::limit {
-namespace {
 
-std::string random_instance() {
+std::string journal_instance_name() {
   std::random_device rd;
   const std::uint64_t v = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
   char text[17];
@@ -17,10 +16,8 @@ std::string random_instance() {
   return text;
 }
 
-}  // namespace
-
 StartJournal::StartJournal(std::string owner, Options options, std::unique_ptr<store::LimiterTables> db)
-    : owner_(std::move(owner)), instance_(random_instance()), db_(std::move(db)), options_(options) {}
+    : owner_(std::move(owner)), instance_(journal_instance_name()), db_(std::move(db)), options_(options) {}
 
 Result<std::shared_ptr<StartJournal>> StartJournal::open(std::string owner, Options options,
                                                          const ConnectionFactory& connect,

@@ -43,6 +43,9 @@
 
 namespace ratchet::limit {
 
+// A random name for one journal's leases, apart from other processes'.
+std::string journal_instance_name();
+
 class StartJournal final : public Limiter {
  public:
   struct Options {

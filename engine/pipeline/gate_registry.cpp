@@ -87,7 +87,7 @@ Result<GateRegistry::OwnerLimits> GateRegistry::build_limits(const std::string& 
   std::int64_t min_rate = 0;
   std::int64_t min_per = 0;
   for (const auto& l : specs) {
-    // Keyed limits keep no journal: see docs/semantics.md point 7.
+    // Keyed limits keep a journal of their own (limit/keyed_journal.hpp).
     if (l.scope != config::LimitScope::kProcess || l.key) continue;
     const std::int64_t per = l.per.count() + limit::jitter_margin_us(l.per.count());
     journal.keep_us = std::max(journal.keep_us, per);

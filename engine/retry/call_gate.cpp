@@ -7,6 +7,7 @@
 #include "config/bounds.hpp"
 #include "config/template.hpp"
 #include "limit/key_identity.hpp"
+#include "limit/keyed_journal.hpp"
 #include "limit/make_limiter.hpp"
 #include "limit/micros.hpp"
 
@@ -346,19 +347,41 @@ Result<KeyedLimit> make_keyed_limit(const config::LimitSpec& spec, const std::st
   }
   out.parsed = std::make_shared<const config::KeyTemplate>(std::move(*parsed));
   limit::KeyedLimiters::Make make;
+  const std::int64_t window = spec.per.count() + limit::jitter_margin_us(spec.per.count());
   if (spec.scope == config::LimitScope::kDatabase) {
     auto tables = limit::SharedLimiterTables::open(connect);
     if (!tables) return fail(tables.error().with_context("limit " + db_key));
-    make = [spec, db_key, tables = *tables, clock](const std::string& key) {
+    make = [spec, db_key, tables = *tables, clock](const std::string& key, std::int64_t) {
       return limit::make_database_limiter(spec, db_key + "#" + key, tables, clock);
     };
+  } else if (connect) {
+    // Each key's window holds across a restart: its starts are journaled.
+    auto tables = limit::SharedLimiterTables::open(connect);
+    if (!tables) return fail(tables.error().with_context("limit " + db_key));
+    limit::KeyedJournal::Options options;
+    options.keep_us = window;
+    options.lease_calls = std::clamp<std::int64_t>(spec.rate / 4, 1, 64);
+    options.lease_us = std::min<std::int64_t>(500'000, window);
+    const TimePoint now = (clock ? clock : SystemClock::instance())->now();
+    auto journal = limit::KeyedJournal::open(db_key, options, *tables, limit::to_micros(now));
+    if (!journal) return fail(journal.error().with_context("limit " + db_key));
+    make = [spec, db_key, journal = *journal](
+               const std::string& key, std::int64_t now_us) -> Result<std::shared_ptr<limit::Limiter>> {
+      auto made = limit::make_limiter(spec, db_key + "#" + key);
+      if (!made) return made;
+      auto history = journal->history(key, now_us);
+      if (!history) return fail(history.error());
+      (*made)->count_started(*history);
+      return journal->journaled(key, std::move(*made));
+    };
   } else {
-    make = [spec, db_key](const std::string& key) { return limit::make_limiter(spec, db_key + "#" + key); };
+    make = [spec, db_key](const std::string& key, std::int64_t) {
+      return limit::make_limiter(spec, db_key + "#" + key);
+    };
   }
   // A key unused for a window holds nothing that still counts; sweeping for
   // such keys walks them all, so it runs at most every 10 s (and whenever
   // the keys have doubled): memory stays within twice the live keys.
-  const std::int64_t window = spec.per.count() + limit::jitter_margin_us(spec.per.count());
   out.limiters =
       std::make_shared<limit::KeyedLimiters>(std::move(make), std::max<std::int64_t>(window, 10'000'000));
   return out;
@@ -366,7 +389,7 @@ Result<KeyedLimit> make_keyed_limit(const config::LimitSpec& spec, const std::st
 
 std::shared_ptr<limit::KeyedLimiters> make_key_pacers(Duration floor) {
   return std::make_shared<limit::KeyedLimiters>(
-      [floor](const std::string&) -> Result<std::shared_ptr<limit::Limiter>> {
+      [floor](const std::string&, std::int64_t) -> Result<std::shared_ptr<limit::Limiter>> {
         return std::make_shared<limit::AdaptivePacer>(limit::plugin_pacing(floor));
       },
       limit::to_micros(limit::AdaptivePacer::kForgetAfter));

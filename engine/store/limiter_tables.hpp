@@ -81,6 +81,9 @@ class LimiterTables {
   virtual void journal_prune(const std::string& owner, std::int64_t until) = 0;    // at <= until
   virtual std::vector<std::int64_t> journal_starts(const std::string& owner) = 0;  // sorted
   virtual void journal_add(const std::string& owner, std::int64_t at) = 0;
+  // journal_prune for every owner whose name starts with `prefix` (the keys
+  // of a keyed limit, which each have an owner of their own).
+  virtual void journal_prune_prefix(const std::string& prefix, std::int64_t until) = 0;
   // Open leases after `after`: (until, calls).
   virtual std::vector<std::pair<std::int64_t, std::int64_t>> journal_leases(const std::string& owner,
                                                                             std::int64_t after) = 0;

@@ -398,7 +398,7 @@ TEST_P(DatabaseLimiterTest, Keyed_TwoProcessesShareEachKeysBudgetAndNameKeysAlik
     auto tables = SharedLimiterTables::open(db.connect());
     EXPECT_TRUE(tables) << (tables ? "" : tables.error().to_string());
     return std::make_shared<KeyedLimiters>(
-        [s, tables = *tables](const std::string& key) {
+        [s, tables = *tables](const std::string& key, std::int64_t) {
           return make_database_limiter(s, "imdb/keyed#" + key, tables);
         },
         kSec);

@@ -19,7 +19,7 @@ constexpr std::int64_t kT0 = 1'700'000'000 * kSec;
 
 KeyedLimiters sliding(std::int64_t rate, std::int64_t per) {
   return KeyedLimiters(
-      [=](const std::string&) -> Result<std::shared_ptr<Limiter>> {
+      [=](const std::string&, std::int64_t) -> Result<std::shared_ptr<Limiter>> {
         return std::make_shared<SlidingWindowLimiter>(rate, per);
       },
       per);

@@ -225,8 +225,8 @@ RC_GTEST_PROP(LimiterProperty, NoKeysWindowEverHoldsMoreThanItsLimitWhateverKeys
   const Limit per_key = *gen_limit();
   const Limit global = *gen_limit();
   const int key_count = *rc::gen::inRange(1, 7);
-  KeyedLimiters keyed([&](const std::string&) -> Result<std::shared_ptr<Limiter>> { return make(per_key); },
-                      1);
+  KeyedLimiters keyed(
+      [&](const std::string&, std::int64_t) -> Result<std::shared_ptr<Limiter>> { return make(per_key); }, 1);
   auto shared = make(global);
 
   struct Pending {
@@ -305,7 +305,8 @@ RC_GTEST_PROP(LimiterProperty, EveryKeyUsesAbove95PercentOfItsLimitWhenItsDemand
   const int windows = *rc::gen::inRange(20, 30);
   const int key_count = *rc::gen::inRange(2, 8);
   const Limit l{algo, rate, per, 1};
-  KeyedLimiters keyed([&](const std::string&) -> Result<std::shared_ptr<Limiter>> { return make(l); }, per);
+  KeyedLimiters keyed(
+      [&](const std::string&, std::int64_t) -> Result<std::shared_ptr<Limiter>> { return make(l); }, per);
   const std::int64_t horizon = per * windows;
   const double allowed = static_cast<double>(rate) * windows;
   std::mt19937_64 random(*rc::gen::arbitrary<std::uint64_t>());

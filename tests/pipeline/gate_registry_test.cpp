@@ -81,6 +81,31 @@ class GateRegistryLimits : public ::testing::Test {
     return n;
   }
 
+  // How many steps of one account, under a limit keyed by account, start
+  // within the next 100 ms (the learned pace spaces a plugin's first calls
+  // by a few ms); the clock ends where the last one started.
+  int admitted_soon_for(GateRegistry& gates, const std::string& account) {
+    auto gate = gates.gate("imdb", "get_rating");
+    EXPECT_TRUE(gate.has_value()) << gate.error().to_string();
+    if (!gate) return -1;
+    const TimePoint until = clock->now() + 100ms;
+    for (int n = 0; n < 100; ++n) {
+      retry::CallState step(clock->now());
+      EXPECT_TRUE((*gate)->bind_keys(step, {{"account", account}}, nlohmann::json::object()));
+      for (;;) {
+        auto a = (*gate)->admit(step, clock->now());
+        if (auto* go = std::get_if<retry::CallGate::Go>(&a)) {
+          (void)(*gate)->record(step, std::move(go->ticket), retry::Outcome::ok(), {}, clock->now());
+          break;
+        }
+        auto* w = std::get_if<retry::CallGate::Wait>(&a);
+        if (w == nullptr || !w->until || *w->until > until) return n;
+        clock->set(*w->until);
+      }
+    }
+    return 100;
+  }
+
   // When a new step could start, as seen from now.
   TimePoint next_start(GateRegistry& gates) {
     auto gate = gates.gate("imdb", "get_rating");
@@ -134,6 +159,23 @@ TEST_F(GateRegistryLimits, NewProcessOnTheSameDatabase_AdmitsNoneUntilTheWindowA
   EXPECT_GE(next_start(after), first + 1s);
   clock->set(first + 1s + 60ms);  // past the window and its jitter margin (50 ms)
   EXPECT_EQ(admitted_now(after), 10);
+}
+
+TEST_F(GateRegistryLimits, NewProcessOnTheSameDatabase_EachKeyOfAKeyedLimitResumesItsOwnWindow) {
+  DatabaseFile db;
+  const std::string per_account =
+      "[[plugin.imdb.limit]]\nrate = 3\nper = \"1s\"\nkey = \"{{args.account}}\"\n";
+  const TimePoint first = clock->now();
+  {
+    GateRegistry before(config_with(per_account), db.connect(), 1, clock);
+    EXPECT_EQ(admitted_soon_for(before, "alice"), 3);
+  }  // the process stops
+  clock->advance(300ms);
+  GateRegistry after(config_with(per_account), db.connect(), 2, clock);
+  EXPECT_EQ(admitted_soon_for(after, "alice"), 0) << "the server still counts alice's 3 calls";
+  EXPECT_EQ(admitted_soon_for(after, "carol"), 3) << "a key of its own";
+  clock->set(first + 1s + 60ms);  // past the window and its jitter margin (50 ms)
+  EXPECT_EQ(admitted_soon_for(after, "alice"), 3);
 }
 
 TEST_F(GateRegistryLimits, NewProcessAfterACrash_CountsTheCallsThatWereNotYetSaved) {

@@ -137,6 +137,11 @@ class PgLimiterTables final : public LimiterTables {
     for (int i = 0; i < r.size(); ++i) out.push_back(i64(r, i, 0));
     return out;
   }
+  void journal_prune_prefix(const std::string& prefix, std::int64_t until) override {
+    // starts_with, not LIKE: a key may hold '%' and '_'.
+    session_.run("DELETE FROM ratchet_limiter_journal WHERE starts_with(owner, $1) AND at_us <= $2",
+                 {p(prefix), p(until)});
+  }
   void journal_add(const std::string& owner, std::int64_t at) override {
     session_.run("INSERT INTO ratchet_limiter_journal (owner, at_us) VALUES ($1, $2)", {p(owner), p(at)});
   }

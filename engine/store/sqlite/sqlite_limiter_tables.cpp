@@ -157,6 +157,14 @@ class SqliteLimiterTables final : public LimiterTables {
     return out;
   }
 
+  void journal_prune_prefix(const std::string& prefix, std::int64_t until) override {
+    // substr, not LIKE: a key may hold '%' and '_'.
+    Use q(stmt("DELETE FROM limiter_journal WHERE substr(owner, 1, length(?1)) = ?1 AND at_us <= ?2"));
+    q->bind(1, prefix);
+    q->bind(2, until);
+    q->exec();
+  }
+
   void journal_add(const std::string& owner, std::int64_t at) override {
     Use q(stmt("INSERT INTO limiter_journal(owner, at_us) VALUES(?, ?)"));
     q->bind(1, owner);
