@@ -267,11 +267,6 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
   }
 }
 
-bool AdaptivePacer::sparse() const {
-  std::lock_guard lock(mu_);
-  return interval_us_ == 0 && !ramping_;
-}
-
 Duration AdaptivePacer::interval() const {
   std::lock_guard lock(mu_);
   return std::chrono::duration_cast<Duration>(std::chrono::microseconds(interval_us_));

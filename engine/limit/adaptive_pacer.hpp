@@ -101,7 +101,6 @@ class AdaptivePacer final : public Limiter {
   // next reply is as good a teacher as the old ones.
   static constexpr Duration kForgetAfter = std::chrono::minutes(10);
   bool forgettable(std::int64_t now_us) override;
-  bool sparse() const override;  // while it paces nothing
   std::string describe() const override;
 
  protected:

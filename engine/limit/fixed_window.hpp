@@ -35,7 +35,6 @@ class FixedWindowLimiter final : public Limiter {
   [[nodiscard]] Status adjust(Slot& slot, std::int64_t units, std::int64_t now_us) override;
   void count_started(std::span<const std::int64_t> starts_us) override;
   bool forgettable(std::int64_t now_us) override;
-  bool sparse() const override { return true; }
   std::string describe() const override;
 
  protected:

@@ -135,14 +135,6 @@ class Limiter {
     return false;
   }
 
-  // Whether a slot reserved ahead takes room only around its own time, so
-  // that calls asking for earlier times are not held back by it (a log of
-  // starts or a count per window), as of now. A chain of times (a token
-  // bucket's, a pace's) is not: a slot far ahead in it holds back every call
-  // after it. A keyed step reserves the limits it shares with other keys
-  // together with its own key's only when each of them is sparse (CallGate::admit).
-  virtual bool sparse() const { return false; }
-
   // "10/1s sliding window" for messages and logs.
   virtual std::string describe() const = 0;
 

@@ -78,7 +78,6 @@ class StartJournal final : public Limiter {
   [[nodiscard]] Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
   [[nodiscard]] Status cancel(const Slot& slot) override;
   [[nodiscard]] Status adjust(Slot& slot, std::int64_t units, std::int64_t now_us) override;
-  bool sparse() const override { return true; }  // it only holds back what a crash left unsaved
   std::string describe() const override;
 
  protected:

@@ -176,10 +176,8 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
   // far ahead (for its keys' next room: a move, or a race with another step
   // of its key) gives it back and waits for that room in its keys' limiters
   // alone, as at first.
-  bool shared_sparse = false;  // set below, with the stack
   auto rewound = [&]() -> std::optional<Admission> {
-    if (parts_.keyed.empty() || shared_sparse || step.rewound_ ||
-        step.reservation_.at() - now <= kRespaceGain)
+    if (parts_.keyed.empty() || step.rewound_ || step.reservation_.at() - now <= kRespaceGain)
       return std::nullopt;
     (void)step.reservation_.cancel();
     step.rewound_ = true;
@@ -197,50 +195,25 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
       (!stack.holds_slots_of(step.reservation_) || step.reservation_.units() != units)) {
     (void)step.reservation_.cancel();
   }
-  const auto& all = stack.limiters();
-  const auto first = all.begin() + static_cast<std::ptrdiff_t>(std::min(parts_.limiters.size(), all.size()));
-  const auto last =
-      first + static_cast<std::ptrdiff_t>(std::min<std::size_t>(step.own_limiters_, all.end() - first));
-  if (!parts_.keyed.empty() && !step.key_hold_.held()) {
-    // Limits shared with other keys whose slots ahead hold no earlier call
-    // back (sparse) are reserved with the step's own keys at once: one wait,
-    // one park, for the time both allow.
-    auto is_sparse = [](const std::shared_ptr<limit::Limiter>& l) { return l->sparse(); };
-    shared_sparse = std::all_of(all.begin(), first, is_sparse) && std::all_of(last, all.end(), is_sparse);
-  }
-  if (!step.reservation_.held() && !parts_.keyed.empty() && !shared_sparse) {
+  if (!step.reservation_.held() && !parts_.keyed.empty()) {
     // Keyed: a wait of the step's own keys is held in their limiters alone,
     // and the limits shared with other keys are reserved when it is over (a
-    // slot far ahead in a chain of times, a bucket's or a pace's, would hold
-    // every other key's calls back). Stacks of the two parts are made only
-    // when a wait needs them: most calls find their keys' room at once and
-    // take the whole stack below.
+    // slot far ahead in them would hold every other key's calls back).
+    // Stacks of the two parts are made only when a wait needs them: most
+    // calls find their keys' room at once and take the whole stack below.
+    const auto& all = stack.limiters();
+    const auto first = all.begin() + static_cast<std::ptrdiff_t>(parts_.limiters.size());
+    const auto last = first + static_cast<std::ptrdiff_t>(step.own_limiters_);
     const std::span<const std::shared_ptr<limit::Limiter>> own(first, last);
-    auto has = [](const auto& set, const std::shared_ptr<limit::Limiter>& l) {
-      return std::ranges::find(set, l) != set.end();
-    };
-    if (step.key_hold_.held()) {
-      // Held in its own keys' limiters and in shared ones that were sparse
-      // then: still every one of its keys', and none outside the stack.
-      const auto held = step.key_hold_.limiters();
-      if (!std::ranges::all_of(own, [&](const auto& l) { return has(held, l); }) ||
-          !std::ranges::all_of(held, [&](const auto& l) { return has(all, l); }) ||
-          step.key_hold_.units() != units)
-        (void)step.key_hold_.cancel();
-    }
+    if (step.key_hold_.held() &&
+        (!std::ranges::equal(step.key_hold_.limiters(), own) || step.key_hold_.units() != units))
+      (void)step.key_hold_.cancel();
     if (!step.key_hold_.held()) {
-      // The shared limits that are sparse are held with its keys' (their
-      // slots ahead hold no other key back): its wait then ends when both
-      // allow, and only the rest (a pace, a bucket) is asked for after it.
-      std::vector<std::shared_ptr<limit::Limiter>> hold(own.begin(), own.end());
-      for (auto it = all.begin(); it != all.end(); ++it) {
-        if ((it < first || it >= last) && (*it)->sparse()) hold.push_back(*it);
-      }
-      auto earliest = limit::LimiterStack::earliest_of(hold, now, units);
+      auto earliest = limit::LimiterStack::earliest_of(own, now, units);
       if (!earliest) return Fail{earliest.error().with_context("rate limiter")};
       if (*earliest - now > kRespaceGain) {
-        limit::LimiterStack hold_stack(std::move(hold));
-        auto r = hold_stack.reserve(now, units);
+        limit::LimiterStack own_stack(std::vector<std::shared_ptr<limit::Limiter>>(own.begin(), own.end()));
+        auto r = own_stack.reserve(now, units);
         if (!r) return Fail{r.error().with_context("rate limiter")};
         step.key_hold_ = std::move(*r);
         if (ahead(step.key_hold_.at(), now)) return wait_for_slot(step.key_hold_.at());
@@ -252,12 +225,9 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
       // Its keys' time has come: it keeps that slot (given back, a slot of a
       // bucket or a pace would go to the end of the queue) and joins a slot
       // in the shared limits to it.
-      const auto held = step.key_hold_.limiters();
-      std::vector<std::shared_ptr<limit::Limiter>> rest;
-      for (const auto& l : all) {
-        if (!has(held, l)) rest.push_back(l);
-      }
-      limit::LimiterStack shared_stack(std::move(rest));
+      std::vector<std::shared_ptr<limit::Limiter>> shared(all.begin(), first);
+      shared.insert(shared.end(), last, all.end());
+      limit::LimiterStack shared_stack(std::move(shared));
       auto r = shared_stack.reserve(now, units);
       if (!r) return Fail{r.error().with_context("rate limiter")};
       auto joined = stack.join(std::move(step.key_hold_), std::move(*r));

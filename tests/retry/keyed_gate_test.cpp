@@ -229,36 +229,6 @@ TEST(KeyedGate, ABackloggedKeysStepsEachGoAtTheirKeysTime) {
   EXPECT_LT(clock.now() - t0, 10s + 100ms);
 }
 
-// A step waiting for its own key holds its place in a shared sliding window
-// too (a slot there at its own time holds no other call back): when its
-// key's time comes it goes, rather than find the shared room taken by a
-// step of another key that asked later, and wait a second time.
-TEST(KeyedGate, AStepWaitingForItsKeyKeepsItsPlaceInASharedWindowAndWaitsOnce) {
-  FakeClock clock;
-  auto gate = gate_of({limit(2, 1s), limit(1, 1s, "{{args.account}}")});
-  CallState a1(clock.now()), a2(clock.now()), c1(clock.now()), d1(clock.now());
-  ASSERT_TRUE(gate->bind_keys(a1, account("alice"), {}));
-  ASSERT_TRUE(gate->bind_keys(a2, account("alice"), {}));
-  ASSERT_TRUE(gate->bind_keys(c1, account("carol"), {}));
-  ASSERT_TRUE(gate->bind_keys(d1, account("dave"), {}));
-  const TimePoint t0 = clock.now();
-  EXPECT_EQ(wait_of(*gate, a1, clock.now()), Duration::zero());
-  const Duration a2_wait = wait_of(*gate, a2, clock.now());  // alice's window
-  EXPECT_GE(a2_wait, 1s);
-  clock.advance(500ms);
-  Duration w = wait_of(*gate, c1, clock.now());
-  for (int tries = 0; w > Duration::zero() && w < kAtOnce && tries < 5; ++tries) {
-    clock.advance(w);
-    w = wait_of(*gate, c1, clock.now());
-  }
-  EXPECT_EQ(w, Duration::zero()) << "the shared window had room for carol";
-  // Dave asks later than alice's second step: he gets no slot before it.
-  const Duration d1_wait = wait_of(*gate, d1, clock.now());
-  EXPECT_GT(clock.now() + d1_wait, t0 + a2_wait);
-  clock.set(t0 + a2_wait);
-  EXPECT_EQ(wait_of(*gate, a2, clock.now()), Duration::zero()) << "alice's step goes at its time, once";
-}
-
 // A cost read from the job: each step's call takes its own job's units.
 TEST(CostFromJob, EachStepTakesTheUnitsItsJobHolds) {
   config::CallPolicy policy;
