@@ -17,7 +17,6 @@ std::shared_ptr<ParkedSteps::Entry> ParkedSteps::come_back(const Key& key, const
   slot->awaits_release = false;
   slot->park_committed = false;
   slot->woken = false;
-  slot->awaits_pace = false;
   return slot;
 }
 
@@ -38,45 +37,6 @@ bool ParkedSteps::park_for_release(const Key& key, const std::shared_ptr<Entry>&
   entry->woken = false;
   park(key, entry);
   return true;
-}
-
-void ParkedSteps::park_for_pace(const Key& key, const std::shared_ptr<Entry>& entry, const void* pacer,
-                                Duration pace, TimePoint until) {
-  PaceWaiters& waiters = pace_waiters_[pacer];
-  waiters.steps.emplace_back(key, entry);
-  waiters.slowest = std::max(waiters.slowest, pace);
-  entry->awaits_pace = true;
-  entry->pacer = pacer;
-  entry->paced_at = pace;
-  entry->parked_until = until;
-  entry->park_committed = false;
-  entry->woken = false;
-  park(key, entry);
-}
-
-std::vector<std::pair<JobId, int>> ParkedSteps::pace_now(const void* pacer, Duration pace, TimePoint now,
-                                                         Duration min_wait) {
-  std::vector<std::pair<JobId, int>> out;
-  auto found = pace_waiters_.find(pacer);
-  if (found == pace_waiters_.end() || pace <= Duration::zero() || found->second.slowest < 2 * pace)
-    return out;
-  PaceWaiters& w = found->second;
-  w.slowest = Duration::zero();
-  std::erase_if(w.steps, [&](const std::pair<Key, std::weak_ptr<Entry>>& waiter) {
-    auto entry = waiter.second.lock();
-    if (!entry || !entry->awaits_pace || entry->woken || entry->pacer != pacer) return true;
-    auto it = steps_.find(waiter.first);
-    if (it == steps_.end() || it->second != entry) return true;
-    if (entry->paced_at < 2 * pace || entry->parked_until - now < min_wait) {
-      w.slowest = std::max(w.slowest, entry->paced_at);
-      return false;
-    }
-    entry->woken = true;
-    if (entry->park_committed) out.emplace_back(std::get<0>(waiter.first), std::get<2>(waiter.first));
-    return true;
-  });
-  if (w.steps.empty()) pace_waiters_.erase(found);
-  return out;
 }
 
 void ParkedSteps::remove(const Key& key, const std::shared_ptr<Entry>& entry) {
@@ -140,7 +100,7 @@ bool ParkedSteps::park_committed(JobId job, int attempt) {
   auto it = steps_.lower_bound(Key{job, std::string(), std::numeric_limits<int>::min()});
   for (; it != steps_.end() && std::get<0>(it->first) == job; ++it) {
     Entry& e = *it->second;
-    if (std::get<2>(it->first) != attempt || !(e.awaits_release || e.awaits_pace) || e.park == 0) continue;
+    if (std::get<2>(it->first) != attempt || !e.awaits_release || e.park == 0) continue;
     e.park_committed = true;
     resume_now = resume_now || e.woken;
   }

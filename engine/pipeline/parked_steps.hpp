@@ -52,12 +52,6 @@ class ParkedSteps {
     bool awaits_release = false;
     bool park_committed = false;
     bool woken = false;
-    // Parked for a slot of a learned pace (park_for_pace): resumed early when
-    // that pace becomes at least twice as fast.
-    bool awaits_pace = false;
-    const void* pacer = nullptr;
-    Duration paced_at = Duration::zero();
-    TimePoint parked_until{};
     // A call has it in hand (between come_back and its park or outcome).
     bool in_hand = false;
   };
@@ -77,17 +71,6 @@ class ParkedSteps {
   // ended since `ended_before` (calls_ended): the step looks again.
   bool park_for_release(const Key& key, const std::shared_ptr<Entry>& entry, const std::string& plugin,
                         bool for_permit, std::uint64_t ended_before);
-  // Parks `entry` until `until`, a slot of the learned pace `pacer` spacing
-  // calls by `pace` then; pace_now() may resume it sooner.
-  void park_for_pace(const Key& key, const std::shared_ptr<Entry>& entry, const void* pacer, Duration pace,
-                     TimePoint until);
-  // `pacer` now spaces calls by `pace`: the steps parked for its slots at a
-  // pace at least twice as slow, with at least `min_wait` left to wait, are
-  // marked woken (they trade their slots for sooner ones when they come
-  // back). Returns those to resume now (their parks committed). O(1) unless
-  // some step qualifies.
-  std::vector<std::pair<JobId, int>> pace_now(const void* pacer, Duration pace, TimePoint now,
-                                              Duration min_wait);
   // The step came to an outcome: its entry goes, unless another replaced it.
   void remove(const Key& key, const std::shared_ptr<Entry>& entry);
 
@@ -120,20 +103,12 @@ class ParkedSteps {
     std::uint64_t ended = 0;                                  // calls of the plugin ended so far
   };
 
-  // Steps parked for slots of one learned pace, and the slowest pace any of
-  // them parked at (a pace_now() faster than half of it looks at them).
-  struct PaceWaiters {
-    std::vector<std::pair<Key, std::weak_ptr<Entry>>> steps;
-    Duration slowest = Duration::zero();
-  };
-
   template <typename Pred>
   Entries take_if(JobId job, int attempt, Pred drop);
 
   std::map<Key, std::shared_ptr<Entry>> steps_;
   std::uint64_t parks_made_ = 0;
-  std::map<std::string, ReleaseWaiters> waiters_;    // by plugin
-  std::map<const void*, PaceWaiters> pace_waiters_;  // by pacer
+  std::map<std::string, ReleaseWaiters> waiters_;  // by plugin
 };
 
 }  // namespace ratchet::pipeline

@@ -54,11 +54,6 @@ retry::Outcome classify(const Result<plugin_host::CallReply>& reply, const CallS
   return retry::Outcome::fatal(reply->message);
 }
 
-// A step parked for a slot of a learned pace that has since become twice as
-// fast is resumed only when at least this much of its wait is left: it
-// gains half of it or more, for one more park.
-constexpr Duration kPaceWakeGain = std::chrono::seconds(1);
-
 bool is_limiter_wait(retry::CallGate::WaitReason r) {
   return r == retry::CallGate::WaitReason::kRateLimit || r == retry::CallGate::WaitReason::kConcurrency;
 }
@@ -249,13 +244,6 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
       if (until - now > park_threshold) {
         // Come back a park threshold early and wait out the rest here, so
         // the call starts at its slot's time whatever the wake-up delay.
-        const auto pace = (*gate)->pace_of(step);
-        if (w->reason == retry::CallGate::WaitReason::kRateLimit && pace.interval > Duration::zero()) {
-          std::lock_guard lock(mu_);
-          metrics_.count_park(call.plugin);
-          steps_.park_for_pace(key, entry, pace.pacer, pace.interval, until);
-          return runtime::CallOutcome::park_until(until - park_threshold, wait_reason(w->reason));
-        }
         return finish(runtime::CallOutcome::park_until(until - park_threshold, wait_reason(w->reason)));
       }
       clock_->wait_until(until, stop);
@@ -289,16 +277,12 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
     limit::PaceHint hint;
     auto verdict =
         (*gate)->record(step, std::move(go.ticket), outcome, services.last_headers(), clock_->now(), &hint);
-    // The permit and any probe are released: resume who waits for them,
-    // and who waits for a slot of a pace now at least twice as fast.
-    const auto pace = (*gate)->pace_of(step);
+    // The permit and any probe are released: resume who waits for them.
     std::vector<std::pair<JobId, int>> resumed;
     Resume resume;
     {
       std::lock_guard lock(mu_);
       resumed = steps_.end_call(call.plugin);
-      auto sooner = steps_.pace_now(pace.pacer, pace.interval, clock_->now(), kPaceWakeGain);
-      resumed.insert(resumed.end(), sooner.begin(), sooner.end());
       resume = resume_;
     }
     if (resume) {

@@ -108,12 +108,6 @@ Result<limit::LimiterStack*> CallGate::stack_for(CallState& step, TimePoint now)
   return &*step.stack_;
 }
 
-CallGate::Pace CallGate::pace_of(const CallState& step) const {
-  const limit::AdaptivePacer* pacer = step.pacer_ ? step.pacer_.get() : parts_.pacer.get();
-  if (pacer == nullptr) return {};
-  return {pacer, pacer->interval()};
-}
-
 double CallGate::random01() {
   std::lock_guard lock(rng_mu_);
   return std::generate_canonical<double, 53>(rng_);

@@ -221,16 +221,6 @@ class CallGate {
 
   Admission admit(CallState& step, TimePoint now);
 
-  // The learned pace the step's calls are spaced by: its pacer (named by
-  // address) and its interval (zero: none). A step parked for a slot of a
-  // slow pace is worth waking when that pacer speeds up: coming back early,
-  // it trades its slot for a sooner one (admit).
-  struct Pace {
-    const void* pacer = nullptr;
-    Duration interval = Duration::zero();
-  };
-  Pace pace_of(const CallState& step) const;
-
   // `headers` are the reply's (empty when the plugin reported the outcome
   // itself). When `hint_out` is given it receives what the headers said, so
   // the caller can log a clamped or ignored value.

@@ -187,39 +187,5 @@ TEST(ParkedStepsEntries, ComeBackWhileAnotherCallHasTheEntryInHand_GetsANewEntry
   EXPECT_EQ(steps.come_back(key, "imdb", now), second);
 }
 
-// Steps parked for slots of a slow learned pace: when that pace becomes at
-// least twice as fast, those with a wait worth cutting are resumed (once
-// their park has committed), and nobody else.
-TEST(ParkedStepsEntries, PaceTwiceAsFast_ResumesTheStepsParkedFarAheadAtTheSlowPace) {
-  using namespace std::chrono_literals;
-  pipeline::ParkedSteps steps;
-  const TimePoint now{};
-  int pacer = 0;
-  int other_pacer = 0;
-  auto park = [&](JobId job, const void* which, Duration pace, Duration wait) {
-    const pipeline::ParkedSteps::Key key{job, "imdb", 1};
-    auto entry = steps.come_back(key, "imdb", now);
-    steps.park_for_pace(key, entry, which, pace, now + wait);
-    return entry;
-  };
-  park(1, &pacer, 100ms, 9s);        // far ahead at a slow pace: resumed
-  park(2, &pacer, 100ms, 500ms);     // its slot is near anyway
-  park(3, &pacer, 30ms, 9s);         // parked at a pace nearly as fast
-  park(4, &other_pacer, 100ms, 9s);  // another pacer's
-  EXPECT_FALSE(steps.park_committed(1, 1)) << "nothing woke it yet";
-  EXPECT_TRUE(steps.pace_now(&pacer, 60ms, now, 1s).empty()) << "less than twice as fast";
-  const auto resumed = steps.pace_now(&pacer, 20ms, now, 1s);
-  ASSERT_EQ(resumed.size(), 1u);
-  EXPECT_EQ(resumed[0], (std::pair<JobId, int>{1, 1}));
-  EXPECT_TRUE(steps.pace_now(&pacer, 20ms, now, 1s).empty()) << "a step is resumed once per park";
-
-  // A park not yet committed is resumed when it commits.
-  const pipeline::ParkedSteps::Key key{5, "imdb", 1};
-  auto entry = steps.come_back(key, "imdb", now);
-  steps.park_for_pace(key, entry, &pacer, 100ms, now + 9s);
-  EXPECT_TRUE(steps.pace_now(&pacer, 20ms, now, 1s).empty());
-  EXPECT_TRUE(steps.park_committed(5, 1));
-}
-
 }  // namespace
 }  // namespace ratchet
