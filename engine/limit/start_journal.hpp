@@ -31,6 +31,7 @@
 // Thread-safety: all members are safe to call concurrently (one mutex).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -52,6 +53,18 @@ class StartJournal final : public Limiter {
     std::int64_t keep_us = 0;         // the longest window of the owner's limits
     std::int64_t lease_us = 500'000;  // longest a start may stay unsaved
     std::int64_t lease_calls = 1;     // most starts unsaved at once
+
+    // For limits whose longest window is keep_us and whose tightest allows
+    // `rate` calls in `per_us`: a save at least every quarter of that
+    // limit's calls, and every half second (what a crash may leave unsaved,
+    // the next process waits out).
+    static Options for_limits(std::int64_t keep_us, std::int64_t rate, std::int64_t per_us) {
+      Options o;
+      o.keep_us = keep_us;
+      o.lease_calls = std::clamp<std::int64_t>(rate / 4, 1, 64);
+      o.lease_us = std::min<std::int64_t>(500'000, per_us);
+      return o;
+    }
   };
 
   // Reads what earlier processes saved for `owner` as of now_us when

@@ -96,10 +96,7 @@ Result<GateRegistry::OwnerLimits> GateRegistry::build_limits(const std::string& 
   }
   const std::int64_t now = limit::to_micros(clock_->now());
   if (journal.keep_us > 0) {
-    // A save at least every quarter of the tightest limit's calls, and every
-    // half second: what a crash may leave unsaved, the next process waits out.
-    journal.lease_calls = std::clamp<std::int64_t>(min_rate / 4, 1, 64);
-    journal.lease_us = std::min<std::int64_t>(500'000, min_per);
+    journal = limit::StartJournal::Options::for_limits(journal.keep_us, min_rate, min_per);
     if (old && old->journal) {
       out.journal = old->journal;
       out.journal->set_options(journal);

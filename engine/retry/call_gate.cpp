@@ -358,10 +358,7 @@ Result<KeyedLimit> make_keyed_limit(const config::LimitSpec& spec, const std::st
     // Each key's window holds across a restart: its starts are journaled.
     auto tables = limit::SharedLimiterTables::open(connect);
     if (!tables) return fail(tables.error().with_context("limit " + db_key));
-    limit::KeyedJournal::Options options;
-    options.keep_us = window;
-    options.lease_calls = std::clamp<std::int64_t>(spec.rate / 4, 1, 64);
-    options.lease_us = std::min<std::int64_t>(500'000, window);
+    const auto options = limit::KeyedJournal::Options::for_limits(window, spec.rate, window);
     const TimePoint now = (clock ? clock : SystemClock::instance())->now();
     auto journal = limit::KeyedJournal::open(db_key, options, *tables, limit::to_micros(now));
     if (!journal) return fail(journal.error().with_context("limit " + db_key));
