@@ -26,5 +26,7 @@ inline constexpr std::int64_t kMaxRate = 1'000'000'000;
 inline constexpr std::int64_t kMaxBurst = 1'000'000'000;
 // The most units one call may be declared to cost.
 inline constexpr std::int64_t kMaxCost = 1'000'000;
+// The weight of a key in the turns between keys (TurnQueue::kMaxWeight).
+inline constexpr std::int64_t kMaxWeight = 1'000;
 
 }  // namespace ratchet::config

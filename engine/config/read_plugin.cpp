@@ -19,7 +19,8 @@ constexpr std::array<std::string_view, 10> kPolicyKeys = {"limit",         "conc
 constexpr std::array<std::string_view, 10> kTypoCheckedKeys = {
     "limit",    "concurrency",        "retry",         "circuit_breaker", "timeout", "connect_timeout",
     "max_wait", "max_response_bytes", "max_redirects", "operation"};
-constexpr std::array<std::string_view, 6> kLimitKeys = {"rate", "per", "burst", "algorithm", "scope", "key"};
+constexpr std::array<std::string_view, 7> kLimitKeys = {"rate",  "per", "burst",  "algorithm",
+                                                        "scope", "key", "weights"};
 constexpr std::array<std::string_view, 10> kRetryKeys = {
     "attempts", "backoff",         "initial",  "max", "multiplier",
     "jitter",   "per_try_timeout", "deadline", "on",  "statuses"};
@@ -44,6 +45,7 @@ std::optional<LimitSpec> read_limit(Reader& r, const toml::node& node, const std
   ok = r.require(*t, path, "per") && ok;
   std::optional<LimitAlgorithm> algorithm;
   const toml::node* algorithm_node = nullptr;
+  const toml::node* weights_node = nullptr;
   for (auto&& [key, value] : *t) {
     const std::string k(key.str());
     const std::string at = child_path(path, k);
@@ -88,6 +90,19 @@ std::optional<LimitSpec> read_limit(Reader& r, const toml::node& node, const std
       } else {
         ok = false;
       }
+    } else if (k == "weights") {
+      weights_node = &value;
+      if (const auto* w = r.table(value, at)) {
+        for (auto&& [name, weight] : *w) {
+          if (auto v = r.integer(weight, child_path(at, std::string(name.str())), 1, kMaxWeight)) {
+            l.weights.emplace(std::string(name.str()), *v);
+          } else {
+            ok = false;
+          }
+        }
+      } else {
+        ok = false;
+      }
     } else if (k == "scope") {
       if (auto v = r.choice<LimitScope>(
               value, at, {{"process", LimitScope::kProcess}, {"database", LimitScope::kDatabase}})) {
@@ -106,6 +121,19 @@ std::optional<LimitSpec> read_limit(Reader& r, const toml::node& node, const std
     }
   } else if (l.burst) {
     l.algorithm = LimitAlgorithm::kTokenBucket;
+  }
+  if (weights_node != nullptr && !l.key) {
+    r.error(*weights_node, child_path(path, "weights"),
+            "weights share a limit between the keys of a keyed limit: add key = \"{{args.NAME}}\" to this "
+            "limit, or remove weights");
+    ok = false;
+  } else if (weights_node != nullptr && l.key->find("{{settings.") != std::string::npos) {
+    // Weights name keys by their text, and a key read from the settings
+    // is a secret: it must never be written in the config.
+    r.error(*weights_node, child_path(path, "weights"),
+            "weights name keys by their text, and a key read from the settings is a secret: weigh keys taken "
+            "from a job argument (key = \"{{args.NAME}}\"), or remove weights");
+    ok = false;
   }
   // A token bucket declared without a burst allows none: calls are spaced evenly.
   if (l.algorithm == LimitAlgorithm::kTokenBucket && !l.burst) l.burst = 1;

@@ -65,6 +65,9 @@ struct LimitSpec {
   // A keyed limit is one budget per key: the text of this template for the
   // call ("{{args.account}}", "{{settings.api_key}}"; config/template.hpp).
   std::optional<std::string> key;
+  // Of a keyed limit: the weight of a key (by its text) in the turns
+  // between keys on the limits they share; a key not named weighs 1.
+  std::map<std::string, std::int64_t> weights;
   SourceRef source;
 };
 

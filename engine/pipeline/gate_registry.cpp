@@ -13,7 +13,9 @@ namespace {
 void write_policy(std::ostringstream& out, const config::CallPolicy& p) {
   for (const auto& l : p.limits) {
     out << "L" << static_cast<int>(l.algorithm) << ',' << l.rate << ',' << l.per.count() << ','
-        << l.burst.value_or(0) << ',' << static_cast<int>(l.scope) << ',' << l.key.value_or("") << ';';
+        << l.burst.value_or(0) << ',' << static_cast<int>(l.scope) << ',' << l.key.value_or("") << ',';
+    for (const auto& [key, weight] : l.weights) out << key.size() << ':' << key << '=' << weight << ',';
+    out << ';';
   }
   out << "C" << p.concurrency.value_or(0) << ";R" << p.retry.attempts << ','
       << static_cast<int>(p.retry.backoff.kind) << ',' << p.retry.backoff.initial.count() << ','
@@ -120,6 +122,7 @@ Result<GateRegistry::OwnerLimits> GateRegistry::build_limits(const std::string& 
         if (!made) return fail(made.error().with_context("limit " + l.source.to_string()));
         keyed = std::move(*made);
       }
+      keyed->weights = l.weights;
       out.keyed.push_back(std::move(*keyed));
       out.keyed_identities.push_back(identity);
       continue;
@@ -187,6 +190,7 @@ Result<GateRegistry::PluginParts*> GateRegistry::plugin_parts(const std::string&
     parts.concurrency = limit::ConcurrencyLimiter::make(*spec.policy.concurrency);
   }
   if (old) parts.operation_limits = std::move(old->operation_limits);  // taken over by gate()
+  if (old) parts.turns = old->turns;
   auto* made = &plugins_.insert_or_assign(plugin, std::move(parts)).first->second;
   replaced_.erase(plugin);
   return made;
@@ -253,6 +257,10 @@ Result<std::shared_ptr<retry::CallGate>> GateRegistry::gate(const std::string& p
       key_salt_ = std::move(*salt);
     }
     gp.key_salt = *key_salt_;
+    // Slots are granted up to a park threshold ahead: a step granted its
+    // turn then waits for its slot in place.
+    if (!p.turns) p.turns = std::make_shared<retry::TurnQueue>(config_->engine.park_threshold);
+    gp.turns = p.turns;
   }
   auto gate = std::make_shared<retry::CallGate>(std::move(gp));
   p.gates.emplace(operation, gate);

@@ -39,6 +39,21 @@ bool ParkedSteps::park_for_release(const Key& key, const std::shared_ptr<Entry>&
   return true;
 }
 
+void ParkedSteps::park_for_turn(const Key& key, const std::shared_ptr<Entry>& entry) {
+  entry->awaits_release = true;
+  entry->park_committed = false;
+  entry->woken = false;
+  park(key, entry);
+}
+
+bool ParkedSteps::wake(const Key& key, const std::shared_ptr<Entry>& entry) {
+  if (!entry->awaits_release || entry->woken) return false;
+  auto it = steps_.find(key);
+  if (it == steps_.end() || it->second != entry) return false;
+  entry->woken = true;
+  return entry->park_committed;
+}
+
 void ParkedSteps::remove(const Key& key, const std::shared_ptr<Entry>& entry) {
   entry->in_hand = false;
   if (auto it = steps_.find(key); it != steps_.end() && it->second == entry) steps_.erase(it);

@@ -48,7 +48,8 @@ class ParkedSteps {
     std::uint64_t park = 0;                       // nonzero while parked: the number of that park
     std::optional<TimePoint> limiter_wait_since;  // waiting for a limiter slot since then
     // Parked for a permit or a probe (a wait with no known end): resumed by
-    // the end of a call of its plugin, once its park has committed.
+    // the end of a call of its plugin, once its park has committed. Or for
+    // its turn: resumed when the turn is granted.
     bool awaits_release = false;
     bool park_committed = false;
     bool woken = false;
@@ -71,6 +72,12 @@ class ParkedSteps {
   // ended since `ended_before` (calls_ended): the step looks again.
   bool park_for_release(const Key& key, const std::shared_ptr<Entry>& entry, const std::string& plugin,
                         bool for_permit, std::uint64_t ended_before);
+  // Parks `entry` until its turn on the limits its keys share is granted
+  // (wake).
+  void park_for_turn(const Key& key, const std::shared_ptr<Entry>& entry);
+  // The turn `entry` waits for was granted: marks it woken. Returns whether
+  // to resume it now (its park committed; otherwise park_committed says so).
+  bool wake(const Key& key, const std::shared_ptr<Entry>& entry);
   // The step came to an outcome: its entry goes, unless another replaced it.
   void remove(const Key& key, const std::shared_ptr<Entry>& entry);
 

@@ -66,7 +66,8 @@ PluginStepCaller::PluginStepCaller(std::shared_ptr<plugin_host::PluginHost> host
     : host_(std::move(host)),
       gates_(config, std::move(connect), seed, clock),
       clock_(std::move(clock)),
-      config_(std::move(config)) {}
+      config_(std::move(config)),
+      keeper_(clock_) {}
 
 config::ConfigPtr PluginStepCaller::current() const {
   std::lock_guard lock(mu_);
@@ -115,6 +116,20 @@ void PluginStepCaller::forget(JobId job, int attempt) {
 void PluginStepCaller::set_resume(Resume resume) {
   std::lock_guard lock(mu_);
   resume_ = std::move(resume);
+}
+
+void PluginStepCaller::turn_granted(const ParkedSteps::Key& key,
+                                    const std::weak_ptr<ParkedSteps::Entry>& entry) {
+  bool resume_now = false;
+  Resume resume;
+  {
+    std::lock_guard lock(mu_);
+    auto held = entry.lock();
+    if (!held) return;
+    resume_now = steps_.wake(key, held);
+    resume = resume_;
+  }
+  if (resume_now && resume) resume(std::get<0>(key), std::get<2>(key));
 }
 
 void PluginStepCaller::parked(JobId job, int attempt) {
@@ -177,6 +192,7 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
     entry = steps_.come_back(key, call.plugin, clock_->now());
   }
   retry::CallState& step = entry->call;
+  step.on_turn([this, key, held = std::weak_ptr<ParkedSteps::Entry>(entry)] { turn_granted(key, held); });
   auto finish = [&](runtime::CallOutcome outcome) {
     const TimePoint now = clock_->now();
     std::lock_guard lock(mu_);
@@ -227,6 +243,16 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
       if (is_limiter_wait(w->reason)) {
         std::lock_guard lock(mu_);
         entry->limiter_wait_since = now;
+      }
+      if (w->turn) {
+        // Its turn on the limits its keys share comes when the keeper (or
+        // another step) grants it: parked until then, `until` a fallback.
+        if (auto turns = (*gate)->parts().turns) keeper_.watch(turns);
+        std::lock_guard lock(mu_);
+        if (step.turn_granted()) continue;  // granted while it looked
+        steps_.park_for_turn(key, entry);
+        metrics_.count_park(call.plugin);
+        return runtime::CallOutcome::park_until(*w->until, wait_reason(w->reason));
       }
       if (!w->until) {
         // A wait for a permit or a probe has no known end, but a call of the

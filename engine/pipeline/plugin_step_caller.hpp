@@ -31,6 +31,7 @@
 #include "pipeline/client_cache.hpp"
 #include "pipeline/gate_registry.hpp"
 #include "pipeline/parked_steps.hpp"
+#include "pipeline/turn_keeper.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "ratchet/clock.hpp"
 #include "ratchet/plugins.hpp"
@@ -66,6 +67,8 @@ class PluginStepCaller final : public runtime::StepCaller {
  private:
   std::vector<std::string> secrets_of(const config::Config& config, const config::PluginSpec* spec) const;
   config::ConfigPtr current() const;
+  // The turn that the step at `key` waits for was granted: resumes it.
+  void turn_granted(const ParkedSteps::Key& key, const std::weak_ptr<ParkedSteps::Entry>& entry);
   // Adds the entry's limiter wait up to `now` to its plugin. Needs mu_.
   void end_limiter_wait(ParkedSteps::Entry& entry, TimePoint now);
 
@@ -79,6 +82,7 @@ class PluginStepCaller final : public runtime::StepCaller {
   ParkedSteps steps_;
   CallMetrics metrics_;
   Resume resume_;
+  TurnKeeper keeper_;  // last: its thread stops before what its wake-ups use goes
 };
 
 }  // namespace ratchet::pipeline

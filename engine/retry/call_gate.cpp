@@ -60,6 +60,10 @@ Status CallGate::bind_keys(CallState& step, const nlohmann::json& job_args, cons
     auto text = k.parsed ? config::render_key(*k.parsed, job_args, settings)
                          : config::render_key(k.key, job_args, settings);
     if (!text) return fail(text.error());
+    if (i == 0) {
+      const auto weight = k.weights.find(*text);
+      step.turn_weight_ = weight == k.weights.end() ? 1.0 : static_cast<double>(weight->second);
+    }
     std::string name = limit::key_identity(*text, k.hashed, parts_.key_salt);
     // The common case: the same keys as at the step's last admission.
     if (same_count && keys.empty() && step.keys_[i] == name) continue;
@@ -72,6 +76,7 @@ Status CallGate::bind_keys(CallState& step, const nlohmann::json& job_args, cons
   if (!keys.empty()) {
     (void)step.reservation_.cancel();
     (void)step.key_hold_.cancel();
+    step.turn_.reset();
     step.stack_.reset();
     step.stack_gate_ = nullptr;
     step.keys_ = std::move(keys);
@@ -121,6 +126,7 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
   auto timed_out = [&](const std::string& waiting_for) {
     (void)step.reservation_.cancel();
     (void)step.key_hold_.cancel();
+    step.turn_.reset();
     return Fail{
         Error::timeout("the step's retry deadline of " + show(*spec.deadline) + " passed " + waiting_for)};
   };
@@ -138,6 +144,7 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
       // A held slot would only go stale while the circuit is open: let others use it.
       (void)step.reservation_.cancel();
       (void)step.key_hold_.cancel();
+      step.turn_.reset();
       return Wait{b.retry_at, WaitReason::kCircuitOpen};
     }
   }
@@ -158,6 +165,7 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
     if (step.retry_.throttled_wait + wait > parts_.max_wait) {
       (void)step.reservation_.cancel();
       (void)step.key_hold_.cancel();
+      step.turn_.reset();
       return Fail{Error::throttled("waiting " + show(step.retry_.throttled_wait + wait) +
                                    " in all for the plugin's rate limits would pass max_wait " +
                                    show(parts_.max_wait) + " (raise max_wait or the declared limits)")};
@@ -171,7 +179,8 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
   // of its key) gives it back and waits for that room in its keys' limiters
   // alone, as at first.
   auto rewound = [&]() -> std::optional<Admission> {
-    if (parts_.keyed.empty() || step.rewound_ || step.reservation_.at() - now <= kRespaceGain)
+    // In turns the slot was granted whole, in its key's order: it is kept.
+    if (parts_.keyed.empty() || parts_.turns || step.rewound_ || step.reservation_.at() - now <= kRespaceGain)
       return std::nullopt;
     (void)step.reservation_.cancel();
     step.rewound_ = true;
@@ -189,6 +198,7 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
       (!stack.holds_slots_of(step.reservation_) || step.reservation_.units() != units)) {
     (void)step.reservation_.cancel();
   }
+  bool in_turn = false;
   if (!step.reservation_.held() && !parts_.keyed.empty()) {
     // Keyed: a wait of the step's own keys is held in their limiters alone,
     // and the limits shared with other keys are reserved when it is over (a
@@ -202,7 +212,34 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
     if (step.key_hold_.held() &&
         (!std::ranges::equal(step.key_hold_.limiters(), own) || step.key_hold_.units() != units))
       (void)step.key_hold_.cancel();
-    if (!step.key_hold_.held()) {
+    std::vector<std::shared_ptr<limit::Limiter>> shared(all.begin(), first);
+    shared.insert(shared.end(), last, all.end());
+    in_turn = parts_.turns != nullptr && !shared.empty();
+    if (in_turn) {
+      // The whole slot comes in turn, once its keys' limits allow it.
+      (void)step.key_hold_.cancel();
+      if (!step.turn_) step.turn_since_ = now;
+      auto granted = parts_.turns->ask(
+          step.turn_,
+          TurnQueue::Ask{step.keys_.empty() ? std::string() : step.keys_[0], step.turn_weight_, all,
+                         parts_.limiters.size(), step.own_limiters_, units, step.wake_},
+          now);
+      if (!granted) return Fail{granted.error().with_context("rate limiter")};
+      if (!*granted) {
+        // Counted as waited once granted; max_wait bounds it meanwhile.
+        const Duration waited = now - step.turn_since_;
+        if (step.retry_.throttled_wait + waited > parts_.max_wait) {
+          step.turn_.reset();
+          return Fail{Error::throttled("waiting " + show(step.retry_.throttled_wait + waited) +
+                                       " in all for the plugin's rate limits would pass max_wait " +
+                                       show(parts_.max_wait) + " (raise max_wait or the declared limits)")};
+        }
+        return Wait{parts_.turns->fallback(now), WaitReason::kRateLimit, true};
+      }
+      step.retry_.throttled_wait += now - step.turn_since_;
+      step.reservation_ = std::move(**granted);
+      if (ahead(step.reservation_.at(), now)) return wait_for_slot(step.reservation_.at());
+    } else if (!step.key_hold_.held()) {
       auto earliest = limit::LimiterStack::earliest_of(own, now, units);
       if (!earliest) return Fail{earliest.error().with_context("rate limiter")};
       if (*earliest - now > kRespaceGain) {
@@ -215,12 +252,10 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
     } else if (ahead(step.key_hold_.at(), now)) {
       return Wait{step.key_hold_.at(), WaitReason::kRateLimit};  // came back early
     }
-    if (step.key_hold_.held()) {
+    if (!in_turn && step.key_hold_.held()) {
       // Its keys' time has come: it keeps that slot (given back, a slot of a
       // bucket or a pace would go to the end of the queue) and joins a slot
       // in the shared limits to it.
-      std::vector<std::shared_ptr<limit::Limiter>> shared(all.begin(), first);
-      shared.insert(shared.end(), last, all.end());
       limit::LimiterStack shared_stack(std::move(shared));
       auto r = shared_stack.reserve(now, units);
       if (!r) return Fail{r.error().with_context("rate limiter")};
@@ -240,7 +275,8 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
     // Came back early (its wait already counted). A slot granted now may
     // come sooner than the one held: the learned pace sped up, or slots
     // ahead were given back.
-    {
+    // In turns, a sooner slot would pass the keys ahead.
+    if (!in_turn && !parts_.turns) {
       auto sooner = stack.earliest(now, units);
       if (!sooner) return Fail{sooner.error().with_context("rate limiter")};
       if (*sooner + kRespaceGain < step.reservation_.at()) {
@@ -346,6 +382,7 @@ Result<KeyedLimit> make_keyed_limit(const config::LimitSpec& spec, const std::st
     out.hashed = out.hashed || (piece.ref && piece.ref->root == config::TemplateRef::Root::kSettings);
   }
   out.parsed = std::make_shared<const config::KeyTemplate>(std::move(*parsed));
+  out.weights = spec.weights;
   limit::KeyedLimiters::Make make;
   const std::int64_t window = spec.per.count() + limit::jitter_margin_us(spec.per.count());
   if (spec.scope == config::LimitScope::kDatabase) {
@@ -436,6 +473,7 @@ Result<std::shared_ptr<CallGate>> make_call_gate(const config::CallPolicy& polic
     auto salt = limit::key_salt(connect);
     if (!salt) return fail(salt.error());
     parts.key_salt = std::move(*salt);
+    parts.turns = std::make_shared<TurnQueue>(CallGate::kTurnHorizon);
   }
   parts.seed = seed;
   return std::make_shared<CallGate>(std::move(parts));

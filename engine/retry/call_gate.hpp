@@ -33,6 +33,9 @@
 //      those keys' limiters alone, and the limits shared with other keys are
 //      reserved when it is over: a slot far ahead in a shared limiter would
 //      hold back every other key's calls behind it.
+//      With turns (CallGateParts::turns), those shared slots are granted in
+//      turns between keys: a step not yet granted gets Wait{fallback,
+//      kRateLimit, turn = true} and is woken by its on_turn callback.
 //      Waits for slots add to RetryState::throttled_wait; past max_wait -> Fail (kThrottled)
 //   6. otherwise -> Go: the call may start now; the slot is counted. Each attempt takes
 //      a new slot. Right before the request leaves, confirm_send(go.counted) counts it
@@ -55,6 +58,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -78,6 +83,7 @@
 #include "retry/circuit_breaker.hpp"
 #include "retry/outcome.hpp"
 #include "retry/retry_decision.hpp"
+#include "retry/turn_queue.hpp"
 
 namespace ratchet::retry {
 
@@ -88,6 +94,9 @@ struct KeyedLimit {
   std::shared_ptr<const config::KeyTemplate> parsed;
   bool hashed = false;  // it reads the plugin's settings: named by a keyed hash
   std::shared_ptr<limit::KeyedLimiters> limiters;
+  // Turns between keys on the shared limits (TurnQueue) go by these weights,
+  // by the key's text before any hashing; a key not named weighs 1.
+  std::map<std::string, std::int64_t> weights;
 };
 
 // What a CallGate is built from. Limiters, the pacer, the breaker and the
@@ -106,7 +115,11 @@ struct CallGateParts {
   // then a key's calls are paced by `pacer`. Null: one pace for the plugin.
   std::shared_ptr<limit::KeyedLimiters> key_pacers;
   std::size_t pacer_key = 0;
-  std::shared_ptr<limit::AdaptivePacer> pacer;             // the plugin's learned pace; null: do not learn
+  std::shared_ptr<limit::AdaptivePacer> pacer;  // the plugin's learned pace; null: do not learn
+  // With keyed limits: the slots of the limits the keys share are granted
+  // in turns between the keys of keyed[0] (retry/turn_queue.hpp), shared by
+  // every gate of the plugin. Null: in the order asked.
+  std::shared_ptr<TurnQueue> turns;
   std::shared_ptr<limit::ConcurrencyLimiter> concurrency;  // null: no cap
   limit::RateHeaderOptions headers;                        // max wait a header may impose
   std::uint64_t seed = 0x5eed;                             // jitter randomness
@@ -128,7 +141,8 @@ class CallState {
 
   const RetryState& retry_state() const { return retry_; }
   TimePoint not_before() const { return not_before_; }  // the current backoff's end
-  bool holds_slot() const { return reservation_.held() || key_hold_.held(); }
+  // A slot held, or a place in turn for one (CallGateParts::turns).
+  bool holds_slot() const { return reservation_.held() || key_hold_.held() || turn_ != nullptr; }
   std::optional<TimePoint> slot_at() const {
     if (reservation_.held()) return reservation_.at();
     if (key_hold_.held()) return key_hold_.at();
@@ -140,6 +154,11 @@ class CallState {
   // gate's declared cost. Set before admit(); a slot held for another cost
   // is given back at the next admit.
   void set_units(std::int64_t units) { units_ = std::max<std::int64_t>(units, 0); }
+  // Called, from any thread, when a turn it waits for (Wait::turn) is
+  // granted: its holder resumes it. Set before admit().
+  void on_turn(std::function<void()> wake) { wake_ = std::move(wake); }
+  // Its turn was granted since it was told to wait for it.
+  bool turn_granted() const { return turn_ && turn_->granted(); }
 
  private:
   friend class CallGate;
@@ -159,6 +178,10 @@ class CallState {
   std::size_t own_limiters_ = 0;                 // the limiters of its keys in stack_, after the unkeyed
   std::int64_t units_ = 0;
   std::int64_t declared_units_ = 0;  // read from the job by the gate's cost template (bind_keys)
+  std::shared_ptr<Turn> turn_;       // its place in turn for the shared limits
+  TimePoint turn_since_{};           // asked for its turn since
+  double turn_weight_ = 1;           // its key's weight there (bind_keys)
+  std::function<void()> wake_;
 };
 
 class CallGate {
@@ -192,7 +215,13 @@ class CallGate {
   struct Wait {
     std::optional<TimePoint> until;  // nullopt: until a permit or probe frees up
     WaitReason reason;
+    // Waits for its turn on the limits its keys share: the step's on_turn
+    // callback says when it is granted, and `until` is only a fallback.
+    bool turn = false;
   };
+  // How far ahead the turns of a gate made by make_call_gate grant slots
+  // (the engine uses its park_threshold: a step granted waits in place).
+  static constexpr Duration kTurnHorizon = std::chrono::milliseconds(50);
   // A slot granted anew is taken only when it is at least this much sooner.
   static constexpr Duration kRespaceGain = std::chrono::milliseconds(50);
   struct Fail {

@@ -265,6 +265,20 @@ max = "1s"
   EXPECT_DIAGNOSTIC(r, "t.toml:4:1: plugin.p.retry: ", "initial backoff is longer than max");
 }
 
+TEST(LoadErrors_WeightsOfAnUnkeyedLimitOrOutOfRange, AreRefusedNamingTheKey) {
+  auto r = load("[[plugin.p.limit]]\nrate = 5\nper = \"1s\"\nweights = { gold = 3 }\n");
+  EXPECT_DIAGNOSTIC(r, "t.toml:4:11: plugin.p.limit[0].weights: ", "add key = ");
+  auto big = load(
+      "[[plugin.p.limit]]\nrate = 5\nper = \"1s\"\nkey = \"{{args.account}}\"\n"
+      "weights = { gold = 0, silver = 5000 }\n");
+  EXPECT_DIAGNOSTIC(big, "t.toml:5:20: plugin.p.limit[0].weights.gold: ", "between 1 and 1000, got 0");
+  auto secret = load(
+      "[[plugin.p.limit]]\nrate = 5\nper = \"1s\"\nkey = \"{{settings.api_key}}\"\nweights = { abc = 2 }\n");
+  EXPECT_DIAGNOSTIC(secret,
+                    "t.toml:5:11: plugin.p.limit[0].weights: ", "a key read from the settings is a secret");
+  EXPECT_DIAGNOSTIC(big, "t.toml:5:32: plugin.p.limit[0].weights.silver: ", "between 1 and 1000, got 5000");
+}
+
 TEST(LoadErrors_BurstWithAWindowAlgorithm, IsRefused) {
   auto r = load("[[plugin.p.limit]]\nrate = 5\nper = \"1s\"\nburst = 2\nalgorithm = \"fixed_window\"\n");
   EXPECT_DIAGNOSTIC(

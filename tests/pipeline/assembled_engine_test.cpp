@@ -314,6 +314,80 @@ steps = [{ name = "imdb", call = "imdb.get_rating", args = { name = "{{args.name
   EXPECT_EQ(server_->stats().portals.at("imdb").requests, kAlice + 1);
 }
 
+// One budget shared by every account (5 a second) and a loose one per
+// account. Alice's fifteen jobs are queued before bob's three: in turns,
+// bob's calls alternate with hers as soon as the first second's budget is
+// spent, rather than after all of hers; and every job that waits for its
+// turn parks once, woken when the turn is granted.
+TEST_F(AssembledEngineTest, KeyedLimit_ASharedBudgetIsGrantedInTurns_EachWaitParksOnce) {
+  start_server({{"imdb", {}}});
+  const std::string jobs = R"(
+[job.on_imdb]
+steps = [{ name = "imdb", call = "imdb.get_rating", args = { name = "{{args.name}}" } }]
+)";
+  fs::path file =
+      write_config(portal("imdb",
+                          "[[plugin.imdb.limit]]\nrate = 5\nper = \"1s\"\n"
+                          "[[plugin.imdb.limit]]\nrate = 100\nper = \"1s\"\nkey = \"{{args.account}}\"\n"),
+                   jobs);
+  auto engine = Engine::open_config(file);
+  ASSERT_TRUE(engine.has_value()) << engine.error().to_string();
+  std::vector<JobId> alice;
+  std::vector<JobId> bob;
+  for (int i = 0; i < 15; ++i)
+    alice.push_back(
+        *(*engine)->enqueue("on_imdb", {{"name", "a" + std::to_string(i)}, {"account", "alice"}}));
+  for (int i = 0; i < 3; ++i)
+    bob.push_back(*(*engine)->enqueue("on_imdb", {{"name", "b" + std::to_string(i)}, {"account", "bob"}}));
+  ASSERT_TRUE((*engine)->start().has_value());
+  const auto began = std::chrono::steady_clock::now();
+  int completed = 0;
+  while (std::chrono::steady_clock::now() - began < 30s && completed < 18) {
+    completed = 0;
+    auto counts = (*engine)->counts();
+    ASSERT_TRUE(counts.has_value());
+    for (auto [state, n] : *counts) {
+      if (state == JobState::kCompleted) completed = static_cast<int>(n);
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  (*engine)->stop();
+  ASSERT_EQ(completed, 18);
+  std::optional<TimePoint> first;
+  TimePoint alice_last{};
+  TimePoint bob_last{};
+  for (JobId id : alice) {
+    auto job = (*engine)->get(id);
+    ASSERT_TRUE(job.has_value() && job->finished_at);
+    first = first ? std::min(*first, *job->finished_at) : *job->finished_at;
+    alice_last = std::max(alice_last, *job->finished_at);
+  }
+  for (JobId id : bob) {
+    auto job = (*engine)->get(id);
+    ASSERT_TRUE(job.has_value() && job->finished_at);
+    first = std::min(*first, *job->finished_at);
+    bob_last = std::max(bob_last, *job->finished_at);
+  }
+  auto seconds = [](Duration d) { return std::chrono::duration<double>(d).count(); };
+  // In the order asked, bob's calls would follow alice's fifteen: two
+  // seconds after the first call at least.
+  EXPECT_LT(bob_last - *first, 1600ms)
+      << "bob's last job finished " << seconds(bob_last - *first) << " s after the first job; alice's last "
+      << seconds(alice_last - *first);
+  EXPECT_GE(alice_last - *first, 2s);  // 18 calls at 5 a second
+  for (JobId id : alice) {
+    auto job = (*engine)->get(id);
+    int parks = 0;
+    std::string timeline;
+    for (const auto& t : job->timeline) {
+      parks += t.kind == "parked" ? 1 : 0;
+      timeline += t.kind + " " + t.detail + "\n";
+    }
+    EXPECT_LE(parks, 1) << "job " << id << " parked " << parks << " times:\n" << timeline;
+  }
+  EXPECT_EQ(server_->stats().portals.at("imdb").requests, 18);
+}
+
 // Weighted calls end to end: each query costs the portal 1 to 6 units of
 // its 20 per 500 ms. The plugin estimates each request's cost from the job
 // (http_json `estimate`) and reports what the reply says it cost

@@ -4,6 +4,8 @@
 // secret itself.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -45,7 +47,15 @@ Duration wait_of(Gate& gate, CallState& step, TimePoint now) {
     ADD_FAILURE() << f->error.to_string();
     return Duration::zero();
   }
-  if (auto* w = std::get_if<Gate::Wait>(&a)) return w->until ? *w->until - now : Duration::max();
+  if (auto* w = std::get_if<Gate::Wait>(&a)) {
+    // A wait for its turn ends when the turn is granted: up to a horizon
+    // before the slot, at the queue's next grant.
+    if (w->turn) {
+      auto next = gate.parts().turns->next_grant();
+      return next ? *next + Gate::kTurnHorizon - now : Duration::max();
+    }
+    return w->until ? *w->until - now : Duration::max();
+  }
   auto& go = std::get<Gate::Go>(a);
   (void)gate.record(step, std::move(go.ticket), Outcome::ok(), {}, now);
   return Duration::zero();
@@ -192,6 +202,56 @@ namespace {
 
 // A backlog of one key: every step waits for its key's room once, and when
 // that comes the shared limits have room too: it goes then.
+// Runs steps through `gate` as the engine does, each parked until its wait
+// is over or (waiting for its turn) until it is woken; the turns that no
+// step asks for are granted as their time comes, as the keeper does.
+// Returns when each call went, in the order given.
+std::vector<TimePoint> run_steps(Gate& gate, FakeClock& clock,
+                                 std::vector<std::unique_ptr<CallState>>& steps) {
+  struct Pending {
+    std::optional<TimePoint> at;  // come back then
+    bool woken = false;
+  };
+  std::vector<Pending> pending(steps.size());
+  std::vector<TimePoint> went(steps.size(), TimePoint::max());
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    pending[i].at = clock.now();
+    steps[i]->on_turn([&pending, i] { pending[i].woken = true; });
+  }
+  for (int guard = 0; guard < 100'000; ++guard) {
+    std::optional<TimePoint> next;
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      if (went[i] != TimePoint::max()) continue;
+      if (pending[i].woken) next = clock.now();
+      if (pending[i].at) next = next ? std::min(*next, *pending[i].at) : *pending[i].at;
+    }
+    if (!next) break;
+    if (gate.parts().turns) {
+      if (auto g = gate.parts().turns->next_grant()) next = std::min(*next, *g);
+    }
+    if (*next > clock.now()) clock.set(*next);
+    if (gate.parts().turns) gate.parts().turns->grant(clock.now());
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      Pending& p = pending[i];
+      if (went[i] != TimePoint::max() || !(p.woken || (p.at && *p.at <= clock.now()))) continue;
+      p.woken = false;
+      p.at.reset();
+      auto a = gate.admit(*steps[i], clock.now());
+      if (auto* f = std::get_if<Gate::Fail>(&a)) {
+        ADD_FAILURE() << f->error.to_string();
+        went[i] = clock.now();
+      } else if (auto* w = std::get_if<Gate::Wait>(&a)) {
+        if (w->turn && steps[i]->turn_granted()) p.woken = true;
+        p.at = w->until;
+      } else {
+        went[i] = clock.now();
+        (void)gate.record(*steps[i], std::move(std::get<Gate::Go>(a).ticket), Outcome::ok(), {}, clock.now());
+      }
+    }
+  }
+  return went;
+}
+
 TEST(KeyedGate, ABackloggedKeysStepsEachGoAtTheirKeysTime) {
   FakeClock clock;
   auto fixed = [](std::int64_t rate, std::optional<std::string> key) {
@@ -207,26 +267,70 @@ TEST(KeyedGate, ABackloggedKeysStepsEachGoAtTheirKeysTime) {
                 clock.now().time_since_epoch());  // a whole second
   const TimePoint t0 = clock.now();
   std::vector<std::unique_ptr<CallState>> steps;
-  std::vector<TimePoint> until;
   for (int i = 0; i < 40; ++i) {
     steps.push_back(std::make_unique<CallState>(clock.now()));
     ASSERT_TRUE(gate->bind_keys(*steps.back(), account("alice"), {}));
-    const Duration w = wait_of(*gate, *steps.back(), clock.now());
-    until.push_back(clock.now() + w);
   }
-  // Each comes back at its time and goes then (or within the learned pace's opening steps).
+  // Each is woken when its key's window and its turn come, and goes then.
+  const auto went = run_steps(*gate, clock, steps);
+  std::map<std::int64_t, int> per_second;
+  for (TimePoint t : went) ++per_second[std::chrono::duration_cast<std::chrono::seconds>(t - t0).count()];
+  for (const auto& [second, n] : per_second) EXPECT_LE(n, 4) << "second " << second;
+  EXPECT_EQ(per_second.size(), 10u);
+  EXPECT_LT(*std::max_element(went.begin(), went.end()) - t0, 10s);
+}
+
+// One budget shared by every account (10 a second) and a loose one per
+// account: with alice's thirty calls queued, bob's three still take turns
+// with hers from the start, rather than after all of hers.
+TEST(KeyedGate, ASharedBudgetIsGrantedInTurnsBetweenTheKeysThatWait) {
+  FakeClock clock;
+  auto gate = gate_of({limit(10, 1s), limit(100, 1s, "{{args.account}}")});
+  ASSERT_TRUE(gate->parts().turns);
+  std::vector<std::unique_ptr<CallState>> steps;
+  for (int i = 0; i < 33; ++i) {
+    steps.push_back(std::make_unique<CallState>(clock.now()));
+    ASSERT_TRUE(gate->bind_keys(*steps.back(), account(i < 30 ? "alice" : "bob"), {}));
+  }
+  const TimePoint t0 = clock.now();
+  const auto went = run_steps(*gate, clock, steps);
+  const TimePoint bob_done = *std::max_element(went.begin() + 30, went.end());
+  const TimePoint alice_done = *std::max_element(went.begin(), went.begin() + 30);
+  // Alice's first ten took the first second's budget as they asked, before
+  // bob asked. In turns, bob's calls then alternate with hers in the next
+  // second; in the order asked they would come after all of hers, three
+  // seconds in.
+  EXPECT_LT(bob_done - t0, 1500ms) << "bob's last call went at +"
+                                   << std::chrono::duration<double>(bob_done - t0).count() << " s";
+  // The budget is used all the same: 33 calls at 10 a second.
+  EXPECT_LT(alice_done - t0, 3500ms);
+  // No second of the shared budget holds more than its ten.
+  std::vector<TimePoint> sorted(went.begin(), went.end());
+  std::sort(sorted.begin(), sorted.end());
+  for (std::size_t i = 10; i < sorted.size(); ++i) EXPECT_GE(sorted[i] - sorted[i - 10], 1s) << i;
+}
+
+// The same with weights: the gold account gets three slots to the free one's one.
+TEST(KeyedGate, WeightsOfTheKeysDivideTheSharedBudget) {
+  FakeClock clock;
+  auto keyed = limit(100, 1s, "{{args.account}}");
+  keyed.weights = {{"gold", 3}};
+  auto gate = gate_of({limit(10, 1s), keyed});
+  std::vector<std::unique_ptr<CallState>> steps;
   for (int i = 0; i < 40; ++i) {
-    if (until[i] == t0) continue;  // went at once
-    if (until[i] > clock.now()) clock.advance(until[i] - clock.now());
-    Duration w = wait_of(*gate, *steps[i], clock.now());
-    for (int tries = 0; w > Duration::zero() && w < 1s && tries < 5; ++tries) {
-      clock.advance(w);
-      w = wait_of(*gate, *steps[i], clock.now());
-    }
-    EXPECT_EQ(w, Duration::zero()) << "step " << i << " at +"
-                                   << std::chrono::duration<double>(clock.now() - t0).count();
+    steps.push_back(std::make_unique<CallState>(clock.now()));
+    ASSERT_TRUE(gate->bind_keys(*steps.back(), account(i % 2 == 0 ? "gold" : "free"), {}));
   }
-  EXPECT_LT(clock.now() - t0, 10s + 100ms);
+  const auto went = run_steps(*gate, clock, steps);
+  std::vector<std::pair<TimePoint, bool>> by_time;
+  for (std::size_t i = 0; i < went.size(); ++i) by_time.emplace_back(went[i], i % 2 == 0);
+  std::sort(by_time.begin(), by_time.end());
+  // The first ten went as they asked, the budget free; of the next twenty,
+  // granted in turns, gold has three in four.
+  int gold = 0;
+  for (std::size_t i = 10; i < 30; ++i) gold += by_time[i].second ? 1 : 0;
+  EXPECT_GE(gold, 14) << "of the twenty calls after the first ten";
+  EXPECT_LE(gold, 16) << "of the twenty calls after the first ten";
 }
 
 // A cost read from the job: each step's call takes its own job's units.

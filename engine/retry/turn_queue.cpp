@@ -1,0 +1,239 @@
+#include "retry/turn_queue.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "limit/micros.hpp"
+
+namespace ratchet::retry {
+namespace {
+
+constexpr std::int64_t kUnknownSpacingUs = 100'000;
+// As long as a wait for a permit falls back on by default (a request's timeout).
+constexpr std::int64_t kFallbackFloorUs = 30'000'000;
+constexpr std::int64_t kFallbackCapUs = 3'600'000'000;
+
+}  // namespace
+
+TurnQueue::TurnQueue(Duration horizon)
+    : horizon_us_(std::max<std::int64_t>(
+          0, std::chrono::duration_cast<std::chrono::microseconds>(horizon).count())) {}
+
+void TurnQueue::on_waiting(std::function<void()> notify) {
+  std::lock_guard lock(mu_);
+  notify_ = std::move(notify);
+}
+
+std::size_t TurnQueue::waiting() const {
+  std::lock_guard lock(mu_);
+  return queued_;
+}
+
+std::optional<TimePoint> TurnQueue::next_grant() const {
+  std::lock_guard lock(mu_);
+  if (!next_us_) return std::nullopt;
+  return limit::from_micros(*next_us_);
+}
+
+TimePoint TurnQueue::fallback(TimePoint now) const {
+  std::lock_guard lock(mu_);
+  // From the next grant on, every step queued could take a turn before
+  // this one: twice their time at the recent spacing, and 30 s at least.
+  // Too early costs the step a second park; too late only delays it after
+  // a crash, since a grant wakes it first.
+  const std::int64_t now_us = limit::to_micros(now);
+  std::int64_t from_us = now_us;
+  if (next_us_) from_us = std::max(from_us, *next_us_ + horizon_us_);
+  const double spacing = spacing_us_ > 0 ? spacing_us_ : static_cast<double>(kUnknownSpacingUs);
+  const auto ahead = static_cast<std::int64_t>(2.0 * static_cast<double>(queued_ + 1) * spacing);
+  const std::int64_t wait = std::clamp(from_us - now_us + ahead, kFallbackFloorUs, kFallbackCapUs);
+  return now + std::chrono::microseconds(wait);
+}
+
+std::shared_ptr<Turn> TurnQueue::head_of(KeyState& ks) {
+  while (!ks.queue.empty()) {
+    if (auto head = ks.queue.front().lock(); head && head->queued_) return head;
+    // Its step gave up, or asked again for other limits.
+    ks.queue.pop_front();
+    --queued_;
+  }
+  return nullptr;
+}
+
+void TurnQueue::unplace(const std::string& key, KeyState& ks) {
+  if (ks.where == KeyState::Where::kActive) active_.erase({ks.pass, ks.order, key});
+  if (ks.where == KeyState::Where::kWaking) waking_.erase({ks.waking_at, key});
+  ks.where = KeyState::Where::kIdle;
+}
+
+std::int64_t TurnQueue::ready_us(const Turn& turn, std::int64_t now_us) {
+  auto ready = limit::LimiterStack::earliest_of(turn.own_, limit::from_micros(now_us), turn.units_);
+  return ready ? limit::to_micros(*ready) : now_us;
+}
+
+void TurnQueue::place(const std::string& key, KeyState& ks, std::int64_t now_us) {
+  unplace(key, ks);
+  auto head = head_of(ks);
+  if (!head) return;
+  if (const std::int64_t ready = ready_us(*head, now_us); ready > now_us + horizon_us_) {
+    ks.where = KeyState::Where::kWaking;
+    ks.waking_at = ready;
+    waking_.emplace(ks.waking_at, key);
+    return;
+  }
+  // Takes part at the latest grant's pass at least: time spent idle, or
+  // waiting for its own limits, banks no turns.
+  ks.pass = std::max(ks.pass, pass_);
+  ks.where = KeyState::Where::kActive;
+  active_.emplace(ks.pass, ks.order, key);
+}
+
+void TurnQueue::enqueue(const std::shared_ptr<Turn>& turn, std::int64_t now_us) {
+  KeyState& ks = keys_[turn->key_];
+  const bool idle = head_of(ks) == nullptr;
+  ks.queue.push_back(turn);
+  turn->queued_ = true;
+  ++queued_;
+  if (idle) {
+    ks.order = joined_++;
+    place(turn->key_, ks, now_us);
+  }
+}
+
+std::size_t TurnQueue::grant_locked(std::int64_t now_us, Woken& woken) {
+  next_us_.reset();
+  std::size_t granted = 0;
+  const TimePoint now = limit::from_micros(now_us);
+  // Keys whose next step's own limits allow it within the horizon take
+  // part in the turns from now on.
+  while (!waking_.empty() && waking_.begin()->first <= now_us + horizon_us_) {
+    const std::string key = waking_.begin()->second;
+    place(key, keys_[key], now_us);
+  }
+  while (!active_.empty()) {
+    const auto top = active_.begin();
+    const double pass = std::get<0>(*top);
+    const std::string key = std::get<2>(*top);
+    KeyState& ks = keys_[key];
+    std::shared_ptr<Turn> head = head_of(ks);
+    if (!head || ready_us(*head, now_us) > now_us + horizon_us_) {
+      place(key, ks, now_us);  // idle, or waiting for its own limits
+      continue;
+    }
+    auto earliest = limit::LimiterStack::earliest_of(head->shared_, now, head->units_);
+    if (earliest && limit::to_micros(*earliest) - now_us > horizon_us_) {
+      next_us_ = limit::to_micros(*earliest) - horizon_us_;
+      break;
+    }
+    if (earliest) {
+      limit::LimiterStack stack(head->limiters_);
+      auto slot = stack.reserve(now, head->units_);
+      if (slot) {
+        const std::int64_t at_us = limit::to_micros(slot->at());
+        if (last_grant_us_ > 0 && at_us >= last_grant_us_) {
+          const auto gap = static_cast<double>(at_us - last_grant_us_);
+          spacing_us_ = spacing_us_ > 0 ? 0.8 * spacing_us_ + 0.2 * gap : gap;
+        }
+        last_grant_us_ = std::max(last_grant_us_, at_us);
+        head->slot_ = std::move(*slot);
+      } else {
+        head->error_ = slot.error();
+      }
+    } else {
+      head->error_ = earliest.error();  // its step fails with it
+    }
+    ks.queue.pop_front();
+    --queued_;
+    head->queued_ = false;
+    head->granted_.store(true, std::memory_order_release);
+    if (head->wake_) woken.emplace_back(head.get(), head->wake_);
+    ++granted;
+    unplace(key, ks);
+    pass_ = pass;
+    ks.pass = pass + head->stride_;
+    place(key, ks, now_us);
+  }
+  if (!waking_.empty()) {
+    const std::int64_t wake_us = waking_.begin()->first - horizon_us_;
+    next_us_ = next_us_ ? std::min(*next_us_, wake_us) : wake_us;
+  }
+  if (keys_.size() > 2 * (active_.size() + waking_.size()) + 1024) forget_idle();
+  return granted;
+}
+
+void TurnQueue::forget_idle() {
+  // A key with nothing queued and no turns ahead would join at pass_ anyway.
+  std::erase_if(keys_, [this](const auto& kv) {
+    return kv.second.where == KeyState::Where::kIdle && kv.second.queue.empty() && kv.second.pass <= pass_;
+  });
+}
+
+std::size_t TurnQueue::grant(TimePoint now) {
+  Woken woken;
+  std::size_t granted = 0;
+  {
+    std::lock_guard lock(mu_);
+    granted = grant_locked(limit::to_micros(now), woken);
+  }
+  for (auto& [who, wake] : woken) wake();
+  return granted;
+}
+
+Result<std::optional<limit::Reservation>> TurnQueue::ask(std::shared_ptr<Turn>& turn, Ask ask,
+                                                         TimePoint now) {
+  Woken woken;
+  std::optional<limit::Reservation> out;
+  std::optional<Error> failed;
+  std::function<void()> notify;
+  {
+    std::lock_guard lock(mu_);
+    auto same = [&](const Turn& t) { return t.limiters_ == ask.limiters && t.units_ == ask.units; };
+    // Takes what a granted turn holds; the step's next call asks anew. A
+    // slot for other limiters or units goes back with the turn.
+    auto take = [&]() {
+      if (turn->error_) {
+        failed = *turn->error_;
+      } else if (same(*turn)) {
+        out = std::move(turn->slot_);
+      }
+      turn.reset();
+    };
+    if (turn && turn->granted()) take();
+    if (!out && !failed) {
+      if (turn && !same(*turn)) {
+        turn->queued_ = false;
+        turn.reset();
+      }
+      const bool was_idle = active_.empty() && waking_.empty();
+      if (!turn) {
+        turn = std::make_shared<Turn>();
+        turn->key_ = std::move(ask.key);
+        turn->stride_ = 1.0 / std::clamp(ask.weight, 1.0, kMaxWeight);
+        const auto own_begin = ask.limiters.begin() + static_cast<std::ptrdiff_t>(ask.own_first);
+        const auto own_end = own_begin + static_cast<std::ptrdiff_t>(ask.own_count);
+        turn->own_.assign(own_begin, own_end);
+        turn->shared_.assign(ask.limiters.begin(), own_begin);
+        turn->shared_.insert(turn->shared_.end(), own_end, ask.limiters.end());
+        turn->limiters_ = ask.limiters;
+        turn->units_ = ask.units;
+        turn->asked_ = now;
+        enqueue(turn, limit::to_micros(now));
+      }
+      turn->wake_ = std::move(ask.wake);
+      grant_locked(limit::to_micros(now), woken);
+      if (turn->granted()) {
+        // Granted in this pass: the asker needs no wake-up.
+        std::erase_if(woken, [&](const auto& w) { return w.first == turn.get(); });
+        take();
+      } else if (was_idle) {
+        notify = notify_;
+      }
+    }
+  }
+  for (auto& [who, wake] : woken) wake();
+  if (notify) notify();
+  if (failed) return fail(*failed);
+  return out;
+}
+
+}  // namespace ratchet::retry

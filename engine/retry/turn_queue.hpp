@@ -1,0 +1,162 @@
+// Turns on the limits that keys share. With keyed limits, slots in the
+// limits the keys share (the plugin's unkeyed limits, and its learned pace
+// for keys without one of their own) are granted in turns between the keys
+// with a step waiting, not in the order asked: one account with a thousand
+// calls queued does not make an account with two wait behind them.
+//
+// Turns are by weight (stride scheduling): each key has a pass, a grant goes
+// to the waiting key with the lowest, and raises it by 1/weight. While two
+// keys wait, one of weight 3 gets three slots to the other's one; keys of
+// equal weight alternate. A key that starts waiting joins at the pass of the
+// latest grant, so time spent idle banks no turns, and none starves: every
+// waiting key's pass is reached within (keys waiting) grants of weight 1.
+//
+// A step asks as soon as it arrives, for a slot in every limit of its call
+// (its keys' own and the shared ones): the queue grants the whole slot,
+// so a step waits in one park for its keys' limits and its turn together.
+// A key takes part in the turns while its first step's own limits allow
+// it within the horizon; its steps are granted in the order they asked.
+//
+// Only slots at most `horizon` ahead are granted. A slot granted far ahead
+// would fix the order before keys that start waiting later had their turn,
+// so a step not granted waits in its key's queue, holding no slot, and is
+// woken (Turn::wake) when its turn is granted; the step then finds its slot
+// at most about `horizon` ahead and waits for it in place. grant() is
+// driven by whoever asks and by a keeper that calls it at next_grant()
+// (pipeline/turn_keeper.hpp).
+//
+// Thread-safety: every method may be called from any thread; wake callbacks
+// run without the queue's lock held. A Turn belongs to one step.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "limit/limiter.hpp"
+#include "limit/limiter_stack.hpp"
+#include "ratchet/clock.hpp"
+#include "ratchet/status.hpp"
+
+namespace ratchet::retry {
+
+// One step's place in its key's queue, kept by its CallState across parks.
+class Turn {
+ public:
+  bool granted() const { return granted_.load(std::memory_order_acquire); }
+  TimePoint asked() const { return asked_; }
+
+ private:
+  friend class TurnQueue;
+  std::string key_;
+  double stride_ = 1.0;
+  std::vector<std::shared_ptr<limit::Limiter>> limiters_;  // all of its call's, in stack order
+  std::vector<std::shared_ptr<limit::Limiter>> own_;       // its keys' (a part of limiters_)
+  std::vector<std::shared_ptr<limit::Limiter>> shared_;    // the rest
+  std::int64_t units_ = 1;
+  TimePoint asked_{};
+  std::function<void()> wake_;
+  // Guarded by the queue's lock.
+  bool queued_ = false;
+  limit::Reservation slot_;
+  std::optional<Error> error_;
+  std::atomic<bool> granted_{false};
+};
+
+class TurnQueue {
+ public:
+  static constexpr double kMaxWeight = 1000;
+
+  explicit TurnQueue(Duration horizon);
+
+  struct Ask {
+    std::string key;
+    double weight = 1;  // 1 to kMaxWeight
+    // Every limiter of the call, in the order of its stack; those from
+    // own_first on, own_count of them, are its keys' own.
+    std::vector<std::shared_ptr<limit::Limiter>> limiters;
+    std::size_t own_first = 0;
+    std::size_t own_count = 0;
+    std::int64_t units = 1;
+    std::function<void()> wake;  // called once when a turn queued here is granted
+  };
+  // The step's slot in all of `ask.limiters`, when its turn has come (now,
+  // or granted since it asked; the slot is then taken out of `turn`).
+  // nullopt: it waits in its key's queue, and `ask.wake` is called when its
+  // turn is granted. `turn` is made on the first ask; a turn asked again
+  // for other limiters or units (a reload, a new estimate) goes to the end
+  // of its key's queue. Turns of other keys granted meanwhile are woken.
+  [[nodiscard]] Result<std::optional<limit::Reservation>> ask(std::shared_ptr<Turn>& turn, Ask ask,
+                                                              TimePoint now);
+
+  // Grants every slot that comes within the horizon of `now`, in turns, and
+  // wakes the steps granted. Returns how many were granted.
+  std::size_t grant(TimePoint now);
+
+  // When grant() may next grant a slot; nullopt: no step waits.
+  std::optional<TimePoint> next_grant() const;
+
+  // A generous time by which a step waiting now should have had its turn:
+  // for the park's fallback wake-up, should no grant wake it first.
+  TimePoint fallback(TimePoint now) const;
+
+  // Called (without the lock) when a step starts waiting and nothing was
+  // waiting before: the keeper then calls grant() at next_grant().
+  void on_waiting(std::function<void()> notify);
+
+  std::size_t waiting() const;
+
+ private:
+  struct KeyState {
+    enum class Where { kIdle, kActive, kWaking };
+    double pass = 0;
+    std::deque<std::weak_ptr<Turn>> queue;
+    std::uint64_t order = 0;  // ties in active_: the key that joined first
+    Where where = Where::kIdle;
+    std::int64_t waking_at = 0;  // its entry in waking_
+  };
+  using Woken = std::vector<std::pair<const Turn*, std::function<void()>>>;
+
+  // Need mu_.
+  void enqueue(const std::shared_ptr<Turn>& turn, std::int64_t now_us);
+  // The key's first step still queued (the ones before it are dropped).
+  std::shared_ptr<Turn> head_of(KeyState& ks);
+  // Files the key by its first step: active_ when its own limits allow it
+  // within the horizon, waking_ when later, nowhere when none is queued.
+  void place(const std::string& key, KeyState& ks, std::int64_t now_us);
+  // When the keys' own limits allow `turn`'s call (now_us on an error: the
+  // grant meets it again and fails the step with it).
+  static std::int64_t ready_us(const Turn& turn, std::int64_t now_us);
+  void unplace(const std::string& key, KeyState& ks);
+  std::size_t grant_locked(std::int64_t now_us, Woken& woken);
+  void forget_idle();
+
+  const std::int64_t horizon_us_;
+  mutable std::mutex mu_;
+  std::map<std::string, KeyState> keys_;
+  // The keys with a step queued, lowest pass first (ties: the key that
+  // joined first).
+  std::set<std::tuple<double, std::uint64_t, std::string>> active_;
+  // The keys whose first step waits for its own limits, soonest first.
+  std::set<std::pair<std::int64_t, std::string>> waking_;
+  std::uint64_t joined_ = 0;
+  double pass_ = 0;  // of the latest grant
+  std::size_t queued_ = 0;
+  std::optional<std::int64_t> next_us_;
+  // Spacing of recent grants (EWMA), for fallback().
+  std::int64_t last_grant_us_ = 0;
+  double spacing_us_ = 0;
+  std::function<void()> notify_;
+};
+
+}  // namespace ratchet::retry

@@ -1,0 +1,209 @@
+// Turns between keys on a budget they share: a key with a long queue does
+// not make a key with a short one wait behind it, weights divide the slots,
+// a key idle for a while banks no turns, and no slot is granted further
+// ahead than the horizon.
+#include "retry/turn_queue.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "limit/make_limiter.hpp"
+#include "limit/micros.hpp"
+
+namespace ratchet::retry {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A budget of one call per 100 ms (a token bucket of 10/s without burst).
+std::shared_ptr<limit::Limiter> paced() {
+  config::LimitSpec spec;
+  spec.algorithm = config::LimitAlgorithm::kTokenBucket;
+  spec.rate = 10;
+  spec.per = 1s;
+  spec.burst = 1;
+  auto l = limit::make_limiter(spec, "portal/shared");
+  EXPECT_TRUE(l) << (l ? "" : l.error().to_string());
+  return *l;
+}
+
+// Steps of several keys asking for turns; every grant is written down.
+struct Bed {
+  FakeClock clock;
+  std::shared_ptr<limit::Limiter> shared = paced();
+  TurnQueue queue{50ms};
+  struct Step {
+    std::string key;
+    std::shared_ptr<Turn> turn;
+    int woken = 0;
+    std::optional<limit::Reservation> slot;
+  };
+  std::vector<std::unique_ptr<Step>> steps;
+  std::vector<std::string> order;  // keys, in the order their slots were taken
+
+  std::map<std::string, std::shared_ptr<limit::Limiter>> own;  // a key's own limit, if it has one
+
+  Step& ask(const std::string& key, double weight = 1) {
+    steps.push_back(std::make_unique<Step>());
+    Step& s = *steps.back();
+    s.key = key;
+    take(s, weight);
+    return s;
+  }
+  std::vector<std::shared_ptr<limit::Limiter>> limiters_of(const std::string& key) {
+    if (auto it = own.find(key); it != own.end()) return {shared, it->second};
+    return {shared};
+  }
+  void take(Step& s, double weight = 1) {
+    auto limiters = limiters_of(s.key);
+    const std::size_t own_count = limiters.size() - 1;
+    auto got = queue.ask(
+        s.turn, TurnQueue::Ask{s.key, weight, limiters, 1, own_count, 1, [&s] { ++s.woken; }}, clock.now());
+    ASSERT_TRUE(got) << got.error().to_string();
+    if (*got) {
+      EXPECT_LE(got->value().at() - clock.now(), 50ms) << "a slot granted beyond the horizon";
+      s.slot = std::move(**got);
+      order.push_back(s.key);
+      // The call starts at its slot.
+      if (s.slot->at() > clock.now()) clock.set(s.slot->at());
+      limit::LimiterStack stack(limiters_of(s.key));
+      auto started = stack.start(*s.slot, clock.now());
+      ASSERT_TRUE(started && *started);
+    }
+  }
+  // Runs the keeper's part until nobody waits: at each next grant, grants,
+  // and every step woken asks again (as a resumed step does).
+  void drain() {
+    for (int guard = 0; guard < 10'000 && queue.waiting() > 0; ++guard) {
+      auto next = queue.next_grant();
+      ASSERT_TRUE(next.has_value()) << "steps wait and no grant is due";
+      if (*next > clock.now()) clock.set(*next);
+      queue.grant(clock.now());
+      for (auto& s : steps) {
+        if (s->woken > 0 && !s->slot) take(*s);
+      }
+    }
+    EXPECT_EQ(queue.waiting(), 0u);
+  }
+};
+
+TEST(TurnQueue, AKeyWithAFewCallsIsNotQueuedBehindAKeyWithMany) {
+  Bed bed;
+  for (int i = 0; i < 30; ++i) bed.ask("alice");
+  for (int i = 0; i < 3; ++i) bed.ask("bob");
+  bed.drain();
+  ASSERT_EQ(bed.order.size(), 33u);
+  // Bob's three calls alternate with alice's from the first grant after he asked.
+  std::vector<std::size_t> bob_at;
+  for (std::size_t i = 0; i < bed.order.size(); ++i) {
+    if (bed.order[i] == "bob") bob_at.push_back(i);
+  }
+  ASSERT_EQ(bob_at.size(), 3u);
+  EXPECT_LE(bob_at.back(), 6u) << "bob's last call came " << bob_at.back() << " grants in";
+  for (const auto& s : bed.steps) EXPECT_LE(s->woken, 1) << "a step woken more than once";
+}
+
+TEST(TurnQueue, WeightsDivideTheSlotsWhileBothKeysWait) {
+  Bed bed;
+  for (int i = 0; i < 40; ++i) bed.ask("gold", 3);
+  for (int i = 0; i < 40; ++i) bed.ask("free", 1);
+  bed.drain();
+  // Of the first 40 slots, gold (weight 3) gets three to free's one.
+  int gold = 0;
+  for (std::size_t i = 0; i < 40; ++i) gold += bed.order[i] == "gold" ? 1 : 0;
+  EXPECT_GE(gold, 29);
+  EXPECT_LE(gold, 31);
+  // Once gold is done, free has the budget to itself.
+  EXPECT_EQ(bed.order.back(), "free");
+}
+
+TEST(TurnQueue, AKeyIdleForAWhileBanksNoTurns) {
+  Bed bed;
+  for (int i = 0; i < 20; ++i) bed.ask("alice");
+  bed.ask("carol");  // one call, early
+  // Alice's queue is worked for a while before carol asks again.
+  for (int round = 0; round < 10; ++round) {
+    auto next = bed.queue.next_grant();
+    ASSERT_TRUE(next);
+    if (*next > bed.clock.now()) bed.clock.set(*next);
+    bed.queue.grant(bed.clock.now());
+    for (auto& s : bed.steps) {
+      if (s->woken > 0 && !s->slot) bed.take(*s);
+    }
+  }
+  const std::size_t before = bed.order.size();
+  for (int i = 0; i < 6; ++i) bed.ask("carol");
+  bed.drain();
+  // Carol's six calls take turns with alice's rest: no run of her calls
+  // makes up for the time she was idle.
+  int run = 0;
+  int longest = 0;
+  for (std::size_t i = before; i < bed.order.size(); ++i) {
+    run = bed.order[i] == "carol" ? run + 1 : 0;
+    longest = std::max(longest, run);
+  }
+  EXPECT_LE(longest, 2);
+}
+
+TEST(TurnQueue, AKeyWaitingForItsOwnLimitTakesNoTurnUntilItAllowsACall) {
+  Bed bed;
+  // Alice's own limit: one call a second; bob has none of his own.
+  config::LimitSpec one;
+  one.algorithm = config::LimitAlgorithm::kTokenBucket;
+  one.rate = 1;
+  one.per = 1s;
+  one.burst = 1;
+  bed.own["alice"] = *limit::make_limiter(one, "portal/alice");
+  const TimePoint t0 = bed.clock.now();
+  for (int i = 0; i < 3; ++i) bed.ask("alice");
+  for (int i = 0; i < 15; ++i) bed.ask("bob");
+  bed.drain();
+  ASSERT_EQ(bed.order.size(), 18u);
+  // The shared budget (10 a second) goes to bob while alice waits for her
+  // own: his fifteen are done in about 1.5 s, and alice's three take 2 s.
+  EXPECT_LT(bed.clock.now() - t0, 2500ms);
+  int bob_before_alices_second = 0;
+  for (const auto& k : bed.order) {
+    if (k == "alice" && bob_before_alices_second > 0) break;
+    bob_before_alices_second += k == "bob" ? 1 : 0;
+  }
+  EXPECT_GE(bob_before_alices_second, 8);
+  for (const auto& st : bed.steps) EXPECT_LE(st->woken, 1);
+}
+
+TEST(TurnQueue, AStepThatGaveUpIsSkippedAndItsTurnGoesToTheNext) {
+  Bed bed;
+  for (int i = 0; i < 4; ++i) bed.ask("alice");
+  bed.steps[2]->turn.reset();  // that step gave up (cancelled, failed elsewhere)
+  bed.drain();
+  EXPECT_EQ(bed.order.size(), 3u);
+  EXPECT_EQ(bed.steps[2]->woken, 0);
+}
+
+TEST(TurnQueue, NextGrantIsWhenTheHeadsSlotComesWithinTheHorizon) {
+  Bed bed;
+  bed.ask("alice");  // goes at once
+  Bed::Step& second = bed.ask("alice");
+  ASSERT_FALSE(second.slot.has_value());  // its slot is 100 ms ahead: beyond the horizon
+  auto next = bed.queue.next_grant();
+  ASSERT_TRUE(next);
+  const std::int64_t now_us = limit::to_micros(bed.clock.now());
+  auto slot_us = bed.shared->earliest(now_us, now_us);
+  ASSERT_TRUE(slot_us);
+  EXPECT_GE(*slot_us - now_us, 100'000);
+  EXPECT_EQ(*next, limit::from_micros(*slot_us) - 50ms);
+  // Granted then, not earlier.
+  bed.clock.set(*next - 1ms);
+  EXPECT_EQ(bed.queue.grant(bed.clock.now()), 0u);
+  bed.clock.set(*next);
+  EXPECT_EQ(bed.queue.grant(bed.clock.now()), 1u);
+  EXPECT_EQ(second.woken, 1);
+  EXPECT_FALSE(bed.queue.next_grant().has_value());  // nobody waits
+}
+
+}  // namespace
+}  // namespace ratchet::retry
