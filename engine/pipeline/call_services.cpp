@@ -95,6 +95,7 @@ std::optional<std::string> CallServices::admit_extra_request(limit::Reservation&
                                                              std::optional<TimePoint>* refused_until) {
   retry::CallState extra(clock_.now());
   extra.set_units(units);
+  extra.bypass_turns();  // its call had its turn
   for (;;) {
     if (stop_.stop_requested()) return "cancelled while waiting for a rate-limit slot";
     auto admission = gate_.admit(extra, clock_.now());

@@ -257,9 +257,20 @@ Result<std::shared_ptr<retry::CallGate>> GateRegistry::gate(const std::string& p
       key_salt_ = std::move(*salt);
     }
     gp.key_salt = *key_salt_;
-    // Slots are granted up to a park threshold ahead: a step granted its
-    // turn then waits for its slot in place.
-    if (!p.turns) p.turns = std::make_shared<retry::TurnQueue>(config_->engine.park_threshold);
+  }
+  // Turns: between keys, and for a plugin that declares no limit, whose
+  // pace is learned as it goes (a slot granted far ahead in it would move
+  // as it learns, and its step park again).
+  const bool learned_only = gp.limiters.empty() && gp.keyed.empty();
+  if (!gp.keyed.empty() || learned_only) {
+    // Slots are granted up to kTurnsAhead ahead (a park threshold at
+    // least): a step granted its turn is resumed a park threshold before
+    // its slot and waits for it in place. A pace still being learned moves
+    // the slots granted in it when it slows: those are granted only a park
+    // threshold ahead.
+    const Duration ahead = learned_only ? config_->engine.park_threshold : kTurnsAhead;
+    if (!p.turns)
+      p.turns = std::make_shared<retry::TurnQueue>(std::max<Duration>(ahead, config_->engine.park_threshold));
     gp.turns = p.turns;
   }
   auto gate = std::make_shared<retry::CallGate>(std::move(gp));

@@ -50,6 +50,12 @@ struct LimiterView {
 
 class GateRegistry {
  public:
+  // How far ahead turns grant slots (retry/turn_queue.hpp): long enough for
+  // a resumed step to come back before its slot, short enough that a key
+  // that starts waiting gets its turn soon and that a learned pace which
+  // slows moves few slots granted.
+  static constexpr Duration kTurnsAhead = std::chrono::milliseconds(500);
+
   // `connect` opens the shared database for database-scope limits and the
   // history of process-scope ones (empty: no database, history kept across
   // reloads only); `clock` (default: the system clock) dates them.

@@ -15,6 +15,7 @@ std::shared_ptr<ParkedSteps::Entry> ParkedSteps::come_back(const Key& key, const
   slot->in_hand = true;
   slot->park = 0;
   slot->awaits_release = false;
+  slot->for_turn = false;
   slot->park_committed = false;
   slot->woken = false;
   return slot;
@@ -41,16 +42,18 @@ bool ParkedSteps::park_for_release(const Key& key, const std::shared_ptr<Entry>&
 
 void ParkedSteps::park_for_turn(const Key& key, const std::shared_ptr<Entry>& entry) {
   entry->awaits_release = true;
+  entry->for_turn = true;
   entry->park_committed = false;
   entry->woken = false;
   park(key, entry);
 }
 
-bool ParkedSteps::wake(const Key& key, const std::shared_ptr<Entry>& entry) {
+bool ParkedSteps::wake(const Key& key, const std::shared_ptr<Entry>& entry, TimePoint at) {
   if (!entry->awaits_release || entry->woken) return false;
   auto it = steps_.find(key);
   if (it == steps_.end() || it->second != entry) return false;
   entry->woken = true;
+  entry->resume_at = at;
   return entry->park_committed;
 }
 
@@ -97,6 +100,7 @@ std::vector<std::pair<JobId, int>> ParkedSteps::end_call(const std::string& plug
     auto it = steps_.find(waiter.first);
     if (it == steps_.end() || it->second != entry) return false;
     entry->woken = true;
+    entry->resume_at = TimePoint{};
     if (entry->park_committed) out.emplace_back(std::get<0>(waiter.first), std::get<2>(waiter.first));
     return true;
   };
@@ -110,16 +114,25 @@ std::vector<std::pair<JobId, int>> ParkedSteps::end_call(const std::string& plug
   return out;
 }
 
-bool ParkedSteps::park_committed(JobId job, int attempt) {
-  bool resume_now = false;
+std::optional<TimePoint> ParkedSteps::park_committed(JobId job, int attempt) {
+  std::optional<TimePoint> resume;
   auto it = steps_.lower_bound(Key{job, std::string(), std::numeric_limits<int>::min()});
   for (; it != steps_.end() && std::get<0>(it->first) == job; ++it) {
     Entry& e = *it->second;
     if (std::get<2>(it->first) != attempt || !e.awaits_release || e.park == 0) continue;
     e.park_committed = true;
-    resume_now = resume_now || e.woken;
+    if (e.woken) resume = resume ? std::min(*resume, e.resume_at) : e.resume_at;
   }
-  return resume_now;
+  return resume;
+}
+
+std::vector<std::pair<JobId, int>> ParkedSteps::waiting_for_turns() const {
+  std::vector<std::pair<JobId, int>> out;
+  for (const auto& [key, entry] : steps_) {
+    if (entry->for_turn && entry->park != 0 && entry->park_committed && !entry->woken)
+      out.emplace_back(std::get<0>(key), std::get<2>(key));
+  }
+  return out;
 }
 
 std::vector<ParkedJob> ParkedSteps::parked_jobs() const {

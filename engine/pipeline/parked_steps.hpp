@@ -51,6 +51,8 @@ class ParkedSteps {
     // the end of a call of its plugin, once its park has committed. Or for
     // its turn: resumed when the turn is granted.
     bool awaits_release = false;
+    bool for_turn = false;  // parked for its turn (park_for_turn)
+    TimePoint resume_at{};  // woken: when to resume it (its slot's time, or now)
     bool park_committed = false;
     bool woken = false;
     // A call has it in hand (between come_back and its park or outcome).
@@ -76,8 +78,9 @@ class ParkedSteps {
   // (wake).
   void park_for_turn(const Key& key, const std::shared_ptr<Entry>& entry);
   // The turn `entry` waits for was granted: marks it woken. Returns whether
-  // to resume it now (its park committed; otherwise park_committed says so).
-  bool wake(const Key& key, const std::shared_ptr<Entry>& entry);
+  // to resume it now (its park committed; otherwise park_committed says so),
+  // at `at`.
+  bool wake(const Key& key, const std::shared_ptr<Entry>& entry, TimePoint at);
   // The step came to an outcome: its entry goes, unless another replaced it.
   void remove(const Key& key, const std::shared_ptr<Entry>& entry);
 
@@ -92,10 +95,13 @@ class ParkedSteps {
   // Counts an ended call of `plugin` and marks the waiters it frees as woken.
   // Returns the jobs to resume now (their parks committed).
   std::vector<std::pair<JobId, int>> end_call(const std::string& plugin);
-  // The park of `job`'s `attempt` committed. Returns whether a call ended
-  // meanwhile freed it: then it is resumed now.
-  bool park_committed(JobId job, int attempt);
+  // The park of `job`'s `attempt` committed. Returns when to resume it if
+  // what it waits for freed up meanwhile (a call ended: now; a turn
+  // granted: its time).
+  std::optional<TimePoint> park_committed(JobId job, int attempt);
 
+  // The jobs parked for a turn not yet granted, their parks committed.
+  std::vector<std::pair<JobId, int>> waiting_for_turns() const;
   // Jobs with a step parked here, each with the number of its latest park.
   std::vector<ParkedJob> parked_jobs() const;
   const std::map<Key, std::shared_ptr<Entry>>& entries() const { return steps_; }

@@ -67,7 +67,24 @@ PluginStepCaller::PluginStepCaller(std::shared_ptr<plugin_host::PluginHost> host
       gates_(config, std::move(connect), seed, clock),
       clock_(std::move(clock)),
       config_(std::move(config)),
-      keeper_(clock_) {}
+      keeper_(clock_) {
+  keeper_.on_round([this](TimePoint now) { extend_turn_parks(now); });
+}
+
+void PluginStepCaller::set_extend(Extend extend) {
+  std::lock_guard lock(mu_);
+  extend_ = std::move(extend);
+}
+
+void PluginStepCaller::extend_turn_parks(TimePoint now) {
+  std::lock_guard lock(mu_);
+  if (!extend_ || now < next_extend_) return;
+  next_extend_ = now + kTurnParkEvery;
+  auto jobs = steps_.waiting_for_turns();
+  // Queued under the lock: a turn granted after this is resumed by a write
+  // queued after it, so a resume is never undone by a move.
+  if (!jobs.empty()) extend_(std::move(jobs), now + kTurnPark);
+}
 
 config::ConfigPtr PluginStepCaller::current() const {
   std::lock_guard lock(mu_);
@@ -119,28 +136,32 @@ void PluginStepCaller::set_resume(Resume resume) {
 }
 
 void PluginStepCaller::turn_granted(const ParkedSteps::Key& key,
-                                    const std::weak_ptr<ParkedSteps::Entry>& entry) {
+                                    const std::weak_ptr<ParkedSteps::Entry>& entry, TimePoint slot) {
   bool resume_now = false;
   Resume resume;
+  TimePoint at;
   {
     std::lock_guard lock(mu_);
     auto held = entry.lock();
     if (!held) return;
-    resume_now = steps_.wake(key, held);
+    // Back a park threshold before its slot, as from any park, to wait out
+    // the rest in place.
+    at = slot - config_->engine.park_threshold;
+    resume_now = steps_.wake(key, held, at);
     resume = resume_;
   }
-  if (resume_now && resume) resume(std::get<0>(key), std::get<2>(key));
+  if (resume_now && resume) resume(std::get<0>(key), std::get<2>(key), at);
 }
 
 void PluginStepCaller::parked(JobId job, int attempt) {
-  bool resume_now = false;
+  std::optional<TimePoint> resume_now;
   Resume resume;
   {
     std::lock_guard lock(mu_);
     resume_now = steps_.park_committed(job, attempt);
     resume = resume_;
   }
-  if (resume_now && resume) resume(job, attempt);
+  if (resume_now && resume) resume(job, attempt, *resume_now);
 }
 
 std::vector<ParkedJob> PluginStepCaller::parked_jobs() const {
@@ -192,7 +213,9 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
     entry = steps_.come_back(key, call.plugin, clock_->now());
   }
   retry::CallState& step = entry->call;
-  step.on_turn([this, key, held = std::weak_ptr<ParkedSteps::Entry>(entry)] { turn_granted(key, held); });
+  step.on_turn([this, key, held = std::weak_ptr<ParkedSteps::Entry>(entry)](TimePoint slot) {
+    turn_granted(key, held, slot);
+  });
   auto finish = [&](runtime::CallOutcome outcome) {
     const TimePoint now = clock_->now();
     std::lock_guard lock(mu_);
@@ -252,7 +275,12 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
         if (step.turn_granted()) continue;  // granted while it looked
         steps_.park_for_turn(key, entry);
         metrics_.count_park(call.plugin);
-        return runtime::CallOutcome::park_until(*w->until, wait_reason(w->reason));
+        // Parked until the soonest its slot could come, and at least a
+        // little while, moved on while this process lives and the turn has
+        // not come: a grant sets it to its slot.
+        const TimePoint soonest = w->soonest.value_or(now) - park_threshold;
+        const TimePoint until = extend_ ? std::max(soonest, now + kTurnPark) : *w->until;
+        return runtime::CallOutcome::park_until(until, "rate limit, waiting for its turn");
       }
       if (!w->until) {
         // A wait for a permit or a probe has no known end, but a call of the
@@ -312,7 +340,7 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
       resume = resume_;
     }
     if (resume) {
-      for (const auto& [job, attempt] : resumed) resume(job, attempt);
+      for (const auto& [job, attempt] : resumed) resume(job, attempt, clock_->now());
     }
     // These quote header values a server chose.
     if (hint.clamped) spdlog::warn("plugin {}: {}", call.plugin, secrets.mask(*hint.clamped));

@@ -48,6 +48,12 @@ class PluginStepCaller final : public runtime::StepCaller {
   runtime::CallOutcome call(const runtime::StepCall& call, std::stop_token stop) override;
   void forget(JobId job, int attempt) override;
   void set_resume(Resume resume) override;
+  void set_extend(Extend extend) override;
+  // A step parked for its turn is parked this long at a time, and its park
+  // moved on while this process lives (set_extend): after a crash it wakes
+  // that soon. Moved every kTurnParkEvery.
+  static constexpr Duration kTurnPark = std::chrono::seconds(3);
+  static constexpr Duration kTurnParkEvery = std::chrono::seconds(1);
   void parked(JobId job, int attempt) override;
 
   // New policies and settings apply from the next call.
@@ -68,7 +74,10 @@ class PluginStepCaller final : public runtime::StepCaller {
   std::vector<std::string> secrets_of(const config::Config& config, const config::PluginSpec* spec) const;
   config::ConfigPtr current() const;
   // The turn that the step at `key` waits for was granted: resumes it.
-  void turn_granted(const ParkedSteps::Key& key, const std::weak_ptr<ParkedSteps::Entry>& entry);
+  void turn_granted(const ParkedSteps::Key& key, const std::weak_ptr<ParkedSteps::Entry>& entry,
+                    TimePoint slot);
+  // Moves the parks of the steps waiting for their turns on (set_extend).
+  void extend_turn_parks(TimePoint now);
   // Adds the entry's limiter wait up to `now` to its plugin. Needs mu_.
   void end_limiter_wait(ParkedSteps::Entry& entry, TimePoint now);
 
@@ -82,6 +91,8 @@ class PluginStepCaller final : public runtime::StepCaller {
   ParkedSteps steps_;
   CallMetrics metrics_;
   Resume resume_;
+  Extend extend_;
+  TimePoint next_extend_{};
   TurnKeeper keeper_;  // last: its thread stops before what its wake-ups use goes
 };
 

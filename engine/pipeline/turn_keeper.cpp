@@ -31,6 +31,11 @@ void TurnKeeper::watch(const std::shared_ptr<retry::TurnQueue>& queue) {
   poke();
 }
 
+void TurnKeeper::on_round(std::function<void(TimePoint)> round) {
+  std::lock_guard lock(mu_);
+  round_ = std::move(round);
+}
+
 void TurnKeeper::poke() {
   std::lock_guard lock(mu_);
   interrupt_.request_stop();
@@ -40,6 +45,7 @@ void TurnKeeper::run(std::stop_token stop) {
   while (!stop.stop_requested()) {
     std::vector<std::shared_ptr<retry::TurnQueue>> live;
     std::stop_source sleep;
+    std::function<void(TimePoint)> round;
     {
       std::lock_guard lock(mu_);
       std::erase_if(queues_, [](const auto& q) { return q.expired(); });
@@ -49,6 +55,7 @@ void TurnKeeper::run(std::stop_token stop) {
       // A poke from here on ends the sleep below at once.
       interrupt_ = std::stop_source();
       sleep = interrupt_;
+      round = round_;
     }
     const TimePoint now = clock_->now();
     std::optional<TimePoint> next;
@@ -57,6 +64,7 @@ void TurnKeeper::run(std::stop_token stop) {
       if (auto at = q->next_grant()) next = next ? std::min(*next, *at) : *at;
     }
     live.clear();
+    if (round) round(now);
     const TimePoint until = next ? std::min(*next, now + kMaxSleep) : now + std::chrono::hours(1);
     std::stop_callback on_stop(stop, [sleep]() mutable { sleep.request_stop(); });
     clock_->wait_until(until, sleep.get_token());

@@ -13,6 +13,7 @@
 // before what the callbacks use.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <stop_token>
@@ -35,6 +36,9 @@ class TurnKeeper {
 
   // Grants the turns of `queue` from now on (again: nothing changes).
   void watch(const std::shared_ptr<retry::TurnQueue>& queue);
+  // Called by the keeper's thread after every round of grants (at least
+  // every kMaxSleep while steps wait), with the time it granted at.
+  void on_round(std::function<void(TimePoint)> round);
 
  private:
   void run(std::stop_token stop);
@@ -44,7 +48,8 @@ class TurnKeeper {
   std::mutex mu_;
   std::vector<std::weak_ptr<retry::TurnQueue>> queues_;
   std::stop_source interrupt_;  // ends the keeper's current sleep
-  std::jthread thread_;         // last: stopped before the rest goes
+  std::function<void(TimePoint)> round_;
+  std::jthread thread_;  // last: stopped before the rest goes
 };
 
 }  // namespace ratchet::pipeline

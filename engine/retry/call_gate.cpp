@@ -191,6 +191,34 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
   auto stack_of = stack_for(step, now);
   if (!stack_of) return Fail{stack_of.error().with_context("rate limiter")};
   limit::LimiterStack& stack = **stack_of;
+  // In turns (CallGateParts::turns) the whole slot is granted when the
+  // step's turn comes, once its keys' own limits (own_count of the stack's
+  // limiters from own_first on) allow it. Sets reservation_ when granted;
+  // otherwise says how the step waits.
+  auto take_turn = [&](std::size_t own_first, std::size_t own_count) -> std::optional<Admission> {
+    if (!step.turn_) step.turn_since_ = now;
+    auto granted = parts_.turns->ask(
+        step.turn_,
+        TurnQueue::Ask{step.keys_.empty() ? std::string() : step.keys_[0], step.turn_weight_,
+                       stack.limiters(), own_first, own_count, units_of(step), step.wake_},
+        now);
+    if (!granted) return Fail{granted.error().with_context("rate limiter")};
+    if (!*granted) {
+      // Counted as waited once granted; max_wait bounds it meanwhile.
+      const Duration waited = now - step.turn_since_;
+      if (step.retry_.throttled_wait + waited > parts_.max_wait) {
+        step.turn_.reset();
+        return Fail{Error::throttled("waiting " + show(step.retry_.throttled_wait + waited) +
+                                     " in all for the plugin's rate limits would pass max_wait " +
+                                     show(parts_.max_wait) + " (raise max_wait or the declared limits)")};
+      }
+      return Wait{parts_.turns->fallback(now), WaitReason::kRateLimit, true, parts_.turns->soonest(now)};
+    }
+    step.retry_.throttled_wait += now - step.turn_since_;
+    step.reservation_ = std::move(**granted);
+    if (ahead(step.reservation_.at(), now)) return wait_for_slot(step.reservation_.at());
+    return std::nullopt;
+  };
   // A slot held from before a reload may be in limiters since replaced: a
   // start there would not count in the limits that apply now.
   const std::int64_t units = units_of(step);
@@ -216,29 +244,8 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
     shared.insert(shared.end(), last, all.end());
     in_turn = parts_.turns != nullptr && !shared.empty();
     if (in_turn) {
-      // The whole slot comes in turn, once its keys' limits allow it.
       (void)step.key_hold_.cancel();
-      if (!step.turn_) step.turn_since_ = now;
-      auto granted = parts_.turns->ask(
-          step.turn_,
-          TurnQueue::Ask{step.keys_.empty() ? std::string() : step.keys_[0], step.turn_weight_, all,
-                         parts_.limiters.size(), step.own_limiters_, units, step.wake_},
-          now);
-      if (!granted) return Fail{granted.error().with_context("rate limiter")};
-      if (!*granted) {
-        // Counted as waited once granted; max_wait bounds it meanwhile.
-        const Duration waited = now - step.turn_since_;
-        if (step.retry_.throttled_wait + waited > parts_.max_wait) {
-          step.turn_.reset();
-          return Fail{Error::throttled("waiting " + show(step.retry_.throttled_wait + waited) +
-                                       " in all for the plugin's rate limits would pass max_wait " +
-                                       show(parts_.max_wait) + " (raise max_wait or the declared limits)")};
-        }
-        return Wait{parts_.turns->fallback(now), WaitReason::kRateLimit, true};
-      }
-      step.retry_.throttled_wait += now - step.turn_since_;
-      step.reservation_ = std::move(**granted);
-      if (ahead(step.reservation_.at(), now)) return wait_for_slot(step.reservation_.at());
+      if (auto waits = take_turn(parts_.limiters.size(), step.own_limiters_)) return std::move(*waits);
     } else if (!step.key_hold_.held()) {
       auto earliest = limit::LimiterStack::earliest_of(own, now, units);
       if (!earliest) return Fail{earliest.error().with_context("rate limiter")};
@@ -265,7 +272,10 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
       if (ahead(step.reservation_.at(), now)) return wait_for_slot(step.reservation_.at());
     }
   }
-  if (!step.reservation_.held()) {
+  if (!step.reservation_.held() && parts_.turns && parts_.keyed.empty() && !step.bypass_turns_) {
+    in_turn = true;
+    if (auto waits = take_turn(0, 0)) return std::move(*waits);
+  } else if (!step.reservation_.held()) {
     auto r = stack.reserve(now, units);
     if (!r) return Fail{r.error().with_context("rate limiter")};
     step.reservation_ = std::move(*r);

@@ -156,7 +156,10 @@ class CallState {
   void set_units(std::int64_t units) { units_ = std::max<std::int64_t>(units, 0); }
   // Called, from any thread, when a turn it waits for (Wait::turn) is
   // granted: its holder resumes it. Set before admit().
-  void on_turn(std::function<void()> wake) { wake_ = std::move(wake); }
+  void on_turn(std::function<void(TimePoint slot)> wake) { wake_ = std::move(wake); }
+  // Takes slots without waiting for a turn: a further request of a call
+  // already admitted in its turn.
+  void bypass_turns() { bypass_turns_ = true; }
   // Its turn was granted since it was told to wait for it.
   bool turn_granted() const { return turn_ && turn_->granted(); }
 
@@ -181,7 +184,8 @@ class CallState {
   std::shared_ptr<Turn> turn_;       // its place in turn for the shared limits
   TimePoint turn_since_{};           // asked for its turn since
   double turn_weight_ = 1;           // its key's weight there (bind_keys)
-  std::function<void()> wake_;
+  std::function<void(TimePoint)> wake_;
+  bool bypass_turns_ = false;
 };
 
 class CallGate {
@@ -218,6 +222,8 @@ class CallGate {
     // Waits for its turn on the limits its keys share: the step's on_turn
     // callback says when it is granted, and `until` is only a fallback.
     bool turn = false;
+    // Waiting for its turn: the soonest its slot could come.
+    std::optional<TimePoint> soonest{};
   };
   // How far ahead the turns of a gate made by make_call_gate grant slots
   // (the engine uses its park_threshold: a step granted waits in place).

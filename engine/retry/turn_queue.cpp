@@ -88,6 +88,12 @@ void TurnQueue::place(const std::string& key, KeyState& ks, std::int64_t now_us)
   active_.emplace(ks.pass, ks.order, key);
 }
 
+TimePoint TurnQueue::soonest(TimePoint now) const {
+  std::lock_guard lock(mu_);
+  if (!next_us_) return now;
+  return std::max(now, limit::from_micros(*next_us_ + horizon_us_));
+}
+
 void TurnQueue::enqueue(const std::shared_ptr<Turn>& turn, std::int64_t now_us) {
   KeyState& ks = keys_[turn->key_];
   const bool idle = head_of(ks) == nullptr;
@@ -146,7 +152,7 @@ std::size_t TurnQueue::grant_locked(std::int64_t now_us, Woken& woken) {
     --queued_;
     head->queued_ = false;
     head->granted_.store(true, std::memory_order_release);
-    if (head->wake_) woken.emplace_back(head.get(), head->wake_);
+    if (head->wake_) woken.push_back({head.get(), head->wake_, head->slot_.held() ? head->slot_.at() : now});
     ++granted;
     unplace(key, ks);
     pass_ = pass;
@@ -175,7 +181,7 @@ std::size_t TurnQueue::grant(TimePoint now) {
     std::lock_guard lock(mu_);
     granted = grant_locked(limit::to_micros(now), woken);
   }
-  for (auto& [who, wake] : woken) wake();
+  for (auto& w : woken) w.wake(w.at);
   return granted;
 }
 
@@ -223,14 +229,14 @@ Result<std::optional<limit::Reservation>> TurnQueue::ask(std::shared_ptr<Turn>& 
       grant_locked(limit::to_micros(now), woken);
       if (turn->granted()) {
         // Granted in this pass: the asker needs no wake-up.
-        std::erase_if(woken, [&](const auto& w) { return w.first == turn.get(); });
+        std::erase_if(woken, [&](const Wake& w) { return w.turn == turn.get(); });
         take();
       } else if (was_idle) {
         notify = notify_;
       }
     }
   }
-  for (auto& [who, wake] : woken) wake();
+  for (auto& w : woken) w.wake(w.at);
   if (notify) notify();
   if (failed) return fail(*failed);
   return out;

@@ -65,7 +65,7 @@ class Turn {
   std::vector<std::shared_ptr<limit::Limiter>> shared_;    // the rest
   std::int64_t units_ = 1;
   TimePoint asked_{};
-  std::function<void()> wake_;
+  std::function<void(TimePoint)> wake_;
   // Guarded by the queue's lock.
   bool queued_ = false;
   limit::Reservation slot_;
@@ -88,7 +88,8 @@ class TurnQueue {
     std::size_t own_first = 0;
     std::size_t own_count = 0;
     std::int64_t units = 1;
-    std::function<void()> wake;  // called once when a turn queued here is granted
+    // Called once when a turn queued here is granted, with its slot's time.
+    std::function<void(TimePoint)> wake;
   };
   // The step's slot in all of `ask.limiters`, when its turn has come (now,
   // or granted since it asked; the slot is then taken out of `turn`).
@@ -109,6 +110,9 @@ class TurnQueue {
   // A generous time by which a step waiting now should have had its turn:
   // for the park's fallback wake-up, should no grant wake it first.
   TimePoint fallback(TimePoint now) const;
+  // The soonest a step waiting now could have its slot: the slot of the
+  // next grant (now when none is due).
+  TimePoint soonest(TimePoint now) const;
 
   // Called (without the lock) when a step starts waiting and nothing was
   // waiting before: the keeper then calls grant() at next_grant().
@@ -125,7 +129,12 @@ class TurnQueue {
     Where where = Where::kIdle;
     std::int64_t waking_at = 0;  // its entry in waking_
   };
-  using Woken = std::vector<std::pair<const Turn*, std::function<void()>>>;
+  struct Wake {
+    const Turn* turn;
+    std::function<void(TimePoint)> wake;
+    TimePoint at;
+  };
+  using Woken = std::vector<Wake>;
 
   // Need mu_.
   void enqueue(const std::shared_ptr<Turn>& turn, std::int64_t now_us);

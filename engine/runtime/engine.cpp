@@ -214,10 +214,33 @@ Status Engine::start() {
   if (impl_->caller) {
     // Jobs parked for a permit are resumed as soon as one frees up, not at
     // their fallback time.
-    impl_->caller->set_resume([impl](JobId id, int attempt) {
+    impl_->caller->set_resume([impl](JobId id, int attempt, TimePoint at) {
+      const TimePoint now = impl->clock->now();
+      const TimePoint when = std::max(now, at);
+      const store::Micros when_us = store::to_micros(when);
+      impl->store->write_async(
+          [id, attempt, when_us, now_us = store::to_micros(now)](store::JobStore& s) {
+            // At that time exactly: sooner than it was parked for, or later
+            // (a turn's slot after the soonest its step was parked for).
+            if (!s.resume_parked(id, attempt, when_us))
+              (void)s.extend_parked({{id, attempt}}, when_us, now_us);
+          },
+          [impl,
+           later = when > now ? std::optional<TimePoint>(when) : std::nullopt](const std::optional<Error>&) {
+            if (!later) {
+              impl->wake();
+              return;
+            }
+            std::lock_guard held(impl->scheduler_mu);
+            if (impl->scheduler) impl->scheduler->wake_at(*later);
+          });
+    });
+    impl_->caller->set_extend([impl](std::vector<std::pair<JobId, int>> jobs, TimePoint until) {
       const store::Micros now = store::to_micros(impl->clock->now());
-      impl->store->write_async([id, attempt, now](store::JobStore& s) { s.resume_parked(id, attempt, now); },
-                               [impl](const std::optional<Error>&) { impl->wake(); });
+      const store::Micros to = store::to_micros(until);
+      impl->store->write_async(
+          [jobs = std::move(jobs), to, now](store::JobStore& s) { (void)s.extend_parked(jobs, to, now); },
+          [](const std::optional<Error>&) {});
     });
   }
   impl_->scheduler->start();
@@ -232,7 +255,10 @@ void Engine::stop() {
   }
   if (s) {
     s->stop(std::chrono::duration_cast<std::chrono::steady_clock::duration>(impl_->options.shutdown_grace));
-    if (impl_->caller) impl_->caller->set_resume({});
+    if (impl_->caller) {
+      impl_->caller->set_resume({});
+      impl_->caller->set_extend({});
+    }
   }
 }
 

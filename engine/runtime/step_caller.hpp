@@ -13,6 +13,8 @@
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -92,9 +94,17 @@ class StepCaller {
   // resume it sooner, when what it waits for frees up, through `resume`:
   // the engine then moves the job's time to now, if that attempt is still
   // parked, and wakes its dispatcher. Empty: resume nothing (the engine
-  // stopped). Called by the engine, never from inside call().
-  using Resume = std::function<void(JobId job, int attempt)>;
+  // stopped). Called by the engine, never from inside call(). `at`: the
+  // time to resume it at (now, or later: a slot granted ahead), sooner or
+  // later than it was parked for.
+  using Resume = std::function<void(JobId job, int attempt, TimePoint at)>;
   virtual void set_resume(Resume /*resume*/) {}
+  // A caller may also park steps with a short fallback and keep moving it
+  // later while it is alive (a wait for a turn, whose end only this process
+  // knows), so that after a crash they wake soon: through `extend`, which
+  // moves each listed attempt, still parked and due sooner, to `until`.
+  using Extend = std::function<void(std::vector<std::pair<JobId, int>> jobs, TimePoint until)>;
+  virtual void set_extend(Extend /*extend*/) {}
   // The park of `attempt` of `job` has committed: a resume from now on finds
   // the job parked in the database.
   virtual void parked(JobId /*job*/, int /*attempt*/) {}

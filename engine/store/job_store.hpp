@@ -191,8 +191,15 @@ class JobStore {
   virtual LeaseWrite park(JobId id, const Fence& fence, Micros until, const std::string& reason,
                           Micros now) = 0;
   // Moves a job parked by `attempt` to `now` when its time is later: what it
-  // waited for freed up sooner. False if it is not parked by that attempt.
+  // waited for freed up sooner (`now` may be a time ahead: what it waits
+  // for comes then). False if it is not parked by that attempt.
   virtual bool resume_parked(JobId id, int attempt, Micros now) = 0;
+  // Moves each job parked by its attempt, and due before `until`, to
+  // `until`: what it waits for has no known end, and the process that
+  // parked it, still alive, resumes it when it comes. A process that dies
+  // stops moving them, so they wake soon after. Returns how many moved.
+  virtual std::int64_t extend_parked(const std::vector<std::pair<JobId, int>>& jobs, Micros until,
+                                     Micros now) = 0;
   // Gives a running job back (engine stopping) without using up its attempt.
   virtual LeaseWrite release(JobId id, const Fence& fence, const std::string& reason, Micros now) = 0;
   virtual LeaseWrite finish_cancelled(JobId id, const Fence& fence, Micros now) = 0;

@@ -388,6 +388,94 @@ steps = [{ name = "imdb", call = "imdb.get_rating", args = { name = "{{args.name
   EXPECT_EQ(server_->stats().portals.at("imdb").requests, 18);
 }
 
+// Steps waiting for their turns are parked a few seconds at a time, their
+// parks moved on while their process lives: once it is gone (here stopped;
+// killed, it stops moving them the same way) they wake within seconds, for
+// the next process to run, not at a far fallback.
+TEST_F(AssembledEngineTest, KeyedLimit_StepsWaitingForTheirTurnsWakeSoonOnceTheirProcessIsGone) {
+  start_server({{"imdb", {}}});
+  const std::string jobs = R"(
+[job.on_imdb]
+steps = [{ name = "imdb", call = "imdb.get_rating", args = { name = "{{args.name}}" } }]
+)";
+  fs::path file =
+      write_config(portal("imdb",
+                          "[[plugin.imdb.limit]]\nrate = 2\nper = \"1s\"\n"
+                          "[[plugin.imdb.limit]]\nrate = 100\nper = \"1s\"\nkey = \"{{args.account}}\"\n"),
+                   jobs);
+  std::vector<JobId> ids;
+  {
+    auto engine = Engine::open_config(file);
+    ASSERT_TRUE(engine.has_value()) << engine.error().to_string();
+    for (int i = 0; i < 20; ++i)
+      ids.push_back(
+          *(*engine)->enqueue("on_imdb", {{"name", "m" + std::to_string(i)}, {"account", "alice"}}));
+    ASSERT_TRUE((*engine)->start().has_value());
+    // Long enough for the parks to be moved on at least once.
+    std::this_thread::sleep_for(2500ms);
+    (*engine)->stop();
+    const TimePoint stopped = SystemClock::instance()->now();
+    int parked = 0;
+    for (JobId id : ids) {
+      auto job = (*engine)->get(id);
+      ASSERT_TRUE(job.has_value());
+      if (job->state != JobState::kScheduled) continue;
+      ++parked;
+      EXPECT_LT(job->run_at - stopped, 3500ms)
+          << "job " << id << " would wake only "
+          << std::chrono::duration<double>(job->run_at - stopped).count() << " s after its process stopped";
+    }
+    EXPECT_GE(parked, 10) << "most jobs should still wait for their turns";
+  }
+  // The next process runs them all.
+  auto next = Engine::open_config(file);
+  ASSERT_TRUE(next.has_value()) << next.error().to_string();
+  ASSERT_TRUE((*next)->start().has_value());
+  const auto began = std::chrono::steady_clock::now();
+  int completed = 0;
+  while (std::chrono::steady_clock::now() - began < 30s && completed < 20) {
+    completed = 0;
+    for (JobId id : ids) completed += (*next)->get(id)->state == JobState::kCompleted ? 1 : 0;
+    std::this_thread::sleep_for(50ms);
+  }
+  (*next)->stop();
+  EXPECT_EQ(completed, 20);
+  EXPECT_EQ(server_->stats().portals.at("imdb").requests, 20);
+}
+
+// No limit declared: the pace is learned from the server's bare 429s as
+// the jobs run, and it slows as it learns. Steps wait for it in turns,
+// granted a slot shortly before it comes, so a pace that slows moves no
+// slot of a parked step: each call's wait is about one park.
+TEST_F(AssembledEngineTest, LearnedPace_StepsWaitingForAPaceStillBeingLearnedParkAboutOncePerCall) {
+  mock_portal::PortalOptions bare;
+  bare.dialect = mock_portal::Dialect::kBare429;
+  bare.limit = 20;
+  bare.window = 1s;
+  start_server({{"imdb", bare}});
+  const std::string jobs = R"(
+[job.on_imdb]
+steps = [{ name = "imdb", call = "imdb.get_rating", args = { name = "{{args.name}}" } }]
+)";
+  auto engine = Engine::open_config(write_config(portal("imdb", ""), jobs));
+  ASSERT_TRUE(engine.has_value()) << engine.error().to_string();
+  std::vector<JobId> ids;
+  for (int i = 0; i < 80; ++i)
+    ids.push_back(*(*engine)->enqueue("on_imdb", {{"name", "m" + std::to_string(i)}}));
+  ASSERT_TRUE((*engine)->start().has_value());
+  ASSERT_TRUE((*engine)->drain(60s).has_value());
+  (*engine)->stop();
+  int parks = 0;
+  for (JobId id : ids) {
+    auto job = (*engine)->get(id);
+    ASSERT_EQ(job->state, JobState::kCompleted) << id;
+    for (const auto& t : job->timeline) parks += t.kind == "parked" ? 1 : 0;
+  }
+  const auto requests = server_->stats().portals.at("imdb").requests;
+  const double per_call = static_cast<double>(parks) / static_cast<double>(requests);
+  EXPECT_LE(per_call, 1.4) << parks << " parks for " << requests << " requests";
+}
+
 // Weighted calls end to end: each query costs the portal 1 to 6 units of
 // its 20 per 500 ms. The plugin estimates each request's cost from the job
 // (http_json `estimate`) and reports what the reply says it cost

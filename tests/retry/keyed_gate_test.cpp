@@ -216,7 +216,7 @@ std::vector<TimePoint> run_steps(Gate& gate, FakeClock& clock,
   std::vector<TimePoint> went(steps.size(), TimePoint::max());
   for (std::size_t i = 0; i < steps.size(); ++i) {
     pending[i].at = clock.now();
-    steps[i]->on_turn([&pending, i] { pending[i].woken = true; });
+    steps[i]->on_turn([&pending, i](TimePoint) { pending[i].woken = true; });
   }
   for (int guard = 0; guard < 100'000; ++guard) {
     std::optional<TimePoint> next;

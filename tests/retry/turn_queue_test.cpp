@@ -62,7 +62,8 @@ struct Bed {
     auto limiters = limiters_of(s.key);
     const std::size_t own_count = limiters.size() - 1;
     auto got = queue.ask(
-        s.turn, TurnQueue::Ask{s.key, weight, limiters, 1, own_count, 1, [&s] { ++s.woken; }}, clock.now());
+        s.turn, TurnQueue::Ask{s.key, weight, limiters, 1, own_count, 1, [&s](TimePoint) { ++s.woken; }},
+        clock.now());
     ASSERT_TRUE(got) << got.error().to_string();
     if (*got) {
       EXPECT_LE(got->value().at() - clock.now(), 50ms) << "a slot granted beyond the horizon";

@@ -264,6 +264,35 @@ TEST_P(JobStoreTest, Park_SchedulesAtUntilKeepsAttemptAndRecordsTimeline) {
   EXPECT_EQ(c.jobs[0].attempt, 1);
 }
 
+// A step parked for its turn is parked a few seconds at a time and moved on
+// while its process lives: a move goes only later, only for the attempt
+// that parked, and never undoes a resume to a sooner time.
+TEST_P(JobStoreTest, ExtendParked_MovesTheParkedAttemptLaterOnly) {
+  JobId a = add();
+  JobId b = add();
+  JobId running = add();
+  claim("w", kT0, 3);
+  ASSERT_TRUE(store_
+                  ->write([&](JobStore& s) {
+                    return s.park(a, {"w", 1}, kT0 + 3 * kSec, "turn", kT0).held &&
+                           s.park(b, {"w", 1}, kT0 + 3 * kSec, "turn", kT0).held;
+                  })
+                  .value());
+  auto moved = store_->write([&](JobStore& s) {
+    return s.extend_parked({{a, 1}, {b, 2}, {running, 1}}, kT0 + 4 * kSec, kT0 + kSec);
+  });
+  ASSERT_TRUE(moved);
+  EXPECT_EQ(*moved, 1) << "only a, parked by attempt 1";
+  EXPECT_EQ(to_micros(job(a).run_at), kT0 + 4 * kSec);
+  EXPECT_EQ(to_micros(job(b).run_at), kT0 + 3 * kSec) << "b was not parked by attempt 2";
+  EXPECT_EQ(job(running).state, JobState::kRunning);
+  // Resumed to a sooner time, then a move queued before it knew: not undone.
+  ASSERT_TRUE(store_->write([&](JobStore& s) { return s.resume_parked(a, 1, kT0 + 2 * kSec); }).value());
+  EXPECT_EQ(to_micros(job(a).run_at), kT0 + 2 * kSec);
+  auto again = store_->write([&](JobStore& s) { return s.extend_parked({{a, 1}}, kT0 + kSec, kT0 + kSec); });
+  EXPECT_EQ(*again, 0) << "a move never brings a job sooner";
+}
+
 TEST_P(JobStoreTest, FailAttempt_WithRetry_IsRetryableThenNextAttempt) {
   JobId id = add();
   claim("w", kT0);

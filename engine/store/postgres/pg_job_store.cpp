@@ -305,6 +305,24 @@ bool PgJobStore::resume_parked(JobId id, int attempt, Micros now) {
   return r.affected() == 1;
 }
 
+std::int64_t PgJobStore::extend_parked(const std::vector<std::pair<JobId, int>>& jobs, Micros until,
+                                       Micros now) {
+  if (jobs.empty()) return 0;
+  std::vector<std::int64_t> ids;
+  std::vector<std::int64_t> attempts;
+  for (const auto& [id, attempt] : jobs) {
+    ids.push_back(id);
+    attempts.push_back(attempt);
+  }
+  // One round trip for them all.
+  Rows r = s_.run(
+      "UPDATE ratchet_jobs j SET run_at_us = $1, updated_us = $2 FROM unnest($3::bigint[], $4::bigint[]) AS "
+      "t(id, attempt) WHERE j.id = t.id AND j.attempt = t.attempt AND j.state = 'scheduled' AND j.resume = 1 "
+      "AND j.run_at_us < $1",
+      {p(until), p(now), p(bigint_array(ids)), p(bigint_array(attempts))});
+  return r.affected();
+}
+
 LeaseWrite PgJobStore::release(JobId id, const Fence& fence, const std::string& reason, Micros now) {
   Rows r = s_.run(
       "UPDATE ratchet_jobs SET state = 'available', run_at_us = $4, resume = 1, lease_owner = NULL, "

@@ -370,6 +370,23 @@ bool SqliteJobStore::resume_parked(JobId id, int attempt, Micros now) {
   return u->exec() == 1;
 }
 
+std::int64_t SqliteJobStore::extend_parked(const std::vector<std::pair<JobId, int>>& jobs, Micros until,
+                                           Micros now) {
+  std::int64_t moved = 0;
+  for (const auto& [id, attempt] : jobs) {
+    Use u(stmt(
+        "UPDATE jobs SET run_at_us = ?, updated_us = ? WHERE id = ? AND attempt = ? AND state = 'scheduled' "
+        "AND resume = 1 AND run_at_us < ?"));
+    u->bind(1, until);
+    u->bind(2, now);
+    u->bind(3, id);
+    u->bind(4, attempt);
+    u->bind(5, until);
+    moved += u->exec();
+  }
+  return moved;
+}
+
 LeaseWrite SqliteJobStore::release(JobId id, const Fence& fence, const std::string& reason, Micros now) {
   Use u(
       stmt("UPDATE jobs SET state = 'available', run_at_us = ?4, resume = 1, lease_owner = NULL, "
