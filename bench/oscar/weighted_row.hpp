@@ -6,11 +6,13 @@
 // ways, one row each:
 //   - declared: the operation's cost is a job argument (`cost =
 //     "{{args.points}}"`), read before the call is admitted;
-//   - estimated: the plugin estimates each request's cost from the job
-//     (http_json `estimate`) once it runs, and the reply confirms it
-//     (`cost_header`);
-//   - reported: every call is admitted at one unit and corrected to what
-//     the reply says it cost (an overdraft the next calls wait for);
+//   - estimated: the plugin estimates each call's cost from the job
+//     (http_json `estimate`) before it is admitted, and the reply confirms
+//     it (`cost_header`);
+//   - reported: only the reply says what a call cost: a call is admitted
+//     at what the calls before it cost (their running mean; one unit
+//     before the first reply) and corrected at once (an overdraft the next
+//     calls wait for);
 //   - ignored: every call counts one unit, whatever it cost.
 //
 // Measured: makespan against the bound (the units of all jobs over the

@@ -125,6 +125,7 @@ plugin_host::HttpResult CallServices::http(std::string_view plugin, const plugin
   const std::int64_t units =
       request.cost > 0 ? request.cost : (first_ != nullptr ? first_->units() : gate_.parts().cost);
   last_slot_ = nullptr;
+  if (requests_ == 0 && request.cost > 0) gate_.learn_cost(request.cost);
   // The call was admitted at the operation's declared cost. A first request
   // the plugin expects to cost more gives that slot back (sent on it, it
   // would be an overdraft) and takes one for its estimate if there is room
@@ -231,6 +232,8 @@ void CallServices::report_cost(std::string_view plugin, std::int64_t units) {
     spdlog::warn("plugin {}: its reported cost of {} units was not counted: {}", plugin, units,
                  st.error().message());
   }
+  // What a call's first request cost is what the next calls are admitted at.
+  if (requests_ == 1) gate_.learn_cost(units);
 }
 
 void CallServices::log(std::string_view plugin, plugin_host::LogLevel level, std::string_view message) {

@@ -57,6 +57,7 @@ class ParkedSteps {
     bool woken = false;
     // A call has it in hand (between come_back and its park or outcome).
     bool in_hand = false;
+    bool estimated = false;  // the plugin was asked what its call will cost
   };
   using Entries = std::vector<std::shared_ptr<Entry>>;
 

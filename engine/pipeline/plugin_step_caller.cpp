@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "config/bounds.hpp"
 #include "pipeline/call_services.hpp"
 #include "pipeline/secret_mask.hpp"
 #include "retry/outcome.hpp"
@@ -250,6 +251,13 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
     if (Status keyed = (*gate)->bind_keys(step, call.job_args ? *call.job_args : kNoArgs, settings); !keyed) {
       // The key is named from the arguments or the settings, never quoted.
       return finish(runtime::CallOutcome::failed(keyed.error().with_context(where)));
+    }
+    if (!entry->estimated) {
+      // Asked once per attempt, before its first admission: a call that
+      // knows its size waits once, for a slot that size.
+      entry->estimated = true;
+      const std::int64_t units = host_->estimate(call.plugin, call.operation, call.args, settings);
+      if (units > 0 && units <= config::kMaxCost) step.set_units(units);
     }
     TimePoint now = clock_->now();
     std::uint64_t ended_before = 0;

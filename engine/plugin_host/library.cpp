@@ -122,9 +122,12 @@ std::expected<std::shared_ptr<const Library>, LoadFailure> LibraryLoader::load(c
     return refuse("its declared name is empty or not made of a-z, 0-9 and _ (it is what config calls it)");
   if (d->version == nullptr || *d->version == '\0') return refuse("it declares no version");
   if (d->operation_count == 0 || d->operations == nullptr) return refuse("it declares no operations");
-  if (d->operation_size < sizeof(ratchet_operation))
+  // Entries built before `estimate` was added end where it begins.
+  constexpr std::size_t kMinOperation = offsetof(ratchet_operation, estimate);
+  if (d->operation_size < kMinOperation)
     return refuse("its operation entries are " + std::to_string(d->operation_size) + " bytes, smaller than " +
-                  std::to_string(sizeof(ratchet_operation)));
+                  std::to_string(kMinOperation));
+  const bool has_estimate = d->operation_size >= offsetof(ratchet_operation, estimate) + sizeof(void*);
   std::set<std::string> seen;
   const auto* base = reinterpret_cast<const unsigned char*>(d->operations);
   for (std::uint32_t i = 0; i < d->operation_count; ++i) {
@@ -135,7 +138,7 @@ std::expected<std::shared_ptr<const Library>, LoadFailure> LibraryLoader::load(c
     if (op->fn == nullptr) return refuse(std::string("operation '") + op->name + "' has no function");
     if (!seen.insert(op->name).second)
       return refuse(std::string("operation '") + op->name + "' is declared twice");
-    lib->operations_.emplace_back(op->name, op->fn);
+    lib->operations_.push_back({op->name, op->fn, has_estimate ? op->estimate : nullptr});
   }
   lib->descriptor_ = d;
   lib->name_ = d->name;
@@ -174,13 +177,19 @@ Library::~Library() {
 
 std::vector<std::string> Library::operations() const {
   std::vector<std::string> out;
-  for (const auto& [n, f] : operations_) out.push_back(n);
+  for (const auto& op : operations_) out.push_back(op.name);
   return out;
 }
 
 ratchet_operation_fn Library::find(std::string_view operation) const {
-  for (const auto& [n, f] : operations_)
-    if (n == operation) return f;
+  for (const auto& op : operations_)
+    if (op.name == operation) return op.fn;
+  return nullptr;
+}
+
+ratchet_estimate_fn Library::find_estimate(std::string_view operation) const {
+  for (const auto& op : operations_)
+    if (op.name == operation) return op.estimate;
   return nullptr;
 }
 

@@ -44,6 +44,8 @@ class Library {
 
   // The operation's function, or nullptr if the plugin has none of that name.
   ratchet_operation_fn find(std::string_view operation) const;
+  // Its estimate function, or nullptr (none, or built before there was one).
+  ratchet_estimate_fn find_estimate(std::string_view operation) const;
 
  private:
   friend struct LibraryLoader;
@@ -55,7 +57,12 @@ class Library {
   std::string version_;
   std::filesystem::path file_;
   std::filesystem::path copy_;
-  std::vector<std::pair<std::string, ratchet_operation_fn>> operations_;
+  struct Operation {
+    std::string name;
+    ratchet_operation_fn fn = nullptr;
+    ratchet_estimate_fn estimate = nullptr;
+  };
+  std::vector<Operation> operations_;
   void (*shutdown_)(void) = nullptr;
 };
 

@@ -275,4 +275,27 @@ Result<CallReply> PluginHost::call(std::string_view plugin, std::string_view ope
   return invoke(std::move(inv), services, *options_.clock);
 }
 
+std::int64_t PluginHost::estimate(std::string_view plugin, std::string_view operation,
+                                  const nlohmann::json& args, const nlohmann::json& settings) const {
+  std::shared_ptr<const Library> library;
+  {
+    std::shared_lock lock(mu_);
+    auto it = plugins_.find(plugin);
+    if (it == plugins_.end()) return 0;
+    library = it->second;  // held while its code runs
+  }
+  ratchet_estimate_fn fn = library->find_estimate(operation);
+  if (fn == nullptr) return 0;
+  try {
+    const std::string a = args.is_null() ? "{}" : args.dump();
+    const std::string c = settings.is_null() ? "{}" : settings.dump();
+    const std::int64_t units = fn(ratchet_str{a.data(), a.size()}, ratchet_str{c.data(), c.size()});
+    return units > 0 ? units : 0;
+  } catch (...) {
+    // A C function that throws is the plugin's bug; the call goes on at its
+    // declared cost, and the request's own estimate still counts.
+    return 0;
+  }
+}
+
 }  // namespace ratchet::plugin_host

@@ -118,6 +118,13 @@ class PluginHost {
                                        HostServices& services, const CallContext& context,
                                        std::optional<std::chrono::milliseconds> timeout = std::nullopt) const;
 
+  // The units `operation` of `plugin` expects a call with `args` and
+  // `settings` to cost, from the plugin's estimate function (ratchet_operation
+  // ::estimate); 0 when it has none, is not loaded, or answers 0 or less.
+  // Runs on the calling thread; a plugin exception counts as no estimate.
+  std::int64_t estimate(std::string_view plugin, std::string_view operation, const nlohmann::json& args,
+                        const nlohmann::json& settings) const;
+
   const std::filesystem::path& folder() const { return options_.folder; }
 
  private:

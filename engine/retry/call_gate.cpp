@@ -1,6 +1,7 @@
 #include "retry/call_gate.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <span>
 
 #include "common/duration.hpp"
@@ -131,6 +132,7 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
         Error::timeout("the step's retry deadline of " + show(*spec.deadline) + " passed " + waiting_for)};
   };
 
+  settle_units(step);
   // 1-2: deadline and backoff (the retry decorator).
   if (past_deadline(now)) return timed_out("before the call could start");
   if (now < step.not_before_) return Wait{step.not_before_, WaitReason::kBackoff};
@@ -331,6 +333,32 @@ Result<std::optional<TimePoint>> CallGate::confirm_send(limit::Reservation& coun
   if (!go) return fail(go.error().with_context("rate limiter"));
   if (*go) return std::nullopt;
   return counted.at();
+}
+
+void CallGate::learn_cost(std::int64_t units) {
+  if (units < 0) return;
+  std::lock_guard lock(cost_mu_);
+  // A plain mean of the first calls, then an exponential one: it follows an
+  // operation whose calls grow dearer without one outlier swinging it.
+  cost_samples_ = std::min(cost_samples_ + 1, kCostMemory);
+  cost_mean_ += (static_cast<double>(units) - cost_mean_) / cost_samples_;
+}
+
+double CallGate::learned_cost() const {
+  std::lock_guard lock(cost_mu_);
+  return cost_samples_ > 0 ? cost_mean_ : 0;
+}
+
+void CallGate::settle_units(CallState& step) {
+  if (step.units_ > 0 || step.declared_units_ > 0 || step.learned_units_ > 0) return;
+  std::lock_guard lock(cost_mu_);
+  if (cost_samples_ == 0) return;
+  // Whole units whose running sum follows the mean's: 3.5 is admitted as 3,
+  // 4, 3, 4, ... A call costs at least one unit.
+  cost_carry_ += cost_mean_;
+  const auto whole = std::max<std::int64_t>(1, static_cast<std::int64_t>(std::floor(cost_carry_)));
+  step.learned_units_ = std::min(whole, config::kMaxCost);
+  cost_carry_ = std::clamp(cost_carry_ - static_cast<double>(step.learned_units_), -1.0, 1.0);
 }
 
 Status CallGate::correct_cost(limit::Reservation& counted, std::int64_t units, TimePoint now) {

@@ -181,6 +181,7 @@ class CallState {
   std::size_t own_limiters_ = 0;                 // the limiters of its keys in stack_, after the unkeyed
   std::int64_t units_ = 0;
   std::int64_t declared_units_ = 0;  // read from the job by the gate's cost template (bind_keys)
+  std::int64_t learned_units_ = 0;   // fixed at its first admit from the gate's learned cost
   std::shared_ptr<Turn> turn_;       // its place in turn for the shared limits
   TimePoint turn_since_{};           // asked for its turn since
   double turn_weight_ = 1;           // its key's weight there (bind_keys)
@@ -278,14 +279,27 @@ class CallGate {
   // (the request never left) is left as it is.
   [[nodiscard]] Status correct_cost(limit::Reservation& counted, std::int64_t units, TimePoint now);
 
+  // What one call of the operation cost (a reply's report) or was expected
+  // to cost (a request's estimate). A step with no cost of its own (no
+  // estimate before admission, no cost argument) is admitted at the running
+  // mean of these, so its slot is about the size the call proves to be and
+  // the correction is small; the mean is spread over whole units so the
+  // units admitted average it. Until the first: the declared cost.
+  void learn_cost(std::int64_t units);
+  // The running mean (0: nothing learned yet).
+  double learned_cost() const;
+
   const CallGateParts& parts() const { return parts_; }
 
  private:
   double random01();
   std::int64_t units_of(const CallState& step) const {
     if (step.units_ > 0) return step.units_;
-    return step.declared_units_ > 0 ? step.declared_units_ : parts_.cost;
+    if (step.declared_units_ > 0) return step.declared_units_;
+    return step.learned_units_ > 0 ? step.learned_units_ : parts_.cost;
   }
+  // Fixes a step's learned_units_ once, from the learned cost.
+  void settle_units(CallState& step);
   // The limiters a step's call must pass: stack_, or with keyed limits the
   // stack of the step's keys.
   [[nodiscard]] Result<limit::LimiterStack*> stack_for(CallState& step, TimePoint now);
@@ -295,6 +309,13 @@ class CallGate {
   std::optional<config::KeyTemplate> cost_parsed_;  // parts_.cost_template
   std::mutex rng_mu_;
   std::mt19937_64 rng_;
+  // The learned cost (learn_cost): its mean over the last ~kCostMemory
+  // calls, and what the units handed out so far fell short of it.
+  static constexpr double kCostMemory = 32;
+  mutable std::mutex cost_mu_;
+  double cost_mean_ = 0;
+  double cost_samples_ = 0;
+  double cost_carry_ = 0;
 };
 
 // The learned paces of a plugin's keys: AdaptivePacers over `floor` (the

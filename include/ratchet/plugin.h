@@ -188,9 +188,23 @@ typedef void (*ratchet_operation_fn)(const ratchet_host_services* host, const ra
 
 /* -------------------------------------------------------------- descriptor */
 
+/* The units of the plugin's limits a call with these arguments and config
+ * is expected to cost, asked before the call is admitted to those limits so
+ * that the call waits once, for a slot of that size (a GraphQL query's
+ * points, a batch's size). 0 or less: the cost the operation declares.
+ * Called on the engine's worker thread: it must return quickly, without
+ * blocking or calling the host, and must never fail; args and config are
+ * JSON text owned by the host, valid during the call. */
+typedef int64_t (*ratchet_estimate_fn)(ratchet_str args, ratchet_str config);
+
 typedef struct ratchet_operation {
   const char* name; /* NUL-terminated, e.g. "get_rating" */
   ratchet_operation_fn fn;
+  /* A later field (the host reads it only when the descriptor's
+   * operation_size covers it). Optional, may be NULL: without it a call is
+   * admitted at its declared cost, and a request that carries a larger
+   * estimate (ratchet_http_request.cost) waits again for room for it. */
+  ratchet_estimate_fn estimate;
 } ratchet_operation;
 
 typedef struct ratchet_plugin_descriptor {

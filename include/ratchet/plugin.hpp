@@ -20,6 +20,13 @@
 // with plugins/common/exports.map): hidden symbols keep plugins apart, and a
 // library exporting C++ "unique" symbols could never be unloaded.
 //
+// An operation whose calls cost the plugin's limits different amounts (a
+// GraphQL query's points) can say so before each call is admitted, so the
+// call waits once, for a slot of its size:
+//
+//   std::int64_t points(const json& args, const json& config) { return args.value("points", 1); }
+//   RATCHET_PLUGIN("graph", "1.0.0", RATCHET_OP_ESTIMATED(query, points))
+//
 // An operation reports failure by throwing Fatal, Retryable or Throttled;
 // any other exception becomes a fatal status with its what(). Nothing is
 // thrown across the C boundary: the SDK catches everything on the plugin side.
@@ -33,6 +40,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <optional>
@@ -327,6 +335,11 @@ inline std::string string_arg(const nlohmann::json& args, const std::string& key
 
 using Operation = nlohmann::json (*)(Context&, const nlohmann::json&);
 
+// The units a call with these arguments and settings is expected to cost
+// (ratchet_estimate_fn): quick, without the host; 0 or less, or throwing:
+// the operation's declared cost.
+using Estimate = std::int64_t (*)(const nlohmann::json& args, const nlohmann::json& config);
+
 namespace detail {
 
 inline void reply_with(const ratchet_host_services* host, ratchet_reply* reply, int32_t status,
@@ -376,12 +389,38 @@ void trampoline(const ratchet_host_services* host, const ratchet_call_context* c
   }
 }
 
+template <Estimate E>
+int64_t estimate_trampoline(ratchet_str args, ratchet_str config) noexcept {
+  try {
+    auto parse = [](ratchet_str text) {
+      return view(text).empty() ? nlohmann::json::object()
+                                : nlohmann::json::parse(view(text), nullptr, /*allow_exceptions=*/false);
+    };
+    const nlohmann::json a = parse(args);
+    const nlohmann::json c = parse(config);
+    if (a.is_discarded() || c.is_discarded()) return 0;
+    return E(a, c);
+  } catch (...) {
+    return 0;
+  }
+}
+
 }  // namespace detail
 }  // namespace ratchet::plugin
 
 // One operation for RATCHET_PLUGIN: the function's name is the operation's name.
 #define RATCHET_OP(fn) \
-  ratchet_operation { #fn, &::ratchet::plugin::detail::trampoline < &fn> }
+  ratchet_operation { #fn, &::ratchet::plugin::detail::trampoline < &fn>, nullptr }
+
+// One operation with an estimate of each call's cost (plugin::Estimate),
+// asked before the call is admitted to the plugin's limits.
+// clang-format off
+#define RATCHET_OP_ESTIMATED(fn, estimate_fn)                                            \
+  ratchet_operation {                                                                    \
+    #fn, &::ratchet::plugin::detail::trampoline<&fn>,                                    \
+    &::ratchet::plugin::detail::estimate_trampoline<&estimate_fn>                        \
+  }
+// clang-format on
 
 // Declares the plugin: its name (what config calls it), its version and its
 // operations. Exports the entry point, the library's only visible symbol.

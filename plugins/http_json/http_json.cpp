@@ -122,6 +122,22 @@ void report_cost(rp::Context& ctx, const json& value, const std::string& from) {
   ctx.http().report_cost(units);
 }
 
+// The units the request is expected to cost (setting `estimate`); 0: the
+// operation's declared cost. The engine asks it before admitting the call
+// (RATCHET_OP_ESTIMATED), and the request carries it too.
+std::int64_t estimate(const json& args, const json& cfg) {
+  auto e = cfg.find("estimate");
+  if (e == cfg.end()) return 0;
+  const std::string text =
+      e->is_string() ? fill(e->get<std::string>(), args, Escape::kNone, "estimate") : e->dump();
+  if (text.empty() || text.size() > 10 || text.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoll(text) < 1 || std::stoll(text) > 1'000'000'000)
+    throw rp::Fatal(
+        "setting 'estimate' must be a whole number from 1 to 1e9 (or {{args.X}} holding one); it is " +
+        rp::printable_prefix(text));
+  return std::stoll(text);
+}
+
 json request(rp::Context& ctx, const json& args) {
   const json& cfg = ctx.config();
   const std::string url = fill(ctx.setting("url"), args, Escape::kUrl, "url");
@@ -146,18 +162,7 @@ json request(rp::Context& ctx, const json& args) {
     }
   }
 
-  std::int64_t estimate = 0;  // the operation's declared cost
-  if (auto e = cfg.find("estimate"); e != cfg.end()) {
-    const std::string text =
-        e->is_string() ? fill(e->get<std::string>(), args, Escape::kNone, "estimate") : e->dump();
-    if (text.empty() || text.size() > 10 || text.find_first_not_of("0123456789") != std::string::npos ||
-        std::stoll(text) < 1 || std::stoll(text) > 1'000'000'000)
-      throw rp::Fatal(
-          "setting 'estimate' must be a whole number from 1 to 1e9 (or {{args.X}} holding one); it is " +
-          rp::printable_prefix(text));
-    estimate = std::stoll(text);
-  }
-  rp::Response response = ctx.http().request(method, url, headers, body, estimate);
+  rp::Response response = ctx.http().request(method, url, headers, body, estimate(args, cfg));
   if (auto h = cfg.find("cost_header"); h != cfg.end()) {
     if (!h->is_string())
       throw rp::Fatal("setting 'cost_header' must be a header name such as \"X-Query-Cost\"");
@@ -184,4 +189,4 @@ json request(rp::Context& ctx, const json& args) {
 
 }  // namespace
 
-RATCHET_PLUGIN("http_json", "1.0.0", RATCHET_OP(request))
+RATCHET_PLUGIN("http_json", "1.1.0", RATCHET_OP_ESTIMATED(request, estimate))

@@ -54,7 +54,7 @@ static void reply(const ratchet_host_services* host, const ratchet_call_context*
   }
 }
 
-static const ratchet_operation operations[] = {{"reply", reply}};
+static const ratchet_operation operations[] = {{"reply", reply, NULL}};
 
 static const ratchet_plugin_descriptor descriptor = {
     RATCHET_PLUGIN_ABI_VERSION,

@@ -51,6 +51,34 @@ class AssembledEngineTest : public ::testing::Test {
     return "[plugin." + name + "]\nbase_url = \"" + server_->portal_url(name) + "\"\n" + limit + "\n";
   }
 
+  // Polls until every job of `ids` has completed or `timeout` has passed;
+  // returns how many completed.
+  static int wait_completed(Engine& engine, const std::vector<JobId>& ids, Duration timeout) {
+    const auto began = std::chrono::steady_clock::now();
+    int completed = 0;
+    while (std::chrono::steady_clock::now() - began < timeout) {
+      completed = 0;
+      for (JobId id : ids) {
+        auto job = engine.get(id);
+        completed += job.has_value() && job->state == JobState::kCompleted ? 1 : 0;
+      }
+      if (completed == static_cast<int>(ids.size())) break;
+      std::this_thread::sleep_for(20ms);
+    }
+    return completed;
+  }
+
+  // How often a job parked (its timeline's "parked" rows), and the timeline
+  // as text for a failure message.
+  static int parks_of(const JobRecord& job, std::string* timeline = nullptr) {
+    int parks = 0;
+    for (const auto& t : job.timeline) {
+      parks += t.kind == "parked" ? 1 : 0;
+      if (timeline != nullptr) *timeline += t.kind + " " + t.detail + "\n";
+    }
+    return parks;
+  }
+
   fs::path dir_;
   std::unique_ptr<mock_portal::MockPortalServer> server_;
 };
@@ -340,17 +368,9 @@ steps = [{ name = "imdb", call = "imdb.get_rating", args = { name = "{{args.name
   for (int i = 0; i < 3; ++i)
     bob.push_back(*(*engine)->enqueue("on_imdb", {{"name", "b" + std::to_string(i)}, {"account", "bob"}}));
   ASSERT_TRUE((*engine)->start().has_value());
-  const auto began = std::chrono::steady_clock::now();
-  int completed = 0;
-  while (std::chrono::steady_clock::now() - began < 30s && completed < 18) {
-    completed = 0;
-    auto counts = (*engine)->counts();
-    ASSERT_TRUE(counts.has_value());
-    for (auto [state, n] : *counts) {
-      if (state == JobState::kCompleted) completed = static_cast<int>(n);
-    }
-    std::this_thread::sleep_for(20ms);
-  }
+  std::vector<JobId> all = alice;
+  all.insert(all.end(), bob.begin(), bob.end());
+  const int completed = wait_completed(**engine, all, 30s);
   (*engine)->stop();
   ASSERT_EQ(completed, 18);
   std::optional<TimePoint> first;
@@ -376,13 +396,8 @@ steps = [{ name = "imdb", call = "imdb.get_rating", args = { name = "{{args.name
       << seconds(alice_last - *first);
   EXPECT_GE(alice_last - *first, 2s);  // 18 calls at 5 a second
   for (JobId id : alice) {
-    auto job = (*engine)->get(id);
-    int parks = 0;
     std::string timeline;
-    for (const auto& t : job->timeline) {
-      parks += t.kind == "parked" ? 1 : 0;
-      timeline += t.kind + " " + t.detail + "\n";
-    }
+    const int parks = parks_of(*(*engine)->get(id), &timeline);
     EXPECT_LE(parks, 1) << "job " << id << " parked " << parks << " times:\n" << timeline;
   }
   EXPECT_EQ(server_->stats().portals.at("imdb").requests, 18);
@@ -431,13 +446,7 @@ steps = [{ name = "imdb", call = "imdb.get_rating", args = { name = "{{args.name
   auto next = Engine::open_config(file);
   ASSERT_TRUE(next.has_value()) << next.error().to_string();
   ASSERT_TRUE((*next)->start().has_value());
-  const auto began = std::chrono::steady_clock::now();
-  int completed = 0;
-  while (std::chrono::steady_clock::now() - began < 30s && completed < 20) {
-    completed = 0;
-    for (JobId id : ids) completed += (*next)->get(id)->state == JobState::kCompleted ? 1 : 0;
-    std::this_thread::sleep_for(50ms);
-  }
+  const int completed = wait_completed(**next, ids, 30s);
   (*next)->stop();
   EXPECT_EQ(completed, 20);
   EXPECT_EQ(server_->stats().portals.at("imdb").requests, 20);
@@ -469,7 +478,7 @@ steps = [{ name = "imdb", call = "imdb.get_rating", args = { name = "{{args.name
   for (JobId id : ids) {
     auto job = (*engine)->get(id);
     ASSERT_EQ(job->state, JobState::kCompleted) << id;
-    for (const auto& t : job->timeline) parks += t.kind == "parked" ? 1 : 0;
+    parks += parks_of(*job);
   }
   const auto requests = server_->stats().portals.at("imdb").requests;
   const double per_call = static_cast<double>(parks) / static_cast<double>(requests);
@@ -516,6 +525,60 @@ TEST_F(AssembledEngineTest, WeightedCalls_EstimatedAndReportedCost_NoWindowOverT
   EXPECT_EQ(s.throttled, 0);
   EXPECT_LE(s.max_in_aligned_window, 20);
 }
+
+// Weighted calls that wait: 60 queries of 1 to 6 units against 40 units
+// per 250 ms. A call whose plugin estimates its cost before admission
+// (http_json `estimate`) waits once, for a slot its size; one whose cost
+// only its reply reports is admitted at what the calls before it cost, so
+// its slot is about its size too. Admitted at one unit instead, a call
+// waits for a one-unit slot, then again for room for the rest.
+class WeightedParksTest : public AssembledEngineTest, public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(WeightedParksTest, EachCallParksAboutOnce) {
+  const std::string knows = GetParam();
+  mock_portal::PortalOptions strict;
+  strict.dialect = mock_portal::Dialect::kBare429;  // headers in whole seconds would slow the pace
+  strict.limit = 40;
+  strict.window = 250ms;
+  start_server({{"imdb", strict}});
+  std::string plugin = "[plugin.http_json]\nurl = \"" + server_->portal_url("imdb") +
+                       "/movies/{{args.name}}?cost={{args.points}}\"\nextract = \"/rating\"\n"
+                       "cost_header = \"X-Query-Cost\"\n";
+  if (knows == "estimated") plugin += "estimate = \"{{args.points}}\"\n";
+  plugin += "[[plugin.http_json.limit]]\nrate = 40\nper = \"250ms\"\nalgorithm = \"fixed_window\"\n";
+  const std::string jobs =
+      "[job.query]\nsteps = [{ name = \"q\", call = \"http_json.request\", args = { name = "
+      "\"{{args.name}}\", points = \"{{args.points}}\" } }]\n";
+  auto engine = Engine::open_config(write_config(plugin, jobs));
+  ASSERT_TRUE(engine.has_value()) << engine.error().to_string();
+  std::vector<JobId> ids;
+  for (int i = 0; i < 60; ++i) {
+    const int points = 1 + (i * 7) % 6;
+    ids.push_back(*(*engine)->enqueue("query", {{"name", "m" + std::to_string(i)}, {"points", points}}));
+  }
+  ASSERT_TRUE((*engine)->start().has_value());
+  ASSERT_TRUE((*engine)->drain(60s).has_value());
+  (*engine)->stop();
+  int parks = 0;
+  int most = 0;
+  for (JobId id : ids) {
+    auto job = (*engine)->get(id);
+    ASSERT_EQ(job->state, JobState::kCompleted) << id;
+    const int mine = parks_of(*job);
+    parks += mine;
+    most = std::max(most, mine);
+  }
+  const auto s = server_->stats().portals.at("imdb");
+  const double per_call = static_cast<double>(parks) / static_cast<double>(s.requests);
+  if (knows == "estimated") {
+    EXPECT_LE(most, 1) << parks << " parks for " << s.requests << " requests";
+    EXPECT_EQ(s.throttled, 0);
+  } else {
+    EXPECT_LE(per_call, 1.3) << parks << " parks for " << s.requests << " requests, at most " << most;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cost, WeightedParksTest, ::testing::Values("estimated", "reported"));
 
 TEST_F(AssembledEngineTest, OpenConfig_PluginWithoutFile_IsAnErrorNamingIt) {
   start_server({});

@@ -293,6 +293,47 @@ TEST_F(CallServicesTest, SecondRequestOfACall_TakesItsEstimatedUnitsAndItsReport
   EXPECT_EQ(next_admission(*gate), t0 + 1s);
 }
 
+// A call with no cost of its own is admitted at what the calls before it
+// proved to cost (the running mean of the replies' reports), in whole units
+// that average it: its slot is about its size, and its correction small.
+TEST_F(CallServicesTest, ReportedCosts_LaterCallsAreAdmittedAtTheirRunningMean) {
+  auto gate = gate_with(100, 1s);
+  auto first = admit(*gate);
+  EXPECT_EQ(first.counted.units(), 1);  // nothing learned yet: the declared cost
+  {
+    CallServices services(*client_, *gate, clock_, 10s, secrets_, {}, &first.counted);
+    ASSERT_EQ(services.http("p", get()).error, plugin_host::HttpFailure::kNone);
+    services.report_cost("p", 4);
+  }
+  auto second = admit(*gate);
+  EXPECT_EQ(second.counted.units(), 4);
+  {
+    CallServices services(*client_, *gate, clock_, 10s, secrets_, {}, &second.counted);
+    ASSERT_EQ(services.http("p", get()).error, plugin_host::HttpFailure::kNone);
+    services.report_cost("p", 3);
+  }
+  EXPECT_DOUBLE_EQ(gate->learned_cost(), 3.5);
+  std::int64_t sum = 0;
+  for (int i = 0; i < 10; ++i) {
+    auto go = admit(*gate);
+    EXPECT_TRUE(go.counted.units() == 3 || go.counted.units() == 4) << go.counted.units();
+    sum += go.counted.units();
+  }
+  EXPECT_EQ(sum, 35);
+}
+
+// A request's estimate is learned as well: the next calls are admitted at
+// it, and do not wait once for one unit and again for the rest.
+TEST_F(CallServicesTest, PluginsEstimate_IsWhatTheNextCallsAreAdmittedAt) {
+  auto gate = gate_with(100, 1s);
+  auto go = admit(*gate);
+  CallServices services(*client_, *gate, clock_, 10s, secrets_, {}, &go.counted);
+  auto req = get();
+  req.cost = 6;
+  ASSERT_EQ(services.http("p", req).error, plugin_host::HttpFailure::kNone);
+  EXPECT_EQ(admit(*gate).counted.units(), 6);
+}
+
 TEST_F(CallServicesTest, ReportedCostBeforeAnyRequest_ChangesNothing) {
   auto gate = gate_with(1, 1s);
   const TimePoint t0 = clock_.now();

@@ -102,6 +102,30 @@ TEST(PluginHostOpen, PluginFromNewerHeaderWithGrownStructs_LoadsAndRuns) {
   EXPECT_EQ(reply->output, nlohmann::json::object());
 }
 
+// A plugin built before operations could estimate their cost keeps loading
+// and running; its calls are admitted at their declared cost.
+TEST(PluginHostOpen, PluginFromTheHeaderBeforeEstimates_LoadsRunsAndEstimatesNothing) {
+  TestFolder folder;
+  folder.add("old_operations");
+  auto host = open_host(folder);
+  ASSERT_TRUE(host->find("old").has_value()) << failure_for(*host, "old_operations.so");
+  EXPECT_THAT(host->find("old")->operations, ::testing::ElementsAre("noop", "noop2"));
+  FakeHostServices services;
+  auto reply = host->call("old", "noop2", {}, {}, services, {});
+  ASSERT_TRUE(reply.has_value()) << reply.error().to_string();
+  EXPECT_EQ(host->estimate("old", "noop2", {{"points", 5}}, {}), 0);
+}
+
+// An estimate function that throws (a raw C++ plugin without the SDK) is
+// no estimate; the engine goes on.
+TEST(PluginHostCall, EstimateThatThrows_IsNoEstimate) {
+  TestFolder folder;
+  folder.add("throws_in_operation");
+  auto host = open_host(folder);
+  ASSERT_TRUE(host->find("thrower").has_value());
+  EXPECT_EQ(host->estimate("thrower", "boom", {}, {}), 0);
+}
+
 TEST(PluginHostCall, ReadmeExamplePlugin_RatesMovie) {
   TestFolder folder;
   folder.add("readme_example");

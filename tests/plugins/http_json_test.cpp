@@ -61,6 +61,21 @@ TEST_F(HttpJsonTest, HeadersAndJsonBodyTemplate_SentWithArgumentsFilledIn) {
               ::testing::Contains(std::pair<std::string, std::string>("Content-Type", "application/json")));
 }
 
+// http_json estimates a request from its `estimate` setting before the call
+// is admitted; a setting it cannot read is no estimate (the call itself
+// then fails naming it).
+TEST_F(HttpJsonTest, Estimate_IsTheSettingFilledFromTheArguments) {
+  auto* host = &built_plugins();
+  const nlohmann::json settings = {{"url", "http://portal/{{args.name}}"}, {"estimate", "{{args.points}}"}};
+  EXPECT_EQ(host->estimate("http_json", "request", {{"name", "Up"}, {"points", 5}}, settings), 5);
+  EXPECT_EQ(host->estimate("http_json", "request", {{"name", "Up"}, {"points", "5"}}, settings), 5);
+  EXPECT_EQ(host->estimate("http_json", "request", {{"name", "Up"}}, settings), 0);
+  EXPECT_EQ(host->estimate("http_json", "request", {{"name", "Up"}, {"points", "lots"}}, settings), 0);
+  EXPECT_EQ(host->estimate("http_json", "request", {{"name", "Up"}, {"points", 5}}, {{"url", "x"}}), 0);
+  EXPECT_EQ(host->estimate("http_json", "no_such_operation", {}, settings), 0);
+  EXPECT_EQ(host->estimate("no_such_plugin", "request", {}, settings), 0);
+}
+
 TEST_F(HttpJsonTest, PlaceholderWithoutArgument_FatalNamingArgumentAndSetting) {
   auto r = request({}, {{"url", "http://api.test/{{args.name}}"}});
   ASSERT_TRUE(r.has_value());
