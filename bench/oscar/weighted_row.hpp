@@ -10,9 +10,9 @@
 //     (http_json `estimate`) before it is admitted, and the reply confirms
 //     it (`cost_header`);
 //   - reported: only the reply says what a call cost: a call is admitted
-//     at what the calls before it cost (their running mean; one unit
-//     before the first reply) and corrected at once (an overdraft the next
-//     calls wait for);
+//     in turn at the least the calls before it cost (one unit before the
+//     first reply) and corrected at once (an overdraft the next calls wait
+//     for);
 //   - ignored: every call counts one unit, whatever it cost.
 //
 // Measured: makespan against the bound (the units of all jobs over the

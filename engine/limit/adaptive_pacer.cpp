@@ -416,6 +416,8 @@ UseResult AdaptivePacer::start_locked(Slot& slot, std::int64_t now_us) {
   while (!starts_.empty() && starts_.front() <= now_us - kObservedSpan) starts_.pop_front();
   slot.started = true;
   slot.started_before_us = started_tat_;
+  // A start a little late on its slot leaves no room unused worth a refund.
+  if (started_tat_ + interval_us_ < now_us) idle_at_us_ = now_us;
   started_tat_ = std::max(started_tat_, now_us) + slot.units * interval_us_;
   slot.started_after_us = started_tat_;
   tat_ = std::max(tat_, started_tat_);
@@ -436,7 +438,6 @@ Status AdaptivePacer::cancel(const Slot& slot) {
 }
 
 Status AdaptivePacer::adjust(Slot& slot, std::int64_t units, std::int64_t now_us) {
-  (void)now_us;
   if (!slot.started) return adjust_needs_start(slot);
   std::lock_guard lock(mu_);
   if (units > slot.units) {
@@ -446,6 +447,14 @@ Status AdaptivePacer::adjust(Slot& slot, std::int64_t units, std::int64_t now_us
     const bool latest = tat_ == started_tat_;
     started_tat_ = std::max(slot.started_before_us, slot.at_us) + units * interval_us_;
     if (latest) tat_ = started_tat_;
+  } else if (units < slot.units && slot.at_us >= idle_at_us_ && started_tat_ > now_us) {
+    // Behind later starts, but the pace has been busy ever since this one:
+    // the units it did not use are still ahead in the pace, and are given
+    // back there (the server only charged what the call cost). After an
+    // idle spell they are kept: the room went by unused.
+    const std::int64_t refund = (slot.units - units) * interval_us_;
+    started_tat_ = std::max(started_tat_ - refund, now_us);
+    tat_ = std::max(tat_ - refund, started_tat_);
   }
   slot.started_after_us = started_tat_;
   slot.units = units;

@@ -148,6 +148,10 @@ class AdaptivePacer final : public Limiter {
   std::deque<std::int64_t> starts_;  // starts within the last kObservedSpan
   std::deque<std::int64_t> admits_;  // replies that were not refusals, within the last kObservedSpan
   std::int64_t first_start_us_ = 0;
+  // The latest start that found the pace idle (nothing started still in
+  // its future, give or take an interval): room given back by a call
+  // started since is still ahead.
+  std::int64_t idle_at_us_ = 0;
   std::int64_t window_us_ = 0;        // the quota's window, or the longest time to a reset seen
   std::int64_t window_start_us_ = 0;  // start of a call that opened a server window
   std::int64_t reset_epoch_ms_ = 0;   // the latest reset in the server's own Unix time

@@ -258,21 +258,21 @@ Result<std::shared_ptr<retry::CallGate>> GateRegistry::gate(const std::string& p
     }
     gp.key_salt = *key_salt_;
   }
-  // Turns: between keys, and for a plugin that declares no limit, whose
-  // pace is learned as it goes (a slot granted far ahead in it would move
-  // as it learns, and its step park again).
+  // Turns: between keys; for a plugin that declares no limit, whose pace
+  // is learned as it goes (a slot granted far ahead in it would move as it
+  // learns, and its step park again); and otherwise for the steps admitted
+  // at a cost learned from the replies (CallGateParts::every_step_in_turn).
   const bool learned_only = gp.limiters.empty() && gp.keyed.empty();
-  if (!gp.keyed.empty() || learned_only) {
-    // Slots are granted up to kTurnsAhead ahead (a park threshold at
-    // least): a step granted its turn is resumed a park threshold before
-    // its slot and waits for it in place. A pace still being learned moves
-    // the slots granted in it when it slows: those are granted only a park
-    // threshold ahead.
-    const Duration ahead = learned_only ? config_->engine.park_threshold : kTurnsAhead;
-    if (!p.turns)
-      p.turns = std::make_shared<retry::TurnQueue>(std::max<Duration>(ahead, config_->engine.park_threshold));
-    gp.turns = p.turns;
-  }
+  gp.every_step_in_turn = learned_only;
+  // Slots are granted up to kTurnsAhead ahead between keys, and a park
+  // threshold ahead otherwise: a step granted its turn is resumed a park
+  // threshold before its slot and waits for it in place. A pace still being
+  // learned, or costs still being corrected, would move a slot granted
+  // further ahead.
+  const Duration ahead = gp.keyed.empty() ? config_->engine.park_threshold : kTurnsAhead;
+  if (!p.turns)
+    p.turns = std::make_shared<retry::TurnQueue>(std::max<Duration>(ahead, config_->engine.park_threshold));
+  gp.turns = p.turns;
   auto gate = std::make_shared<retry::CallGate>(std::move(gp));
   p.gates.emplace(operation, gate);
   return gate;

@@ -91,8 +91,9 @@ class GateRegistry {
     // With keyed limits of the plugin's own: the learned pace per key of the first.
     std::shared_ptr<limit::KeyedLimiters> key_pacers;
     std::string key_pace_shape;
-    // With keyed limits: the turns between keys on the limits they share,
-    // for all of the plugin's gates; kept across reloads with its queue.
+    // The turns of all of the plugin's gates (between keys on the limits
+    // they share, or for a pace or a cost being learned); kept across
+    // reloads with its queue.
     std::shared_ptr<retry::TurnQueue> turns;
     std::shared_ptr<limit::ConcurrencyLimiter> concurrency;
     std::optional<int> concurrency_cap;

@@ -1,7 +1,6 @@
 #include "retry/call_gate.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <span>
 
 #include "common/duration.hpp"
@@ -274,7 +273,9 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
       if (ahead(step.reservation_.at(), now)) return wait_for_slot(step.reservation_.at());
     }
   }
-  if (!step.reservation_.held() && parts_.turns && parts_.keyed.empty() && !step.bypass_turns_) {
+  const bool unkeyed_in_turn =
+      parts_.turns && parts_.keyed.empty() && (parts_.every_step_in_turn || step.learned_units_ > 0);
+  if (!step.reservation_.held() && unkeyed_in_turn && !step.bypass_turns_) {
     in_turn = true;
     if (auto waits = take_turn(0, 0)) return std::move(*waits);
   } else if (!step.reservation_.held()) {
@@ -288,7 +289,7 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
     // come sooner than the one held: the learned pace sped up, or slots
     // ahead were given back.
     // In turns, a sooner slot would pass the keys ahead.
-    if (!in_turn && !parts_.turns) {
+    if (!in_turn && !(parts_.turns && (!parts_.keyed.empty() || unkeyed_in_turn))) {
       auto sooner = stack.earliest(now, units);
       if (!sooner) return Fail{sooner.error().with_context("rate limiter")};
       if (*sooner + kRespaceGain < step.reservation_.at()) {
@@ -338,27 +339,19 @@ Result<std::optional<TimePoint>> CallGate::confirm_send(limit::Reservation& coun
 void CallGate::learn_cost(std::int64_t units) {
   if (units < 0) return;
   std::lock_guard lock(cost_mu_);
-  // A plain mean of the first calls, then an exponential one: it follows an
-  // operation whose calls grow dearer without one outlier swinging it.
-  cost_samples_ = std::min(cost_samples_ + 1, kCostMemory);
-  cost_mean_ += (static_cast<double>(units) - cost_mean_) / cost_samples_;
+  costs_.push_back(units);
+  if (costs_.size() > kCostMemory) costs_.pop_front();
 }
 
-double CallGate::learned_cost() const {
+std::int64_t CallGate::learned_cost() const {
   std::lock_guard lock(cost_mu_);
-  return cost_samples_ > 0 ? cost_mean_ : 0;
+  if (costs_.empty()) return 0;
+  return std::max<std::int64_t>(1, *std::ranges::min_element(costs_));
 }
 
 void CallGate::settle_units(CallState& step) {
   if (step.units_ > 0 || step.declared_units_ > 0 || step.learned_units_ > 0) return;
-  std::lock_guard lock(cost_mu_);
-  if (cost_samples_ == 0) return;
-  // Whole units whose running sum follows the mean's: 3.5 is admitted as 3,
-  // 4, 3, 4, ... A call costs at least one unit.
-  cost_carry_ += cost_mean_;
-  const auto whole = std::max<std::int64_t>(1, static_cast<std::int64_t>(std::floor(cost_carry_)));
-  step.learned_units_ = std::min(whole, config::kMaxCost);
-  cost_carry_ = std::clamp(cost_carry_ - static_cast<double>(step.learned_units_), -1.0, 1.0);
+  step.learned_units_ = std::min(learned_cost(), config::kMaxCost);
 }
 
 Status CallGate::correct_cost(limit::Reservation& counted, std::int64_t units, TimePoint now) {

@@ -58,6 +58,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -120,6 +121,12 @@ struct CallGateParts {
   // in turns between the keys of keyed[0] (retry/turn_queue.hpp), shared by
   // every gate of the plugin. Null: in the order asked.
   std::shared_ptr<TurnQueue> turns;
+  // Without keyed limits, who waits in turn: every step (a pace still being
+  // learned), or only a step admitted at the operation's learned cost: its
+  // slot is granted shortly before it comes, after the corrections of the
+  // calls before it, rather than ahead, where their overdrafts would move
+  // it and their refunds leave room nobody takes.
+  bool every_step_in_turn = true;
   std::shared_ptr<limit::ConcurrencyLimiter> concurrency;  // null: no cap
   limit::RateHeaderOptions headers;                        // max wait a header may impose
   std::uint64_t seed = 0x5eed;                             // jitter randomness
@@ -181,7 +188,7 @@ class CallState {
   std::size_t own_limiters_ = 0;                 // the limiters of its keys in stack_, after the unkeyed
   std::int64_t units_ = 0;
   std::int64_t declared_units_ = 0;  // read from the job by the gate's cost template (bind_keys)
-  std::int64_t learned_units_ = 0;   // fixed at its first admit from the gate's learned cost
+  std::int64_t learned_units_ = 0;   // fixed at its first admit from the gate's learned costs
   std::shared_ptr<Turn> turn_;       // its place in turn for the shared limits
   TimePoint turn_since_{};           // asked for its turn since
   double turn_weight_ = 1;           // its key's weight there (bind_keys)
@@ -281,13 +288,16 @@ class CallGate {
 
   // What one call of the operation cost (a reply's report) or was expected
   // to cost (a request's estimate). A step with no cost of its own (no
-  // estimate before admission, no cost argument) is admitted at the running
-  // mean of these, so its slot is about the size the call proves to be and
-  // the correction is small; the mean is spread over whole units so the
-  // units admitted average it. Until the first: the declared cost.
+  // estimate before admission, no cost argument) is then admitted at the
+  // least of the last kCostMemory of these, and waits in turn (parts.turns):
+  // its slot is granted shortly before it comes, after the corrections of
+  // the calls before it. Sized at their least, a call is mostly corrected
+  // upwards, an overdraft the next grants see at once; a refund behind a
+  // slot already granted would free room nobody takes. Until the first:
+  // the declared cost, in the order asked.
   void learn_cost(std::int64_t units);
-  // The running mean (0: nothing learned yet).
-  double learned_cost() const;
+  // The least of the costs remembered (0: nothing learned yet).
+  std::int64_t learned_cost() const;
 
   const CallGateParts& parts() const { return parts_; }
 
@@ -298,7 +308,7 @@ class CallGate {
     if (step.declared_units_ > 0) return step.declared_units_;
     return step.learned_units_ > 0 ? step.learned_units_ : parts_.cost;
   }
-  // Fixes a step's learned_units_ once, from the learned cost.
+  // Fixes a step's learned_units_ once, from the learned costs.
   void settle_units(CallState& step);
   // The limiters a step's call must pass: stack_, or with keyed limits the
   // stack of the step's keys.
@@ -309,13 +319,10 @@ class CallGate {
   std::optional<config::KeyTemplate> cost_parsed_;  // parts_.cost_template
   std::mutex rng_mu_;
   std::mt19937_64 rng_;
-  // The learned cost (learn_cost): its mean over the last ~kCostMemory
-  // calls, and what the units handed out so far fell short of it.
-  static constexpr double kCostMemory = 32;
+  // The costs learned (learn_cost), the latest kCostMemory, oldest first.
+  static constexpr std::size_t kCostMemory = 32;
   mutable std::mutex cost_mu_;
-  double cost_mean_ = 0;
-  double cost_samples_ = 0;
-  double cost_carry_ = 0;
+  std::deque<std::int64_t> costs_;
 };
 
 // The learned paces of a plugin's keys: AdaptivePacers over `floor` (the

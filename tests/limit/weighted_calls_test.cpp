@@ -148,6 +148,40 @@ TEST(WeightedPacer, ACallOfUnitsIsSpacedByThatManyIntervals) {
   EXPECT_GE(must(p.earliest(kT0, kT0, 1)), kT0 + 500 * kMs - kMs);
 }
 
+// A learned pace gives back what a call behind later ones did not use, as
+// long as the pace has been busy since it started: a call admitted at an
+// operation's mean cost that proves cheaper frees its room for the next.
+TEST(WeightedPacer, ARefundBehindLaterStartsIsGivenBackWhileThePaceIsBusy) {
+  AdaptivePacer p;
+  PaceHint h;
+  h.interval = std::chrono::milliseconds(100);
+  p.observe(h, from_micros(kT0));
+  const std::int64_t interval = to_micros(p.interval());  // 100 ms and a margin
+  Slot a;
+  EXPECT_EQ(go(p, kT0, 3, &a), kT0);
+  const std::int64_t second = go(p, kT0 + 100 * kMs, 2);
+  EXPECT_EQ(second, kT0 + 3 * interval);
+  EXPECT_EQ(must(p.earliest(second, second, 1)), second + 2 * interval);  // busy for two more
+  // a cost one unit, not three: the two it gave back come off the busy time.
+  ASSERT_TRUE(p.adjust(a, 1, second).has_value());
+  EXPECT_EQ(must(p.earliest(second, second, 1)), second);
+}
+
+TEST(WeightedPacer, ARefundFromBeforeAnIdleSpellIsKept) {
+  AdaptivePacer p;
+  PaceHint h;
+  h.interval = std::chrono::milliseconds(100);
+  p.observe(h, from_micros(kT0));
+  Slot a;
+  EXPECT_EQ(go(p, kT0, 3, &a), kT0);
+  // Idle from about +300 ms to +1 s: the room a's refund would free went unused.
+  EXPECT_EQ(go(p, kT0 + kSec, 2), kT0 + kSec);
+  const std::int64_t busy_until = must(p.earliest(kT0 + kSec, kT0 + kSec, 1));
+  EXPECT_GE(busy_until, kT0 + kSec + 200 * kMs);
+  ASSERT_TRUE(p.adjust(a, 1, kT0 + kSec).has_value());
+  EXPECT_EQ(must(p.earliest(kT0 + kSec, kT0 + kSec, 1)), busy_until);
+}
+
 TEST(WeightedJournal, AStartOfUnitsIsHandedOnAsThatManyStarts) {
   auto j = StartJournal::open("imdb", {.keep_us = kSec}, {}, kT0);
   ASSERT_TRUE(j.has_value());

@@ -293,33 +293,27 @@ TEST_F(CallServicesTest, SecondRequestOfACall_TakesItsEstimatedUnitsAndItsReport
   EXPECT_EQ(next_admission(*gate), t0 + 1s);
 }
 
-// A call with no cost of its own is admitted at what the calls before it
-// proved to cost (the running mean of the replies' reports), in whole units
-// that average it: its slot is about its size, and its correction small.
-TEST_F(CallServicesTest, ReportedCosts_LaterCallsAreAdmittedAtTheirRunningMean) {
-  auto gate = gate_with(100, 1s);
-  auto first = admit(*gate);
-  EXPECT_EQ(first.counted.units(), 1);  // nothing learned yet: the declared cost
-  {
-    CallServices services(*client_, *gate, clock_, 10s, secrets_, {}, &first.counted);
-    ASSERT_EQ(services.http("p", get()).error, plugin_host::HttpFailure::kNone);
-    services.report_cost("p", 4);
-  }
-  auto second = admit(*gate);
-  EXPECT_EQ(second.counted.units(), 4);
-  {
-    CallServices services(*client_, *gate, clock_, 10s, secrets_, {}, &second.counted);
-    ASSERT_EQ(services.http("p", get()).error, plugin_host::HttpFailure::kNone);
-    services.report_cost("p", 3);
-  }
-  EXPECT_DOUBLE_EQ(gate->learned_cost(), 3.5);
-  std::int64_t sum = 0;
-  for (int i = 0; i < 10; ++i) {
+// A call with no cost of its own is admitted at the least that the
+// operation's last 32 calls cost, as their replies reported: sized so, it
+// is mostly corrected upwards.
+TEST_F(CallServicesTest, ReportedCosts_LaterCallsAreAdmittedAtTheLeastOfTheRecentOnes) {
+  auto gate = gate_with(100'000, 1s);
+  auto call_costing = [&](std::int64_t cost) {
     auto go = admit(*gate);
-    EXPECT_TRUE(go.counted.units() == 3 || go.counted.units() == 4) << go.counted.units();
-    sum += go.counted.units();
-  }
-  EXPECT_EQ(sum, 35);
+    CallServices services(*client_, *gate, clock_, 10s, secrets_, {}, &go.counted);
+    EXPECT_EQ(services.http("p", get()).error, plugin_host::HttpFailure::kNone);
+    services.report_cost("p", cost);
+    return go.counted.units();  // corrected to `cost`
+  };
+  EXPECT_EQ(admit(*gate).counted.units(), 1);  // nothing learned yet: the declared cost
+  call_costing(4);
+  EXPECT_EQ(admit(*gate).counted.units(), 4);
+  call_costing(6);
+  EXPECT_EQ(admit(*gate).counted.units(), 4);
+  call_costing(3);
+  EXPECT_EQ(gate->learned_cost(), 3);
+  for (int i = 0; i < 32; ++i) call_costing(5);  // the older ones are forgotten
+  EXPECT_EQ(admit(*gate).counted.units(), 5);
 }
 
 // A request's estimate is learned as well: the next calls are admitted at
