@@ -3,13 +3,20 @@
 //     reserved and started, the outcome recorded), unkeyed vs keyed with the
 //     calls spread over 100,000 accounts (target: keyed within 2x);
 //   - memory: resident set growth with 100,000 keys in one window against one
-//     key (target: within 32 MiB), printed before the timings.
+//     key (target: within 32 MiB), printed before the timings;
+//   - memory in turns: 100,000 steps waiting for their turns on a budget
+//     their keys share (retry/turn_queue.hpp), over 100,000 keys against
+//     over one key (the same target), each measured in a process of its own.
 //
 //   build/default/bench/limiter/keyed_bench
 #include <benchmark/benchmark.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -111,10 +118,73 @@ long grown_kib(int keys) {
   return after - before;
 }
 
+// Resident memory of kKeys steps waiting for their turns on a budget their
+// keys share (100 a second), spread over `keys` keys of 5 a second each:
+// the steps' own state is the same either way, the keys' is the difference.
+long waiting_kib(int keys) {
+  const auto args = accounts(keys);
+  const long before = resident_kib();
+  CallGateParts parts;
+  parts.retry.attempts = 1;
+  parts.limiters.push_back(std::move(*limit::make_limiter(spec(100, std::nullopt), "bench/shared")));
+  parts.keyed.push_back(std::move(*make_keyed_limit(spec(5, "{{args.account}}"), "bench/turns", {})));
+  parts.key_salt = "salt";
+  parts.turns = std::make_shared<TurnQueue>(500ms);
+  CallGate g(std::move(parts));
+  std::vector<std::unique_ptr<CallState>> steps;
+  steps.reserve(kKeys);
+  const TimePoint now = limit::from_micros(kT0);
+  std::int64_t waiting = 0;
+  for (int i = 0; i < kKeys; ++i) {
+    auto step = std::make_unique<CallState>(now);
+    step->on_turn([](TimePoint) {});
+    (void)g.bind_keys(*step, args[static_cast<std::size_t>(i % keys)], nlohmann::json::object());
+    auto a = g.admit(*step, now);
+    if (auto* w = std::get_if<CallGate::Wait>(&a); w != nullptr && w->turn) ++waiting;
+    steps.push_back(std::move(step));
+  }
+  const long after = resident_kib();
+  benchmark::DoNotOptimize(steps);
+  if (waiting < kKeys / 2)
+    std::fprintf(stderr, "only %lld of the steps wait in turn\n", static_cast<long long>(waiting));
+  return after - before;
+}
+
+// `measure` run in a child process: memory freed by one run and reused by
+// the next would hide what the second needs.
+long in_own_process(long (*measure)(int), int keys) {
+  int fds[2];
+  if (::pipe(fds) != 0) return -1;
+  const pid_t child = ::fork();
+  if (child == 0) {
+    const long kib = measure(keys);
+    (void)!::write(fds[1], &kib, sizeof kib);
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  long kib = -1;
+  if (child < 0 || ::read(fds[0], &kib, sizeof kib) != static_cast<ssize_t>(sizeof kib)) kib = -1;
+  ::close(fds[0]);
+  if (child > 0) ::waitpid(child, nullptr, 0);
+  return kib;
+}
+
 }  // namespace
 }  // namespace ratchet::retry
 
 int main(int argc, char** argv) {
+  {
+    using ratchet::retry::in_own_process;
+    using ratchet::retry::waiting_kib;
+    const long one = in_own_process(&waiting_kib, 1);
+    const long many = in_own_process(&waiting_kib, ratchet::retry::kKeys);
+    std::printf(
+        "keyed memory in turns: %d steps waiting over %d keys +%.1f MiB, over 1 key +%.1f MiB: %.1f MiB "
+        "apart "
+        "(target <= 32 MiB)\n",
+        ratchet::retry::kKeys, ratchet::retry::kKeys, static_cast<double>(many) / 1024,
+        static_cast<double>(one) / 1024, static_cast<double>(many - one) / 1024);
+  }
   const long one = ratchet::retry::grown_kib(1);
   const long many = ratchet::retry::grown_kib(ratchet::retry::kKeys);
   std::printf("keyed memory: %d keys +%.1f MiB, 1 key +%.1f MiB: %.1f MiB apart (target <= 32 MiB)\n",
