@@ -99,7 +99,7 @@ int count_lines(const std::string& text, const std::string& needle) {
 
 // ---------------------------------------------------------------- SIGKILL
 
-TEST(Fault, SigkillFiftyTimesInEveryPhase_NoJobLostOrDeadNoCommittedStepRunsAgain) {
+TEST(Fault, SigkillFiftyTimesInEveryPhase_NoJobLostNoCommittedStepRunsAgainOnlyJobsFoundAloneDie) {
   mock_portal::PortalOptions portal;
   portal.latency = 10ms;
   Workbench w({{"imdb", portal}, {"rotten_tomatoes", portal}});
@@ -127,6 +127,9 @@ TEST(Fault, SigkillFiftyTimesInEveryPhase_NoJobLostOrDeadNoCommittedStepRunsAgai
   }
   std::map<std::string, int> landed;
   std::map<std::string, int> missed;
+  // Per job, the kills that found it the one suspect or alone in its
+  // process: the only kills the quarantine rules may count against it.
+  std::map<std::int64_t, int> killed_alone;
   SQLite::Database conn(w.db().string(), SQLite::OPEN_READONLY, 10000);
   const auto t0 = Clock::now();
   for (const std::string& phase : plan) {
@@ -168,6 +171,20 @@ TEST(Fault, SigkillFiftyTimesInEveryPhase_NoJobLostOrDeadNoCommittedStepRunsAgai
       }
       if (!hit) std::this_thread::sleep_for(std::chrono::microseconds(100 + rng() % 400));
     }
+    // Frozen first, so that what it holds is read without a claim slipping
+    // in between the read and the kill.
+    child->signal(SIGSTOP);
+    {
+      SQLite::Statement held(conn,
+                             "SELECT id, suspect FROM jobs WHERE state = 'running' AND lease_owner LIKE '%:" +
+                                 std::to_string(child->pid()) + ":%'");
+      std::vector<std::pair<std::int64_t, bool>> jobs;
+      while (held.executeStep())
+        jobs.emplace_back(held.getColumn(0).getInt64(), held.getColumn(1).getInt() != 0);
+      for (const auto& [id, suspect] : jobs) {
+        if (suspect || jobs.size() == 1) ++killed_alone[id];
+      }
+    }
     child->signal(SIGKILL);
     EXPECT_EQ(child->wait(5000), 128 + SIGKILL);
     ++(hit ? landed : missed)[phase];
@@ -176,7 +193,8 @@ TEST(Fault, SigkillFiftyTimesInEveryPhase_NoJobLostOrDeadNoCommittedStepRunsAgai
   const auto t1 = Clock::now();
   auto last = w.run({"--until-empty"});
   const int rc = last->wait(bound_ms(60000));
-  EXPECT_TRUE(rc == 0) << "exit " << rc << ": " << last->err();
+  // Exit 1 when a job ended dead in this run (see below).
+  EXPECT_TRUE(rc == 0 || rc == 1) << "exit " << rc << ": " << last->err();
   std::printf("[fault] sigkill: %d kills in %lld ms, final run %lld ms; kills per phase:", kKills, kill_ms,
               since_ms(t1));
   for (const auto& p : kPhases) std::printf(" %s=%d", p.c_str(), landed[p]);
@@ -188,11 +206,19 @@ TEST(Fault, SigkillFiftyTimesInEveryPhase_NoJobLostOrDeadNoCommittedStepRunsAgai
   std::printf("[fault] sigkill: %lld lease expiries recorded, %lld jobs still suspects, %d jobs enqueued\n",
               static_cast<long long>(expiries), static_cast<long long>(suspects), enqueued);
   {
-    SQLite::Statement q(conn, "SELECT id, crashes_alone, last_error FROM jobs WHERE state = 'dead' LIMIT 3");
+    // A kill that lands while a suspect runs is counted against it, as a
+    // crash the job caused would be (nothing tells them apart), so kills
+    // this frequent can end one dead. Every dead job must have been found
+    // alone by max_lease_expiries (3) of the kills; none that only ever ran
+    // beside others.
+    SQLite::Statement q(conn, "SELECT id, crashes_alone, last_error FROM jobs WHERE state = 'dead'");
     while (q.executeStep()) {
-      std::printf("[fault] sigkill: dead job %lld (%d expiries counted against it): %s\n",
-                  static_cast<long long>(q.getColumn(0).getInt64()), q.getColumn(1).getInt(),
-                  q.getColumn(2).getString().substr(0, 200).c_str());
+      const std::int64_t id = q.getColumn(0).getInt64();
+      std::printf(
+          "[fault] sigkill: dead job %lld (%d expiries counted against it, found alone by %d kills): %s\n",
+          static_cast<long long>(id), q.getColumn(1).getInt(), killed_alone[id],
+          q.getColumn(2).getString().substr(0, 200).c_str());
+      EXPECT_GE(killed_alone[id], 3) << "job " << id << " is dead though fewer than 3 kills found it alone";
     }
   }
   expect_limit(w, "sigkill", "imdb", 60);
@@ -200,8 +226,7 @@ TEST(Fault, SigkillFiftyTimesInEveryPhase_NoJobLostOrDeadNoCommittedStepRunsAgai
   Invariants inv = w.check(kTwoSteps);
   print_invariants("sigkill", inv);
   expect_sound(inv, enqueued);
-  EXPECT_EQ(inv.states["completed"], enqueued);
-  EXPECT_EQ(inv.states["dead"], 0) << "an outside kill makes no job dead";
+  EXPECT_EQ(inv.states["completed"] + inv.states["dead"], enqueued);
   for (const auto& p : kPhases) EXPECT_GT(landed[p], 0) << "no kill landed in phase " << p;
 }
 

@@ -58,6 +58,7 @@ TEST_P(CrashAttribution, StepCrashesItsProcessBesideOthers_OnlyItIsChargedAndEnd
   auto jobs = (*s)->read([](store::JobStore& js) { return js.list({}); });
   ASSERT_TRUE(jobs) << jobs.error().to_string();
   ASSERT_EQ(jobs->size(), static_cast<std::size_t>(kSlow + 1));
+  int ran_beside = 0;
   for (const auto& listed : *jobs) {
     auto j = (*s)->read([&](store::JobStore& js) { return js.get(listed.id); });
     ASSERT_TRUE(j && j->has_value());
@@ -70,12 +71,15 @@ TEST_P(CrashAttribution, StepCrashesItsProcessBesideOthers_OnlyItIsChargedAndEnd
     }
     EXPECT_EQ(job.state, JobState::kCompleted) << "job " << job.id;
     EXPECT_EQ(job.attempt, 1) << "job " << job.id << ": a crash beside it does not use up its attempt";
-    ASSERT_FALSE(job.errors.empty()) << "job " << job.id << " ran beside the crash at least once";
+    // A slow job claimed while the crashing one waits out its backoff may
+    // finish between two crashes; the others ran beside one.
+    if (!job.errors.empty()) ++ran_beside;
     for (const auto& e : job.errors) {
       EXPECT_NE(e.error.find("crashed (SIGSEGV) in job"), std::string::npos) << e.error;
       EXPECT_NE(e.error.find("not in this one"), std::string::npos) << e.error;
     }
   }
+  EXPECT_GT(ran_beside, 0) << "no slow job ran beside a crash, so nothing was tested";
 }
 
 std::string backend_name(const ::testing::TestParamInfo<std::string>& p) { return p.param; }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <SQLiteCpp/Database.h>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -93,11 +94,18 @@ nlohmann::json five_steps(ratchet::StepContext& ctx) {
   return out;
 }
 
-// Crashes its process a moment after it starts, so that the slow jobs
-// claimed with it are in the middle of their steps.
+// Slow steps of this process in the middle of their sleep.
+std::atomic<int> g_slow_running{0};
+
+// Crashes its process once a slow job of the process is in the middle of
+// its step (or after 3 s without one): a process that starts its workers
+// slowly (a sanitizer's) would otherwise crash before claiming them.
 nlohmann::json crashing(ratchet::StepContext& ctx) {
   return ctx.step("boom", [] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    for (int i = 0; i < 300 && g_slow_running.load() == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
     ::raise(SIGSEGV);
     return nlohmann::json(nullptr);
   });
@@ -105,7 +113,9 @@ nlohmann::json crashing(ratchet::StepContext& ctx) {
 
 nlohmann::json slow(ratchet::StepContext& ctx) {
   return ctx.step("wait", [] {
+    g_slow_running.fetch_add(1);
     std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    g_slow_running.fetch_sub(1);
     return nlohmann::json(true);
   });
 }
