@@ -22,11 +22,23 @@
 //     to read the rate from (refusal_estimator.hpp). Each refusal costs a
 //     whole pause (Retry-After comes in whole seconds), so the rate is read
 //     from as few refusals as possible.
-//   - Until the server has said anything, with no limit declared, starts are
-//     spaced by `opening_interval`, doubling their rate every `ramp_doubling`:
-//     a first burst then draws one refusal, not one per worker, and reads
-//     the server's bucket cleanly; a server that never limits is paced for
-//     the first seconds only.
+//   - Until the server has said anything, with no limit declared, the first
+//     call goes alone: the next waits for its reply (at most `opening_hold`),
+//     which may state the quota. After it, or when it said nothing, starts
+//     are spaced by `opening_interval`, doubling their rate every
+//     `ramp_doubling`: a first burst then draws one refusal, not one per
+//     worker, and reads the server's bucket cleanly; a server that never
+//     limits is paced for the first seconds only.
+//   - What remains of the server's window (a reply's Remaining and its
+//     reset), with no limit declared: the calls started after the replying
+//     one, and the slots granted, count against it, for windows of 1.5 s
+//     to 10 s (shorter ones, reset in whole seconds, are known only to
+//     about a window; longer ones are kept by the pace). While some remains,
+//     slots are granted at once, unspaced, so that each window's quota goes
+//     at its start as the server allows (an even pace would leave a fixed
+//     window's first stretch unused); with none left, nothing starts before
+//     the reset. Within one of the server's windows the least count is
+//     kept: replies of calls started together come back in any order.
 // A bare 429 while the declared pace is kept, the first in ten seconds, is
 // taken as arrival jitter at the server: a pause of one interval, no decrease.
 // Learned pace never goes faster than `floor` (the tightest declared limit's
@@ -50,6 +62,8 @@
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "limit/limiter.hpp"
 #include "limit/rate_headers.hpp"
@@ -68,7 +82,8 @@ struct PacerOptions {
   Duration first_interval = std::chrono::milliseconds(100);  // pace after a 429 when nothing is known
   Duration max_interval = std::chrono::minutes(1);           // slowest pace a 429 storm can push to
   Duration opening_interval = Duration::zero();              // pace of the first calls; zero: unpaced
-  Duration min_pause = std::chrono::milliseconds(50);        // shortest pause after a bare 429
+  Duration opening_hold = Duration::zero();            // with an opening: how long the first reply is awaited
+  Duration min_pause = std::chrono::milliseconds(50);  // shortest pause after a bare 429
   Duration ramp_doubling = std::chrono::milliseconds(250);   // a slow start doubles its rate this often
   Duration restart_spread = std::chrono::milliseconds(500);  // see the slow start after Retry-After
 };
@@ -84,6 +99,10 @@ class AdaptivePacer final : public Limiter {
   // Applies what one reply said. `call_started` is when the replying call
   // started (to recognise 429s from calls already in flight at a decrease).
   void observe(const PaceHint& hint, TimePoint now, std::optional<TimePoint> call_started = std::nullopt);
+
+  // A reply came that another pacer observes (a key's own): the first call's
+  // reply awaited by the opening is in.
+  void replied(TimePoint now);
 
   Duration interval() const;    // the current spacing between starts (zero: none)
   TimePoint resume_at() const;  // no start before this (the epoch: no pause)
@@ -112,7 +131,15 @@ class AdaptivePacer final : public Limiter {
                                            std::int64_t units) override;
 
  private:
-  std::int64_t earliest_locked(std::int64_t t) const;
+  std::int64_t earliest_locked(std::int64_t t, std::int64_t units) const;
+  // Whether a slot of `units` at `t` comes from what the server said remains.
+  bool from_quota_locked(std::int64_t t, std::int64_t units) const;
+  // What remains of the server's window, from a reply to a call started at
+  // `from_us` that left `remaining` units until `until_us`.
+  void count_remaining_locked(std::int64_t remaining, std::int64_t until_us, std::int64_t from_us,
+                              std::int64_t now_us, std::int64_t window_us);
+  void note_start_locked(std::int64_t now_us, std::int64_t units);
+  void end_hold_locked(std::int64_t now_us);
   // What a reply with no quota says about a server that only refuses: the
   // reading of a refusal (nothing for an admitted call, or a refusal of a
   // call in flight at the last one).
@@ -177,6 +204,21 @@ class AdaptivePacer final : public Limiter {
   RefusalEstimator refusals_;
   double rate_at_decrease_ = 0;  // calls per microsecond
   double ceiling_ = 0;           // calls per microsecond; zero: none
+
+  // The opening: after the first slot, none before the first reply or
+  // hold_until_us_.
+  bool awaiting_reply_ = false;
+  std::int64_t hold_until_us_ = 0;
+  // What remains of the server's window until quota_until_us_, less the
+  // slots granted from it since (may go below zero: none left).
+  std::int64_t quota_ = 0;
+  std::int64_t quota_until_us_ = 0;
+  std::int64_t quota_from_us_ = 0;  // start of the call whose reply said it
+  std::int64_t quota_pending_ = 0;  // units of slots granted from it, not yet started
+  std::vector<std::pair<std::int64_t, std::int64_t>> spent_;  // recent starts: (time, units)
+  static constexpr std::int64_t kSpentSpan = 10'000'000;
+  static constexpr std::int64_t kQuotaBurstSpan = 10'000'000;
+  static constexpr std::int64_t kQuotaBurstWindow = 1'500'000;
 
   // A slow start: the interval at ramp_from_us_ (zero: from the first call),
   // halved every ramp_doubling.

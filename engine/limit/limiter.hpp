@@ -55,6 +55,9 @@ struct Slot {
   std::uint64_t generation = 0;
   // The units of the budget the call holds (>= 1; see "Units" above).
   std::int64_t units = 1;
+  // AdaptivePacer: granted from what the server said remains of its window,
+  // which ends then (zero: spaced by the pace).
+  std::int64_t quota_until_us = 0;
 };
 
 enum class UseResult {

@@ -386,7 +386,13 @@ CallGate::Verdict CallGate::record(CallState& step, Ticket ticket, const Outcome
         step.stack_gate_ = nullptr;
       }
     }
-    if (pacer) pacer->observe(hint, now, ticket.started());
+    if (pacer) {
+      pacer->observe(hint, now, ticket.started());
+      if (parts_.pacer && pacer != parts_.pacer) parts_.pacer->replied(now);
+      // The reply may free steps waiting in turn (the opening's first reply,
+      // a window's remaining quota): granted now, not at the keeper's next look.
+      if (parts_.turns) parts_.turns->grant(now);
+    }
     if (parts_.breaker) parts_.breaker->record(outcome.is_failure(), ticket.probe_, now);
     ticket.probe_ = false;  // reported: the ticket must not release it again
   }

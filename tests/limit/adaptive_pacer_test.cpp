@@ -224,6 +224,7 @@ TEST(AdaptivePacer_Observe, BeforeTheServerSaysAnythingTheFirstCallsStartSlowlyA
   const PacerOptions o = plugin_pacing(Duration::zero());
   AdaptivePacer p(o);
   const auto a = next_slot(p, clock.now());
+  p.observe(PaceHint{}, clock.now(), clock.now());  // its reply said nothing
   EXPECT_EQ(next_slot(p, clock.now()) - a, to_micros(TimePoint{} + o.opening_interval));
   clock.advance(o.ramp_doubling);
   next_slot(p, clock.now());
@@ -236,6 +237,118 @@ TEST(AdaptivePacer_Observe, BeforeTheServerSaysAnythingTheFirstCallsStartSlowlyA
   p.observe(quota, clock.now(), clock.now());
   EXPECT_FALSE(p.recovering());
   EXPECT_EQ(p.interval(), std::chrono::microseconds(10'200));  // 1 s / 100, with the 2 % margin
+}
+
+TEST(AdaptivePacer_Opening, TheFirstCallGoesAloneTheNextWaitsForItsReply) {
+  FakeClock clock;
+  const PacerOptions o = plugin_pacing(Duration::zero());
+  AdaptivePacer p(o);
+  const TimePoint t0 = clock.now();
+  EXPECT_EQ(next_slot(p, t0), to_micros(t0));
+  auto held = p.earliest(to_micros(t0), to_micros(t0));
+  ASSERT_TRUE(held);
+  EXPECT_EQ(*held, to_micros(t0 + o.opening_hold)) << "no second start before the first reply";
+  clock.advance(30ms);
+  p.observe(PaceHint{}, clock.now(), t0);
+  auto after = p.earliest(to_micros(clock.now()), to_micros(clock.now()));
+  ASSERT_TRUE(after);
+  EXPECT_EQ(*after, to_micros(clock.now())) << "its reply came: the opening's pace goes on";
+}
+
+TEST(AdaptivePacer_Opening, AFirstReplyThatNeverComesHoldsTheNextCallsForTheHoldOnly) {
+  FakeClock clock;
+  const PacerOptions o = plugin_pacing(Duration::zero());
+  AdaptivePacer p(o);
+  const TimePoint t0 = clock.now();
+  next_slot(p, t0);
+  const auto second = next_slot(p, t0);
+  EXPECT_EQ(second, to_micros(t0 + o.opening_hold));
+  const auto third = next_slot(p, t0);
+  EXPECT_GT(third, second) << "then the opening's pace, sped up since the first call";
+  EXPECT_LT(third - second, to_micros(TimePoint{} + o.opening_interval));
+}
+
+// A fixed window of 10 in 2 s that states what remains on every reply.
+PaceHint window_reply(std::int64_t remaining, Duration reset_in) {
+  PaceHint h;
+  h.limit = 10;
+  h.remaining = remaining;
+  h.reset_in = reset_in;
+  h.source = HintSource::kXRateLimit;
+  return h;
+}
+
+TEST(AdaptivePacer_Quota, WhatRemainsOfAWindowGoesAtOnceThenNothingBeforeItsReset) {
+  FakeClock clock;
+  AdaptivePacer p(plugin_pacing(Duration::zero()));
+  const TimePoint t0 = clock.now();
+  next_slot(p, t0);
+  clock.advance(20ms);
+  p.observe(window_reply(9, 2s), clock.now(), t0);  // the window's first call
+  for (int i = 0; i < 9; ++i) {
+    EXPECT_EQ(next_slot(p, clock.now()), to_micros(clock.now())) << "call " << i + 2 << " of the window";
+  }
+  // Spent: the next starts at the window's end (placed by its first call),
+  // not spaced over the window nor at once.
+  EXPECT_EQ(next_slot(p, clock.now()), to_micros(t0 + 2s + 10ms));
+}
+
+TEST(AdaptivePacer_Quota, CallsStartedAfterTheReplyingOneCountAgainstWhatRemains) {
+  FakeClock clock;
+  AdaptivePacer p(plugin_pacing(Duration::zero()));
+  const TimePoint t0 = clock.now();
+  next_slot(p, t0);
+  p.observe(window_reply(9, 2s), t0 + 20ms, t0);
+  clock.advance(20ms);
+  for (int i = 0; i < 6; ++i) next_slot(p, clock.now());
+  // A reply to a call started just before those six: three left for the
+  // server, all six still on their way to it.
+  clock.advance(10ms);
+  p.observe(window_reply(3, 1950ms), clock.now(), t0 + 15ms);
+  EXPECT_GE(next_slot(p, clock.now()), to_micros(t0 + 1960ms))
+      << "none left once the six arrive: nothing before the reset";
+}
+
+TEST(AdaptivePacer_Quota, ASecondsQuotaIsKeptByThePace) {
+  FakeClock clock;
+  AdaptivePacer p(plugin_pacing(Duration::zero()));
+  const TimePoint t0 = clock.now();
+  next_slot(p, t0);
+  clock.advance(20ms);
+  p.observe(window_reply(9, 1s), clock.now(), t0);
+  const auto a = next_slot(p, clock.now());
+  EXPECT_EQ(next_slot(p, clock.now()) - a, 102'000) << "a second over 10, with the 2 % margin";
+}
+
+TEST(AdaptivePacer_Quota, ALongWindowsQuotaStaysSpacedByThePace) {
+  FakeClock clock;
+  AdaptivePacer p(plugin_pacing(Duration::zero()));
+  const TimePoint t0 = clock.now();
+  next_slot(p, t0);
+  PaceHint hour;
+  hour.limit = 5000;
+  hour.remaining = 4999;
+  hour.reset_in = 1h;
+  p.observe(hour, t0 + 20ms, t0);
+  clock.advance(20ms);
+  const auto a = next_slot(p, clock.now());
+  EXPECT_EQ(next_slot(p, clock.now()) - a, 734'400) << "an hour over 5,000 with the 2 % margin, not at once";
+}
+
+TEST(AdaptivePacer_Quota, ARefusalEndsTheBurst) {
+  FakeClock clock;
+  AdaptivePacer p(plugin_pacing(Duration::zero()));
+  const TimePoint t0 = clock.now();
+  next_slot(p, t0);
+  clock.advance(20ms);
+  p.observe(window_reply(9, 2s), clock.now(), t0);
+  next_slot(p, clock.now());
+  PaceHint refused;  // another client spent the window
+  refused.throttled = true;
+  refused.resume_at = clock.now() + 1s;
+  refused.source = HintSource::kRetryAfter;
+  p.observe(refused, clock.now(), clock.now());
+  EXPECT_GE(next_slot(p, clock.now()), to_micros(clock.now() + 1s));
 }
 
 TEST(AdaptivePacer_Observe, WithALimitDeclaredTheFirstCallsAreNotSlowedDown) {

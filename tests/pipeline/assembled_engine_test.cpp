@@ -485,6 +485,48 @@ steps = [{ name = "imdb", call = "imdb.get_rating", args = { name = "{{args.name
   EXPECT_LE(per_call, 1.4) << parks << " parks for " << requests << " requests";
 }
 
+// A fixed window that states its limit on every reply (X-RateLimit, reset in
+// whole seconds), no limit declared: the first call goes alone, its reply
+// tells the quota, and what remains of each window goes at once, counting
+// the calls still on their way, so no call is refused and each window's
+// quota is spent at its start rather than spread over it.
+TEST_F(AssembledEngineTest, LearnedQuota_WhatRemainsOfEachWindowGoesAtOnceAndNothingIsRefused) {
+  mock_portal::PortalOptions window;
+  window.dialect = mock_portal::Dialect::kFixedWindow;
+  window.reset_style = mock_portal::ResetStyle::kDeltaSeconds;
+  window.limit = 8;
+  window.window = 2s;
+  window.window_offset = 300ms;
+  window.latency = 20ms;
+  start_server({{"imdb", window}});
+  const std::string jobs = R"(
+[job.on_imdb]
+steps = [{ name = "imdb", call = "imdb.get_rating", args = { name = "{{args.name}}" } }]
+)";
+  auto engine = Engine::open_config(write_config(portal("imdb", ""), jobs));
+  ASSERT_TRUE(engine.has_value()) << engine.error().to_string();
+  std::vector<JobId> ids;
+  for (int i = 0; i < 18; ++i)
+    ids.push_back(*(*engine)->enqueue("on_imdb", {{"name", "m" + std::to_string(i)}}));
+  ASSERT_TRUE((*engine)->start().has_value());
+  ASSERT_EQ(wait_completed(**engine, ids, 60s), 18);
+  (*engine)->stop();
+  const auto stats = server_->stats().portals.at("imdb");
+  EXPECT_EQ(stats.throttled, 0) << stats.requests << " requests";
+  // The most arrivals within 100 ms: a window's quota at once, where a pace
+  // spread over the window (255 ms apart) puts one.
+  const auto requests = server_->requests();
+  std::size_t most = 0;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    std::size_t n = 0;
+    for (const auto& r : requests) {
+      n += r.arrived_us >= requests[i].arrived_us && r.arrived_us < requests[i].arrived_us + 100'000 ? 1 : 0;
+    }
+    most = std::max(most, n);
+  }
+  EXPECT_GE(most, 7u) << "what remained of a window after its first call went at once";
+}
+
 // Weighted calls end to end: each query costs the portal 1 to 6 units of
 // its 20 per 500 ms. The plugin estimates each request's cost from the job
 // (http_json `estimate`) and reports what the reply says it cost
