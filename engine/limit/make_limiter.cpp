@@ -16,7 +16,9 @@ namespace {
 DatabaseLimiterOptions database_options(const config::LimitSpec& spec, std::shared_ptr<const Clock> clock) {
   DatabaseLimiterOptions options;
   options.clock = std::move(clock);
-  options.margin_us = jitter_margin_us(spec.per.count());
+  options.margin_us = spec.algorithm == config::LimitAlgorithm::kTokenBucket
+                          ? bucket_margin_us(spec.rate, spec.per.count(), spec.burst.value_or(1))
+                          : jitter_margin_us(spec.per.count());
   options.burst_guard_us = kBurstGuardUs;
   return options;
 }
@@ -55,8 +57,12 @@ Result<std::shared_ptr<Limiter>> make_limiter(const config::LimitSpec& spec, con
   switch (spec.algorithm) {
     case config::LimitAlgorithm::kSlidingWindow:
       return std::make_shared<SlidingWindowLimiter>(spec.rate, per_us);
-    case config::LimitAlgorithm::kTokenBucket:
-      return std::make_shared<TokenBucketLimiter>(spec.rate, per_us, spec.burst.value_or(1), kBurstGuardUs);
+    case config::LimitAlgorithm::kTokenBucket: {
+      const std::int64_t burst = spec.burst.value_or(1);
+      return std::make_shared<TokenBucketLimiter>(
+          spec.rate, spec.per.count() + bucket_margin_us(spec.rate, spec.per.count(), burst), burst,
+          kBurstGuardUs);
+    }
     case config::LimitAlgorithm::kFixedWindow:
       return std::make_shared<FixedWindowLimiter>(spec.rate, spec.per.count(),
                                                   std::min(kJitterFloorUs, spec.per.count() / 10));

@@ -32,6 +32,29 @@ constexpr std::int64_t jitter_margin_us(std::int64_t per_us) {
 // it started, so the calls after the burst are held back by as much.
 inline constexpr std::int64_t kBurstGuardUs = kJitterFloorUs;
 
+// The margin of a token bucket. The guard takes the whole burst but one when
+// it spans the burst's intervals: starts then go strictly spaced, and calls
+// arriving up to kJitterFloorUs apart from when they started could bunch
+// into burst + 1 arrivals within one interval at the server. Its burst + 1
+// calls must then start at least an interval plus that jitter apart, so the
+// period stretches to rate * (per / rate + jitter) / burst when that is more.
+// A burst of 1 keeps the plain margin: no margin short of the jitter on
+// every interval holds strict spacing at the server.
+constexpr std::int64_t bucket_margin_us(std::int64_t rate, std::int64_t per_us, std::int64_t burst) {
+  const std::int64_t margin = jitter_margin_us(per_us);
+  if (burst < 2 || rate < 1) return margin;
+  const std::int64_t spacing = (per_us + margin) / rate + 1;
+  // (burst - 1) * spacing >= the guard: part of the burst stays, and it
+  // absorbs the jitter (checked by division, burst may be huge).
+  if (spacing >= kBurstGuardUs || burst - 1 >= kBurstGuardUs / spacing + 1) return margin;
+  if ((burst - 1) * spacing >= kBurstGuardUs) return margin;
+  const std::int64_t declared = per_us / rate + 1;
+  const std::int64_t needed = (declared + kJitterFloorUs) / burst + 1;
+  if (needed <= spacing) return margin;
+  const std::int64_t stretched = needed * rate - per_us;
+  return stretched > margin ? stretched : margin;
+}
+
 // A token bucket without a declared burst gets a burst of 1 (strict spacing
 // per/rate), which also keeps the sliding-window rule. `connect` may be empty
 // for process-scope limits; database-scope limits read `clock` (when given)

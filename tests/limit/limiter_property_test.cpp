@@ -168,6 +168,39 @@ RC_GTEST_PROP(LimiterProperty, ArrivalsLaggingStartsByUpTo50msKeepTheDeclaredLim
   if (b) RC_FAIL(*b + "; starts->arrivals (us from the test epoch): " + trace);
 }
 
+// The worst lag for a small bucket whose burst the guard takes all but one
+// of (26 a second, burst 2): calls starting strictly spaced, every third
+// reaching the server at once and the two before it 50 ms late, put three
+// arrivals within one interval unless three starts span an interval plus
+// the lag.
+TEST(LimiterLag, SmallBucketBacklog_ThreeStartsSpanAnIntervalPlusTheLag) {
+  for (std::int64_t burst : {2, 3}) {
+    config::LimitSpec spec;
+    spec.algorithm = Algo::kTokenBucket;
+    spec.rate = 26;
+    spec.per = std::chrono::seconds(1);
+    spec.burst = burst;
+    auto limiter = make_limiter(spec, "p");
+    ASSERT_TRUE(limiter.has_value());
+    LimiterStack stack({*limiter});
+    std::vector<std::int64_t> starts;
+    std::int64_t now = kT0;
+    for (int i = 0; i < 60; ++i) {
+      auto r = stack.reserve(from_micros(now));
+      ASSERT_TRUE(r.has_value());
+      now = std::max(now, to_micros(r->at()));
+      auto go = stack.start(*r, from_micros(now));
+      ASSERT_TRUE(go.has_value() && *go);
+      starts.push_back(now);
+    }
+    const std::int64_t interval = 1'000'000 / 26 + 1;
+    for (std::size_t i = 0; i + static_cast<std::size_t>(burst) < starts.size(); ++i) {
+      EXPECT_GE(starts[i + static_cast<std::size_t>(burst)] - starts[i], interval + 50 * kMs)
+          << "burst " << burst << ": starts " << i << " and " << i + static_cast<std::size_t>(burst);
+    }
+  }
+}
+
 // Demand above the limit: a backlog from the start and arrivals at twice the
 // allowed rate; starts within the horizon reach 95 % of what the limits allow.
 RC_GTEST_PROP(LimiterProperty, UtilisationStaysAbove95PercentWhenDemandExceedsTheLimit, ()) {
