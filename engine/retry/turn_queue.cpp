@@ -60,9 +60,10 @@ std::shared_ptr<Turn> TurnQueue::head_of(KeyState& ks) {
   return nullptr;
 }
 
-void TurnQueue::unplace(const std::string& key, KeyState& ks) {
-  if (ks.where == KeyState::Where::kActive) active_.erase({ks.pass, ks.order, key});
-  if (ks.where == KeyState::Where::kWaking) waking_.erase({ks.waking_at, key});
+void TurnQueue::unplace(Entry& key) {
+  KeyState& ks = key.second;
+  if (ks.where == KeyState::Where::kActive) active_.erase({ks.pass, ks.order, &key});
+  if (ks.where == KeyState::Where::kWaking) waking_.erase({ks.waking_at, ks.order, &key});
   ks.where = KeyState::Where::kIdle;
 }
 
@@ -71,21 +72,22 @@ std::int64_t TurnQueue::ready_us(const Turn& turn, std::int64_t now_us) {
   return ready ? limit::to_micros(*ready) : now_us;
 }
 
-void TurnQueue::place(const std::string& key, KeyState& ks, std::int64_t now_us) {
-  unplace(key, ks);
+void TurnQueue::place(Entry& key, std::int64_t now_us) {
+  unplace(key);
+  KeyState& ks = key.second;
   auto head = head_of(ks);
   if (!head) return;
   if (const std::int64_t ready = ready_us(*head, now_us); ready > now_us + horizon_us_) {
     ks.where = KeyState::Where::kWaking;
     ks.waking_at = ready;
-    waking_.emplace(ks.waking_at, key);
+    waking_.emplace(ks.waking_at, ks.order, &key);
     return;
   }
   // Takes part at the latest grant's pass at least: time spent idle, or
   // waiting for its own limits, banks no turns.
   ks.pass = std::max(ks.pass, pass_);
   ks.where = KeyState::Where::kActive;
-  active_.emplace(ks.pass, ks.order, key);
+  active_.emplace(ks.pass, ks.order, &key);
 }
 
 TimePoint TurnQueue::soonest(TimePoint now) const {
@@ -95,14 +97,17 @@ TimePoint TurnQueue::soonest(TimePoint now) const {
 }
 
 void TurnQueue::enqueue(const std::shared_ptr<Turn>& turn, std::int64_t now_us) {
-  KeyState& ks = keys_[turn->key_];
+  Entry& key = *keys_.try_emplace(turn->key_).first;
+  KeyState& ks = key.second;
   const bool idle = head_of(ks) == nullptr;
   ks.queue.push_back(turn);
   turn->queued_ = true;
   ++queued_;
   if (idle) {
+    // Filed anew under its new order (it may wait in waking_ meanwhile).
+    unplace(key);
     ks.order = joined_++;
-    place(turn->key_, ks, now_us);
+    place(key, now_us);
   }
 }
 
@@ -112,18 +117,17 @@ std::size_t TurnQueue::grant_locked(std::int64_t now_us, Woken& woken) {
   const TimePoint now = limit::from_micros(now_us);
   // Keys whose next step's own limits allow it within the horizon take
   // part in the turns from now on.
-  while (!waking_.empty() && waking_.begin()->first <= now_us + horizon_us_) {
-    const std::string key = waking_.begin()->second;
-    place(key, keys_[key], now_us);
+  while (!waking_.empty() && std::get<0>(*waking_.begin()) <= now_us + horizon_us_) {
+    place(*std::get<2>(*waking_.begin()), now_us);
   }
   while (!active_.empty()) {
     const auto top = active_.begin();
     const double pass = std::get<0>(*top);
-    const std::string key = std::get<2>(*top);
-    KeyState& ks = keys_[key];
+    Entry& key = *std::get<2>(*top);
+    KeyState& ks = key.second;
     std::shared_ptr<Turn> head = head_of(ks);
     if (!head || ready_us(*head, now_us) > now_us + horizon_us_) {
-      place(key, ks, now_us);  // idle, or waiting for its own limits
+      place(key, now_us);  // idle, or waiting for its own limits
       continue;
     }
     auto earliest = limit::LimiterStack::earliest_of(head->shared_, now, head->units_);
@@ -154,13 +158,13 @@ std::size_t TurnQueue::grant_locked(std::int64_t now_us, Woken& woken) {
     head->granted_.store(true, std::memory_order_release);
     if (head->wake_) woken.push_back({head.get(), head->wake_, head->slot_.held() ? head->slot_.at() : now});
     ++granted;
-    unplace(key, ks);
+    unplace(key);
     pass_ = pass;
     ks.pass = pass + head->stride_;
-    place(key, ks, now_us);
+    place(key, now_us);
   }
   if (!waking_.empty()) {
-    const std::int64_t wake_us = waking_.begin()->first - horizon_us_;
+    const std::int64_t wake_us = std::get<0>(*waking_.begin()) - horizon_us_;
     next_us_ = next_us_ ? std::min(*next_us_, wake_us) : wake_us;
   }
   if (keys_.size() > 2 * (active_.size() + waking_.size()) + 1024) forget_idle();
@@ -169,7 +173,7 @@ std::size_t TurnQueue::grant_locked(std::int64_t now_us, Woken& woken) {
 
 void TurnQueue::forget_idle() {
   // A key with nothing queued and no turns ahead would join at pass_ anyway.
-  std::erase_if(keys_, [this](const auto& kv) {
+  absl::erase_if(keys_, [this](const Entry& kv) {
     return kv.second.where == KeyState::Where::kIdle && kv.second.queue.empty() && kv.second.pass <= pass_;
   });
 }

@@ -33,15 +33,17 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
+
+#include <absl/container/btree_set.h>
+#include <absl/container/inlined_vector.h>
+#include <absl/container/node_hash_map.h>
 
 #include "limit/limiter.hpp"
 #include "limit/limiter_stack.hpp"
@@ -121,9 +123,10 @@ class TurnQueue {
   std::size_t waiting() const;
 
  private:
-  // A key's steps in the order they asked: a vector and the index of the
-  // first (a std::deque takes half a kilobyte for one step, and there may
-  // be 100,000 keys with one step each). Popping is amortised O(1).
+  // A key's steps in the order they asked: a vector holding one step in
+  // place, and the index of the first (a std::deque takes half a kilobyte
+  // for one step, and there may be 100,000 keys with one step each).
+  // Popping is amortised O(1).
   class Fifo {
    public:
     bool empty() const { return head_ == items_.size(); }
@@ -141,17 +144,23 @@ class TurnQueue {
     }
 
    private:
-    std::vector<std::weak_ptr<Turn>> items_;
-    std::size_t head_ = 0;
+    absl::InlinedVector<std::weak_ptr<Turn>, 1> items_;
+    std::uint32_t head_ = 0;
   };
+  // 56 bytes: `where` takes the queue's tail padding.
   struct KeyState {
-    enum class Where { kIdle, kActive, kWaking };
-    double pass = 0;
-    Fifo queue;
-    std::uint64_t order = 0;  // ties in active_: the key that joined first
+    enum class Where : std::uint8_t { kIdle, kActive, kWaking };
+    [[no_unique_address]] Fifo queue;
     Where where = Where::kIdle;
+    double pass = 0;
+    std::uint64_t order = 0;     // ties in active_ and waking_: the key that joined first
     std::int64_t waking_at = 0;  // its entry in waking_
   };
+  static_assert(sizeof(KeyState) <= 56, "a key's state grows with every key a run meets");
+  // Keys by name; a node each, so that active_ and waking_ name a key by
+  // the address of its entry rather than by a copy of its name.
+  using Keys = absl::node_hash_map<std::string, KeyState>;
+  using Entry = Keys::value_type;
   struct Wake {
     const Turn* turn;
     std::function<void(TimePoint)> wake;
@@ -165,22 +174,23 @@ class TurnQueue {
   std::shared_ptr<Turn> head_of(KeyState& ks);
   // Files the key by its first step: active_ when its own limits allow it
   // within the horizon, waking_ when later, nowhere when none is queued.
-  void place(const std::string& key, KeyState& ks, std::int64_t now_us);
+  void place(Entry& key, std::int64_t now_us);
   // When the keys' own limits allow `turn`'s call (now_us on an error: the
   // grant meets it again and fails the step with it).
   static std::int64_t ready_us(const Turn& turn, std::int64_t now_us);
-  void unplace(const std::string& key, KeyState& ks);
+  void unplace(Entry& key);
   std::size_t grant_locked(std::int64_t now_us, Woken& woken);
   void forget_idle();
 
   const std::int64_t horizon_us_;
   mutable std::mutex mu_;
-  std::map<std::string, KeyState> keys_;
+  Keys keys_;
   // The keys with a step queued, lowest pass first (ties: the key that
-  // joined first).
-  std::set<std::tuple<double, std::uint64_t, std::string>> active_;
+  // joined first; `order` is unique, so the address never decides). B-trees:
+  // a few bytes over the entry where a node set takes fifty.
+  absl::btree_set<std::tuple<double, std::uint64_t, Entry*>> active_;
   // The keys whose first step waits for its own limits, soonest first.
-  std::set<std::pair<std::int64_t, std::string>> waking_;
+  absl::btree_set<std::tuple<std::int64_t, std::uint64_t, Entry*>> waking_;
   std::uint64_t joined_ = 0;
   double pass_ = 0;  // of the latest grant
   std::size_t queued_ = 0;

@@ -185,6 +185,40 @@ TEST(TurnQueue, AStepThatGaveUpIsSkippedAndItsTurnGoesToTheNext) {
   EXPECT_EQ(bed.steps[2]->woken, 0);
 }
 
+// A step asks again for another number of units (a new estimate) while it
+// is the only one its key has queued: its key is filed anew, once, and the
+// grants go on (a key filed twice was granted turns it did not have, and
+// once empty, turned the grant loop for ever).
+TEST(TurnQueue, TheOnlyStepOfAKeyAskingAgainForOtherUnits_IsGrantedOnceAndTheGrantsGoOn) {
+  Bed bed;
+  bed.ask("alice");  // goes at once
+  Bed::Step& again = bed.ask("alice");
+  ASSERT_FALSE(again.slot.has_value());
+  for (int i = 0; i < 3; ++i) bed.ask("bob");
+  int woken = 0;
+  auto got = bed.queue.ask(
+      again.turn, TurnQueue::Ask{"alice", 1, {bed.shared}, 1, 0, 2, [&woken](TimePoint) { ++woken; }},
+      bed.clock.now());
+  ASSERT_TRUE(got) << got.error().to_string();
+  ASSERT_FALSE(got->has_value());
+  for (int guard = 0; guard < 100 && woken == 0; ++guard) {
+    auto next = bed.queue.next_grant();
+    ASSERT_TRUE(next.has_value());
+    if (*next > bed.clock.now()) bed.clock.set(*next);
+    bed.queue.grant(bed.clock.now());
+    for (auto& st : bed.steps) {
+      if (st.get() != &again && st->woken > 0 && !st->slot) bed.take(*st);
+    }
+  }
+  EXPECT_EQ(woken, 1);
+  // Alice's two units took her turn; bob's three are granted after it.
+  bed.drain();
+  int bobs = 0;
+  for (const auto& k : bed.order) bobs += k == "bob" ? 1 : 0;
+  EXPECT_EQ(bobs, 3);
+  EXPECT_EQ(bed.queue.waiting(), 0u);
+}
+
 TEST(TurnQueue, NextGrantIsWhenTheHeadsSlotComesWithinTheHorizon) {
   Bed bed;
   bed.ask("alice");  // goes at once
