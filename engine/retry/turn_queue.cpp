@@ -62,8 +62,8 @@ std::shared_ptr<Turn> TurnQueue::head_of(KeyState& ks) {
 
 void TurnQueue::unplace(Entry& key) {
   KeyState& ks = key.second;
-  if (ks.where == KeyState::Where::kActive) active_.erase({ks.pass, ks.order, &key});
-  if (ks.where == KeyState::Where::kWaking) waking_.erase({ks.waking_at, ks.order, &key});
+  if (ks.where == KeyState::Where::kActive) active_.erase(&key);
+  if (ks.where == KeyState::Where::kWaking) waking_.erase(&key);
   ks.where = KeyState::Where::kIdle;
 }
 
@@ -80,14 +80,14 @@ void TurnQueue::place(Entry& key, std::int64_t now_us) {
   if (const std::int64_t ready = ready_us(*head, now_us); ready > now_us + horizon_us_) {
     ks.where = KeyState::Where::kWaking;
     ks.waking_at = ready;
-    waking_.emplace(ks.waking_at, ks.order, &key);
+    waking_.insert(&key);
     return;
   }
   // Takes part at the latest grant's pass at least: time spent idle, or
   // waiting for its own limits, banks no turns.
   ks.pass = std::max(ks.pass, pass_);
   ks.where = KeyState::Where::kActive;
-  active_.emplace(ks.pass, ks.order, &key);
+  active_.insert(&key);
 }
 
 TimePoint TurnQueue::soonest(TimePoint now) const {
@@ -117,13 +117,13 @@ std::size_t TurnQueue::grant_locked(std::int64_t now_us, Woken& woken) {
   const TimePoint now = limit::from_micros(now_us);
   // Keys whose next step's own limits allow it within the horizon take
   // part in the turns from now on.
-  while (!waking_.empty() && std::get<0>(*waking_.begin()) <= now_us + horizon_us_) {
-    place(*std::get<2>(*waking_.begin()), now_us);
+  while (!waking_.empty() && (*waking_.begin())->second.waking_at <= now_us + horizon_us_) {
+    place(**waking_.begin(), now_us);
   }
   while (!active_.empty()) {
     const auto top = active_.begin();
-    const double pass = std::get<0>(*top);
-    Entry& key = *std::get<2>(*top);
+    Entry& key = **top;
+    const double pass = key.second.pass;
     KeyState& ks = key.second;
     std::shared_ptr<Turn> head = head_of(ks);
     if (!head || ready_us(*head, now_us) > now_us + horizon_us_) {
@@ -164,7 +164,7 @@ std::size_t TurnQueue::grant_locked(std::int64_t now_us, Woken& woken) {
     place(key, now_us);
   }
   if (!waking_.empty()) {
-    const std::int64_t wake_us = std::get<0>(*waking_.begin()) - horizon_us_;
+    const std::int64_t wake_us = (*waking_.begin())->second.waking_at - horizon_us_;
     next_us_ = next_us_ ? std::min(*next_us_, wake_us) : wake_us;
   }
   if (keys_.size() > 2 * (active_.size() + waking_.size()) + 1024) forget_idle();
