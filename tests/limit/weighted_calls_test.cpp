@@ -6,6 +6,7 @@
 #include <rapidcheck/gtest.h>
 
 #include <algorithm>
+#include <list>
 #include <map>
 #include <memory>
 #include <random>
@@ -373,21 +374,25 @@ RC_GTEST_PROP(WeightedProperty, MixedCostsUseAbove95PercentOfTheUnitsWhenDemandE
   std::uniform_int_distribution<std::int64_t> cost(1, max_cost);
   // A backlog far above the limit, arriving in bursts; time only moves on:
   // before each burst, the calls whose slots have come start, in time order.
-  std::vector<Reservation> pending;
+  // A list, so the calls are sorted and moved without moving a reservation
+  // (moving one onto another cancels the other); only the call that failed to
+  // start moves, re-filed earlier among equals as a stable sort would.
+  std::list<Reservation> pending;
   std::int64_t used = 0;
+  auto by_time = [](const Reservation& x, const Reservation& y) { return x.at() < y.at(); };
   auto start_due = [&](std::int64_t until) {
-    for (bool progressed = true; progressed;) {
-      progressed = false;
-      std::stable_sort(pending.begin(), pending.end(),
-                       [](const Reservation& x, const Reservation& y) { return x.at() < y.at(); });
-      if (pending.empty() || to_micros(pending.front().at()) >= until) break;
+    pending.sort(by_time);
+    while (!pending.empty() && to_micros(pending.front().at()) < until) {
       auto started = stack.start(pending.front(), pending.front().at());
       RC_ASSERT(started.has_value());
       if (*started) {
         used += pending.front().units();
-        pending.erase(pending.begin());
+        pending.pop_front();
+      } else {
+        auto to = std::next(pending.begin());
+        while (to != pending.end() && by_time(*to, pending.front())) ++to;
+        pending.splice(to, pending, pending.begin());
       }
-      progressed = true;
     }
   };
   for (std::int64_t t = kT0; t < kT0 + horizon; t += per / 4) {

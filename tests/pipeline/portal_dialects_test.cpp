@@ -99,10 +99,11 @@ INSTANTIATE_TEST_SUITE_P(Dialects, PortalDialectTest, ::testing::ValuesIn(dialec
 
 TEST(PortalDialect, ResetYearsAhead_WaitIsCappedNotFrozen) {
   // Every answer says the window resets in ten years while requests remain:
-  // nothing should wait, and no limiter may be left pointing years ahead.
+  // no limiter may be left pointing years ahead. (The reset is capped at an
+  // hour and what remains is paced over it, so these calls come seconds apart.)
   auto far = limited(Dialect::kFixedWindow, 1000, 1000ms);
   far.malformed_headers = mock_portal::MalformedHeaders::kFarFuture;
-  PortalRun run = run_jobs("FarFuture", far, 10);
+  PortalRun run = run_jobs("FarFuture", far, 4);
   ASSERT_TRUE(run.engine);
   expect_all_rated(run);
   auto now = std::chrono::system_clock::now();
