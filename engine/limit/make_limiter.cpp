@@ -53,15 +53,20 @@ Result<std::shared_ptr<Limiter>> make_limiter(const config::LimitSpec& spec, con
   // than ours. Fixed windows count epoch-aligned windows like most servers
   // and keep the exact figure, starting nothing in the margin before a
   // window's end (a call then could reach the server in the next window).
+  //
+  // Slots are granted a little slower still than the calls that start are
+  // checked (grant_slack_us): a call that starts late then still fits where
+  // its slot was, and does not push back the slots granted after it.
   const std::int64_t per_us = spec.per.count() + jitter_margin_us(spec.per.count());
   switch (spec.algorithm) {
     case config::LimitAlgorithm::kSlidingWindow:
-      return std::make_shared<SlidingWindowLimiter>(spec.rate, per_us);
+      return std::make_shared<SlidingWindowLimiter>(spec.rate, per_us,
+                                                    per_us + grant_slack_us(spec.per.count()));
     case config::LimitAlgorithm::kTokenBucket: {
       const std::int64_t burst = spec.burst.value_or(1);
       return std::make_shared<TokenBucketLimiter>(
           spec.rate, spec.per.count() + bucket_margin_us(spec.rate, spec.per.count(), burst), burst,
-          kBurstGuardUs);
+          kBurstGuardUs, bucket_check_per_us(spec.rate, spec.per.count(), burst));
     }
     case config::LimitAlgorithm::kFixedWindow:
       return std::make_shared<FixedWindowLimiter>(spec.rate, spec.per.count(),

@@ -55,6 +55,25 @@ constexpr std::int64_t bucket_margin_us(std::int64_t rate, std::int64_t per_us, 
   return stretched > margin ? stretched : margin;
 }
 
+// The slack between granting a slot and checking a start. A sliding window
+// grants its slots in a window longer by half the jitter margin than the one
+// it checks starts in: a call that starts up to that late still fits, and a
+// later delay heals by as much each window instead of lasting.
+constexpr std::int64_t grant_slack_us(std::int64_t per_us) { return jitter_margin_us(per_us) / 2; }
+
+// A token bucket checks starts against the declared rate when the burst
+// guard leaves part of the burst (per / rate * (burst - 1) >= the guard):
+// starts kept to a bucket of the declared rate whose tolerance is shorter by
+// the guard reach a server's bucket of that rate, each up to the guard late,
+// within its tolerance. Its slots keep the margin, which makes the slack for
+// a late start. Otherwise (0) starts are checked as the slots are granted.
+constexpr std::int64_t bucket_check_per_us(std::int64_t rate, std::int64_t per_us, std::int64_t burst) {
+  if (burst < 2 || rate < 1) return 0;
+  const std::int64_t interval = per_us / rate + (per_us % rate != 0 ? 1 : 0);
+  if (interval >= kBurstGuardUs) return per_us;
+  return burst - 1 >= (kBurstGuardUs + interval - 1) / interval ? per_us : 0;
+}
+
 // A token bucket without a declared burst gets a burst of 1 (strict spacing
 // per/rate), which also keeps the sliding-window rule. `connect` may be empty
 // for process-scope limits; database-scope limits read `clock` (when given)

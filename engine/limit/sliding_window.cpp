@@ -8,15 +8,15 @@
 
 namespace ratchet::limit {
 
-SlidingWindowLimiter::SlidingWindowLimiter(std::int64_t rate, std::int64_t per_us)
-    : rate_(rate), per_(per_us) {}
+SlidingWindowLimiter::SlidingWindowLimiter(std::int64_t rate, std::int64_t per_us, std::int64_t grant_per_us)
+    : rate_(rate), per_(per_us), grant_per_(std::max(per_us, grant_per_us)) {}
 
 std::int64_t SlidingWindowLimiter::advance(std::int64_t now_us) {
   if (now_us > high_water_) {
     high_water_ = now_us;
     // Entries at or before now - per are outside every interval that holds a
     // time >= now, so they no longer matter.
-    log_.drop_through(high_water_ - per_);
+    log_.drop_through(high_water_ - grant_per_);
     started_.drop_through(high_water_ - per_);
   }
   return high_water_;
@@ -25,14 +25,14 @@ std::int64_t SlidingWindowLimiter::advance(std::int64_t now_us) {
 Result<std::int64_t> SlidingWindowLimiter::earliest_units(std::int64_t now_us, std::int64_t t_us,
                                                           std::int64_t units) {
   std::lock_guard lock(mu_);
-  return sliding_earliest(log_.view(), rate_, per_, std::max(t_us, advance(now_us)), fit(units));
+  return sliding_earliest(log_.view(), rate_, grant_per_, std::max(t_us, advance(now_us)), fit(units));
 }
 
 Result<Slot> SlidingWindowLimiter::reserve_units(std::int64_t now_us, std::int64_t t_us, std::int64_t units) {
   std::lock_guard lock(mu_);
   Slot slot;
   slot.units = units;
-  slot.at_us = sliding_earliest(log_.view(), rate_, per_, std::max(t_us, advance(now_us)), fit(units));
+  slot.at_us = sliding_earliest(log_.view(), rate_, grant_per_, std::max(t_us, advance(now_us)), fit(units));
   log_.insert(slot.at_us, units);
   return slot;
 }
@@ -96,12 +96,17 @@ Status SlidingWindowLimiter::adjust(Slot& slot, std::int64_t units, std::int64_t
   advance(now_us);
   // Entries at the call's start: exact either way (a pruned start no
   // longer counts in any window that is still to come).
-  if (slot.at_us > high_water_ - per_) {
+  if (slot.at_us > high_water_ - grant_per_) {
     if (units > slot.units) {
       log_.insert(slot.at_us, units - slot.units);
-      started_.insert(slot.at_us, units - slot.units);
     } else {
       log_.erase(slot.at_us, slot.units - units);
+    }
+  }
+  if (slot.at_us > high_water_ - per_) {
+    if (units > slot.units) {
+      started_.insert(slot.at_us, units - slot.units);
+    } else {
       started_.erase(slot.at_us, slot.units - units);
     }
   }
@@ -112,9 +117,8 @@ Status SlidingWindowLimiter::adjust(Slot& slot, std::int64_t units, std::int64_t
 void SlidingWindowLimiter::count_started(std::span<const std::int64_t> starts_us) {
   std::lock_guard lock(mu_);
   for (std::int64_t at : starts_us) {
-    if (at <= high_water_ - per_) continue;  // outside every window that still counts
-    log_.insert(at);
-    started_.insert(at);
+    if (at > high_water_ - grant_per_) log_.insert(at);
+    if (at > high_water_ - per_) started_.insert(at);  // else outside every window that still counts
   }
 }
 

@@ -3,6 +3,11 @@
 // declares no burst (docs/semantics.md, rule 7).
 //
 // State: a sorted log of starts and reservations newer than now - per.
+//
+// Slots may be granted in a longer window than the starts are checked in
+// (grant_per_us): the slack between them lets a call that starts late, after
+// its slot, go without pushing back the holder of the slot one window on
+// (who would start late in turn, the delay growing while a backlog lasts).
 // Thread-safety: all members are safe to call concurrently (one mutex).
 #pragma once
 
@@ -18,8 +23,9 @@ namespace ratchet::limit {
 
 class SlidingWindowLimiter final : public Limiter {
  public:
-  // rate >= 1, per_us >= 1 (the config loader has checked them).
-  SlidingWindowLimiter(std::int64_t rate, std::int64_t per_us);
+  // rate >= 1, per_us >= 1 (the config loader has checked them). Slots are
+  // granted in windows of grant_per_us (0: per_us; at least per_us).
+  SlidingWindowLimiter(std::int64_t rate, std::int64_t per_us, std::int64_t grant_per_us = 0);
 
   [[nodiscard]] Result<std::int64_t> ready_at(Slot& slot, std::int64_t now_us) override;
   [[nodiscard]] Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
@@ -43,7 +49,8 @@ class SlidingWindowLimiter final : public Limiter {
   UseResult start_locked(Slot& slot, std::int64_t now_us);
 
   const std::int64_t rate_;
-  const std::int64_t per_;
+  const std::int64_t per_;        // starts are checked in windows this long
+  const std::int64_t grant_per_;  // slots are granted in windows this long
   std::mutex mu_;
   std::int64_t high_water_ = 0;
   SortedLog log_;      // every slot granted, started or not: when to come

@@ -17,8 +17,14 @@ Gcra guarded(Gcra g, std::int64_t guard_us) {
 }  // namespace
 
 TokenBucketLimiter::TokenBucketLimiter(std::int64_t rate, std::int64_t per_us, std::int64_t burst,
-                                       std::int64_t guard_us)
-    : rate_(rate), per_(per_us), burst_(burst), gcra_(guarded(Gcra::make(rate, per_us, burst), guard_us)) {}
+                                       std::int64_t guard_us, std::int64_t check_per_us)
+    : rate_(rate),
+      per_(per_us),
+      burst_(burst),
+      gcra_(guarded(Gcra::make(rate, per_us, burst), guard_us)),
+      check_(guarded(Gcra::make(rate, check_per_us > 0 ? std::min(check_per_us, per_us) : per_us, burst),
+                     guard_us)),
+      tolerance_gap_(std::max<std::int64_t>(0, gcra_.tolerance_us - check_.tolerance_us)) {}
 
 Result<std::int64_t> TokenBucketLimiter::earliest_units(std::int64_t now_us, std::int64_t t_us,
                                                         std::int64_t units) {
@@ -33,7 +39,7 @@ Result<Slot> TokenBucketLimiter::reserve_units(std::int64_t now_us, std::int64_t
 
 Result<std::int64_t> TokenBucketLimiter::ready_at(Slot& slot, std::int64_t now_us) {
   std::lock_guard lock(mu_);
-  return std::max(slot.at_us, gcra_.earliest(started_tat_, now_us, slot.units));
+  return std::max(slot.at_us, check_.earliest(started_tat_, now_us, slot.units));
 }
 
 Result<UseResult> TokenBucketLimiter::start(Slot& slot, std::int64_t now_us) {
@@ -62,17 +68,17 @@ UseResult TokenBucketLimiter::start_locked(Slot& slot, std::int64_t now_us) {
   // to come. A start at its slot's time always fits (the slots were granted
   // with every earlier slot counted), and a late one fits when the room is
   // still there; otherwise its holder waits for the next room, in its place.
-  const std::int64_t allowed = gcra_.earliest(started_tat_, now_us, slot.units);
+  const std::int64_t allowed = check_.earliest(started_tat_, now_us, slot.units);
   if (now_us < allowed) {
     slot.at_us = allowed;
     return UseResult::kMoved;
   }
   slot.started = true;
   slot.started_before_us = started_tat_;
-  started_tat_ = std::max(started_tat_, now_us) + gcra_.charge(slot.units);
+  started_tat_ = std::max(started_tat_, now_us) + check_.charge(slot.units);
   slot.started_after_us = started_tat_;
   // Slots granted from now on queue behind what really started.
-  tat_ = std::max(tat_, started_tat_);
+  tat_ = std::max(tat_, started_tat_ + tolerance_gap_);
   slot.at_us = now_us;
   return UseResult::kStarted;
 }
@@ -88,11 +94,11 @@ Status TokenBucketLimiter::adjust(Slot& slot, std::int64_t units, std::int64_t n
   (void)now_us;
   if (!slot.started) return adjust_needs_start(slot);
   std::lock_guard lock(mu_);
-  const bool latest = tat_ == started_tat_;
-  gcra_.correct(started_tat_, slot.started_before_us, slot.started_after_us, slot.at_us, slot.units, units);
+  const bool latest = tat_ == started_tat_ + tolerance_gap_;
+  check_.correct(started_tat_, slot.started_before_us, slot.started_after_us, slot.at_us, slot.units, units);
   // Slots granted from now on queue behind the corrected charge; with none
   // granted after the start, they follow it down too.
-  tat_ = latest ? started_tat_ : std::max(tat_, started_tat_);
+  tat_ = latest ? started_tat_ + tolerance_gap_ : std::max(tat_, started_tat_ + tolerance_gap_);
   slot.started_after_us = started_tat_;
   slot.units = units;
   return {};
@@ -101,8 +107,8 @@ Status TokenBucketLimiter::adjust(Slot& slot, std::int64_t units, std::int64_t n
 void TokenBucketLimiter::count_started(std::span<const std::int64_t> starts_us) {
   std::lock_guard lock(mu_);
   for (std::int64_t at : starts_us) {
-    started_tat_ = std::max(started_tat_, at) + gcra_.interval_us;
-    tat_ = std::max(tat_, started_tat_);
+    started_tat_ = std::max(started_tat_, at) + check_.interval_us;
+    tat_ = std::max(tat_, started_tat_ + tolerance_gap_);
   }
 }
 

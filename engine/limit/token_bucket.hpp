@@ -5,6 +5,13 @@
 //
 // Reservations are granted in request order (each one after the previous);
 // only the latest reservation can be given back exactly (limit/gcra_math.hpp).
+//
+// Slots are granted by one bucket and the calls that really start are
+// checked against another, which may be a little faster (check_per_us): the
+// slack between them lets a call that starts late, after its slot, go without
+// pushing every later slot's holder back by as much. Without that slack a
+// late start delays the next holder, who starts late in turn, and the delay
+// only ever grows while a backlog lasts.
 // Thread-safety: all members are safe to call concurrently (one mutex).
 #pragma once
 
@@ -19,8 +26,10 @@ namespace ratchet::limit {
 class TokenBucketLimiter final : public Limiter {
  public:
   // rate >= 1, per_us >= 1, burst >= 1. A burst is held back by guard_us
-  // (see make_limiter).
-  TokenBucketLimiter(std::int64_t rate, std::int64_t per_us, std::int64_t burst, std::int64_t guard_us = 0);
+  // (see make_limiter). Starts are checked against a bucket of check_per_us
+  // (0: per_us; at most per_us) with the same guard.
+  TokenBucketLimiter(std::int64_t rate, std::int64_t per_us, std::int64_t burst, std::int64_t guard_us = 0,
+                     std::int64_t check_per_us = 0);
 
   [[nodiscard]] Result<std::int64_t> ready_at(Slot& slot, std::int64_t now_us) override;
   [[nodiscard]] Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
@@ -43,7 +52,12 @@ class TokenBucketLimiter final : public Limiter {
   const std::int64_t rate_;
   const std::int64_t per_;
   const std::int64_t burst_;
-  const Gcra gcra_;
+  const Gcra gcra_;   // grants the slots
+  const Gcra check_;  // checks the starts
+  // How much sooner than the checked bucket the granting one lets a call go
+  // after a full bucket (its tolerance is longer): grants after a start are
+  // held back by as much, so a call on time is never turned back.
+  const std::int64_t tolerance_gap_;
   std::mutex mu_;
   std::int64_t tat_ = Gcra::kIdle;          // of every slot granted: when to come
   std::int64_t started_tat_ = Gcra::kIdle;  // of the calls started: who may go

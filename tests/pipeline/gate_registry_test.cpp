@@ -157,7 +157,9 @@ TEST_F(GateRegistryLimits, NewProcessOnTheSameDatabase_AdmitsNoneUntilTheWindowA
   GateRegistry after(config_with(kTenPerSecond), db.connect(), 2, clock);
   EXPECT_EQ(admitted_now(after), 0) << "the server still counts the 10 calls of the process before";
   EXPECT_GE(next_start(after), first + 1s);
-  clock->set(first + 1s + 60ms);  // past the window and its jitter margin (50 ms)
+  // Past the window, its jitter margin (50 ms) and the slack slots are
+  // granted with (25 ms).
+  clock->set(first + 1s + 80ms);
   EXPECT_EQ(admitted_now(after), 10);
 }
 
@@ -174,7 +176,9 @@ TEST_F(GateRegistryLimits, NewProcessOnTheSameDatabase_EachKeyOfAKeyedLimitResum
   GateRegistry after(config_with(per_account), db.connect(), 2, clock);
   EXPECT_EQ(admitted_soon_for(after, "alice"), 0) << "the server still counts alice's 3 calls";
   EXPECT_EQ(admitted_soon_for(after, "carol"), 3) << "a key of its own";
-  clock->set(first + 1s + 60ms);  // past the window and its jitter margin (50 ms)
+  // Past the window, its jitter margin (50 ms) and the slack slots are
+  // granted with (25 ms).
+  clock->set(first + 1s + 80ms);
   EXPECT_EQ(admitted_soon_for(after, "alice"), 3);
 }
 
