@@ -115,13 +115,17 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
     }
     reset_epoch_ms_ = std::max(reset_epoch_ms_, *hint.reset_epoch_ms);
   }
-  if (hint.limit && hint.remaining && call_started && *hint.remaining == *hint.limit - 1) {
-    window_start_us_ = to_micros(*call_started);  // the first call of a server window
-  }
+  // The first call of a server window (or of its first window seen).
+  const bool opened = hint.limit && hint.remaining && call_started && *hint.remaining == *hint.limit - 1;
+  // A reply of a call started before the latest window's first tells of a
+  // window gone by: what remains of it, or that it is spent, says nothing
+  // of the window now.
+  const bool stale = !opened && call_started && to_micros(*call_started) < window_start_us_;
+  if (opened) window_start_us_ = to_micros(*call_started);
   end_hold_locked(now_us);
   if (hint.throttled) {
     quota_until_us_ = 0;  // refused: the pause below says when to go on
-  } else if (options_.floor == Duration::zero() && hint.remaining && call_started &&
+  } else if (options_.floor == Duration::zero() && hint.remaining && call_started && !stale &&
              (hint.reset_in || hint.resume_at)) {
     const std::int64_t reset_in =
         hint.reset_in ? to_micros(*hint.reset_in) : to_micros(*hint.resume_at) - now_us;
@@ -134,9 +138,9 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
       const std::int64_t windows = (now_us - window_start_us_) / window + 1;
       until = std::min(until, window_start_us_ + windows * window + kBoundaryGuard);
     }
-    count_remaining_locked(*hint.remaining, until, to_micros(*call_started), now_us, window);
+    count_remaining_locked(*hint.remaining, until, to_micros(*call_started), now_us, window, opened);
   }
-  if (hint.resume_at) {
+  if (hint.resume_at && !stale) {
     std::int64_t resume = to_micros(*hint.resume_at);
     const std::int64_t window = window_locked();
     if (!hint.throttled && hint.remaining == 0 && window_start_us_ > 0 && window > 0) {
@@ -329,8 +333,8 @@ bool AdaptivePacer::from_quota_locked(std::int64_t t, std::int64_t units) const 
 }
 
 void AdaptivePacer::count_remaining_locked(std::int64_t remaining, std::int64_t until_us,
-                                           std::int64_t from_us, std::int64_t now_us,
-                                           std::int64_t window_us) {
+                                           std::int64_t from_us, std::int64_t now_us, std::int64_t window_us,
+                                           bool opened) {
   // The server counted the replying call and those that reached it first;
   // the calls started after it, and the slots granted and not yet started,
   // are still to come out of what it said remains.
@@ -351,7 +355,7 @@ void AdaptivePacer::count_remaining_locked(std::int64_t remaining, std::int64_t 
   // knows nothing of those started just before it that came later. Within
   // one window of the server only the least is believed; a reset well
   // past the window's (or the window gone by) is the next one.
-  const bool next_window = quota_until_us_ <= now_us || until_us > quota_until_us_ + window_us / 2;
+  const bool next_window = opened || quota_until_us_ <= now_us || until_us > quota_until_us_ + window_us / 2;
   if (next_window) {
     quota_ = left;
     quota_until_us_ = until_us;

@@ -135,9 +135,10 @@ class AdaptivePacer final : public Limiter {
   // Whether a slot of `units` at `t` comes from what the server said remains.
   bool from_quota_locked(std::int64_t t, std::int64_t units) const;
   // What remains of the server's window, from a reply to a call started at
-  // `from_us` that left `remaining` units until `until_us`.
+  // `from_us` that left `remaining` units until `until_us`; `opened`: the
+  // call was the first of a window.
   void count_remaining_locked(std::int64_t remaining, std::int64_t until_us, std::int64_t from_us,
-                              std::int64_t now_us, std::int64_t window_us);
+                              std::int64_t now_us, std::int64_t window_us, bool opened);
   void note_start_locked(std::int64_t now_us, std::int64_t units);
   void end_hold_locked(std::int64_t now_us);
   // What a reply with no quota says about a server that only refuses: the

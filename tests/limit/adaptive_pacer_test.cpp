@@ -293,6 +293,29 @@ TEST(AdaptivePacer_Quota, WhatRemainsOfAWindowGoesAtOnceThenNothingBeforeItsRese
   EXPECT_EQ(next_slot(p, clock.now()), to_micros(t0 + 2s + 10ms));
 }
 
+TEST(AdaptivePacer_Quota, ALateReplyOfTheWindowBefore_LeavesTheNewWindowsQuotaAlone) {
+  FakeClock clock;
+  AdaptivePacer p(plugin_pacing(Duration::zero()));
+  const TimePoint t0 = clock.now();
+  next_slot(p, t0);
+  clock.advance(20ms);
+  p.observe(window_reply(9, 2s), clock.now(), t0);  // the first window's first call
+  for (int i = 0; i < 9; ++i) next_slot(p, clock.now());
+  // The next window's first call, started at its end, replies before the
+  // last call of the window before, which had spent it.
+  clock.advance(2s);
+  const TimePoint opener = clock.now();
+  EXPECT_EQ(next_slot(p, opener), to_micros(opener));
+  clock.advance(20ms);
+  p.observe(window_reply(9, 2s), clock.now(), opener);
+  PaceHint spent = window_reply(0, 2s);
+  spent.reset_in.reset();
+  spent.resume_at = clock.now() + 2s;
+  p.observe(spent, clock.now(), t0 + 25ms);
+  EXPECT_EQ(next_slot(p, clock.now()), to_micros(clock.now()))
+      << "nine remain of the new window: they go at once, not after it";
+}
+
 TEST(AdaptivePacer_Quota, CallsStartedAfterTheReplyingOneCountAgainstWhatRemains) {
   FakeClock clock;
   AdaptivePacer p(plugin_pacing(Duration::zero()));
