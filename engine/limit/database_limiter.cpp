@@ -15,9 +15,15 @@ struct DatabaseLimiter::Impl {
   config::LimitAlgorithm algorithm;
   std::int64_t rate;
   std::int64_t per;           // as kept: the declared period plus the margin
+  std::int64_t grant_per;     // a sliding window's slots are granted in windows this long
   std::int64_t declared_per;  // as declared, for describe()
   std::int64_t burst;
-  Gcra gcra;
+  Gcra gcra;   // grants a token bucket's slots
+  Gcra check;  // checks its starts
+  // How much sooner the granting bucket lets a call go after a full bucket
+  // than the checking one: grants after a start are held back by as much,
+  // so a call on time is never turned back.
+  std::int64_t tolerance_gap = 0;
   std::string key;
   std::shared_ptr<const Clock> clock;
   std::shared_ptr<SharedLimiterTables> tables;
@@ -42,10 +48,9 @@ struct DatabaseLimiter::Impl {
       if (db->raise_high_water(key, hw) && algorithm != config::LimitAlgorithm::kTokenBucket) {
         // Entries at or before hw - per are outside every interval that holds
         // a time >= hw (the same boundary as the in-memory log).
-        const std::int64_t horizon =
-            algorithm == config::LimitAlgorithm::kSlidingWindow ? hw - per + 1 : floor_div(hw, per) * per;
-        db->prune(store::LimiterLog::kCalls, key, horizon);
-        db->prune(store::LimiterLog::kStarts, key, horizon);
+        const bool sliding = algorithm == config::LimitAlgorithm::kSlidingWindow;
+        db->prune(store::LimiterLog::kCalls, key, sliding ? hw - grant_per + 1 : floor_div(hw, per) * per);
+        db->prune(store::LimiterLog::kStarts, key, sliding ? hw - per + 1 : floor_div(hw, per) * per);
       }
     }
     return hw;
@@ -98,9 +103,10 @@ struct DatabaseLimiter::Impl {
   // The earliest time >= t (t >= high-water mark) a sliding-window start
   // fits among every slot granted (started_only: among the calls started).
   std::int64_t sliding_find(std::int64_t t, bool started_only, std::int64_t units) {
-    // Room for the units within per of t: t fits, without reading the log.
-    if (count_between(t - per, t + per, rate, started_only) + fit(units) <= rate) return t;
-    return sliding_earliest(load_log(t - per, started_only), rate, per, t, fit(units));
+    const std::int64_t w = started_only ? per : grant_per;
+    // Room for the units within w of t: t fits, without reading the log.
+    if (count_between(t - w, t + w, rate, started_only) + fit(units) <= rate) return t;
+    return sliding_earliest(load_log(t - w, started_only), rate, w, t, fit(units));
   }
 
   // The earliest time >= t (t >= high-water mark) a slot can be granted.
@@ -136,7 +142,7 @@ struct DatabaseLimiter::Impl {
   std::int64_t ready(const Slot& slot, std::int64_t now) {
     const std::int64_t t = std::max({now, advance(now), slot.at_us});
     if (algorithm == config::LimitAlgorithm::kTokenBucket) {
-      return gcra.earliest(read_started_tat(), t, slot.units);
+      return check.earliest(read_started_tat(), t, slot.units);
     }
     return sliding_find(t, true, slot.units);
   }
@@ -148,19 +154,19 @@ struct DatabaseLimiter::Impl {
       case config::LimitAlgorithm::kTokenBucket: {
         // The bucket of the calls started decides (as TokenBucketLimiter).
         std::int64_t started_tat = read_started_tat();
-        const std::int64_t allowed = std::max(hw, gcra.earliest(started_tat, now, slot.units));
+        const std::int64_t allowed = std::max(hw, check.earliest(started_tat, now, slot.units));
         if (now < allowed) {
           slot.at_us = allowed;
           return UseResult::kMoved;
         }
         slot.started = true;
         slot.started_before_us = started_tat;
-        started_tat = std::max(started_tat, now) + gcra.charge(slot.units);
+        started_tat = std::max(started_tat, now) + check.charge(slot.units);
         slot.started_after_us = started_tat;
         write_started_tat(started_tat);
         // Slots granted from now on queue behind what really started.
         const std::int64_t tat = read_tat();
-        if (tat < started_tat) write_tat(started_tat);
+        if (tat < started_tat + tolerance_gap) write_tat(started_tat + tolerance_gap);
         slot.at_us = now;
         return UseResult::kStarted;
       }
@@ -228,22 +234,26 @@ struct DatabaseLimiter::Impl {
     if (algorithm == config::LimitAlgorithm::kTokenBucket) {
       std::int64_t started_tat = read_started_tat();
       const std::int64_t tat = read_tat();
-      const bool latest = tat == started_tat;
-      gcra.correct(started_tat, slot.started_before_us, slot.started_after_us, slot.at_us, slot.units, units);
+      const bool latest = tat == started_tat + tolerance_gap;
+      check.correct(started_tat, slot.started_before_us, slot.started_after_us, slot.at_us, slot.units,
+                    units);
       write_started_tat(started_tat);
-      if (latest || tat < started_tat) write_tat(started_tat);
+      if (latest || tat < started_tat + tolerance_gap) write_tat(started_tat + tolerance_gap);
       slot.started_after_us = started_tat;
     } else {
-      // Rows at the call's start, while its window still counts.
-      const bool counts = algorithm == config::LimitAlgorithm::kSlidingWindow
-                              ? slot.at_us > hw - per
-                              : floor_div(slot.at_us, per) >= floor_div(hw, per);
-      if (counts && units > slot.units) {
-        add_call(slot.at_us, units - slot.units);
-        add_start(slot.at_us, units - slot.units);
-      } else if (counts && units < slot.units) {
-        remove_call(slot.at_us, slot.units - units);
-        remove_start(slot.at_us, slot.units - units);
+      // Rows at the call's start, while its window still counts (the
+      // slots' window is the longer).
+      const bool sliding = algorithm == config::LimitAlgorithm::kSlidingWindow;
+      const bool calls_count =
+          sliding ? slot.at_us > hw - grant_per : floor_div(slot.at_us, per) >= floor_div(hw, per);
+      const bool starts_count =
+          sliding ? slot.at_us > hw - per : floor_div(slot.at_us, per) >= floor_div(hw, per);
+      if (units > slot.units) {
+        if (calls_count) add_call(slot.at_us, units - slot.units);
+        if (starts_count) add_start(slot.at_us, units - slot.units);
+      } else if (units < slot.units) {
+        if (calls_count) remove_call(slot.at_us, slot.units - units);
+        if (starts_count) remove_start(slot.at_us, slot.units - units);
       }
     }
     slot.units = units;
@@ -277,10 +287,20 @@ DatabaseLimiter::DatabaseLimiter(const config::LimitSpec& spec, std::string key,
   impl_->per = spec.per.count() + (spec.algorithm == config::LimitAlgorithm::kFixedWindow
                                        ? 0
                                        : std::max<std::int64_t>(0, options.margin_us));
+  impl_->grant_per = impl_->per + (spec.algorithm == config::LimitAlgorithm::kSlidingWindow
+                                       ? std::max<std::int64_t>(0, options.grant_slack_us)
+                                       : 0);
   impl_->burst = spec.burst.value_or(1);
-  impl_->gcra = Gcra::make(impl_->rate, impl_->per, impl_->burst);
-  impl_->gcra.tolerance_us =
-      std::max<std::int64_t>(0, impl_->gcra.tolerance_us - std::max<std::int64_t>(0, options.burst_guard_us));
+  const std::int64_t guard = std::max<std::int64_t>(0, options.burst_guard_us);
+  auto guarded = [guard](Gcra g) {
+    g.tolerance_us = std::max<std::int64_t>(0, g.tolerance_us - guard);
+    return g;
+  };
+  impl_->gcra = guarded(Gcra::make(impl_->rate, impl_->per, impl_->burst));
+  const std::int64_t check_per =
+      options.check_per_us > 0 ? std::min(options.check_per_us, impl_->per) : impl_->per;
+  impl_->check = guarded(Gcra::make(impl_->rate, check_per, impl_->burst));
+  impl_->tolerance_gap = std::max<std::int64_t>(0, impl_->gcra.tolerance_us - impl_->check.tolerance_us);
   impl_->key = std::move(key);
   impl_->clock = std::move(options.clock);
   impl_->db = tables->db.get();

@@ -11,6 +11,10 @@
 // of the calls started. Every decision is one transaction that no other
 // decision on the key interleaves with, so processes serialise on it.
 //
+// Slots are granted with slack over the starts they check (grant_slack_us,
+// check_per_us): a call that starts a little late, after its slot, still
+// fits, and does not push every later holder back by as much.
+//
 // A start is counted at the time it really happens: the limiter reads its
 // clock inside the transaction, after any wait for the lock, so a caller
 // whose `now` went stale while another process held the lock is counted
@@ -61,6 +65,13 @@ struct DatabaseLimiterOptions {
   std::int64_t margin_us = 0;
   // A token bucket's burst is held back by this long (see make_limiter).
   std::int64_t burst_guard_us = 0;
+  // Slack between the slots granted and the starts checked, as in the
+  // in-process limiters (limit/sliding_window.hpp, limit/token_bucket.hpp):
+  // a sliding window grants its slots in a window longer by this than the
+  // one it checks starts in; a token bucket checks starts against a bucket
+  // of this period (0: the granting one's; at most that).
+  std::int64_t grant_slack_us = 0;
+  std::int64_t check_per_us = 0;
 };
 
 // One connection to the limiter tables, taken in turns by the limiters that

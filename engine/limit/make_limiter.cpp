@@ -10,9 +10,9 @@
 namespace ratchet::limit {
 namespace {
 
-// Database-scope limits keep the same margin as in-process ones (see
-// make_limiter): the server counts the calls of every process with the
-// same jitter.
+// Database-scope limits keep the same margin, and the same slack between
+// granting and checking, as in-process ones (see make_limiter): the server
+// counts the calls of every process with the same jitter.
 DatabaseLimiterOptions database_options(const config::LimitSpec& spec, std::shared_ptr<const Clock> clock) {
   DatabaseLimiterOptions options;
   options.clock = std::move(clock);
@@ -20,6 +20,11 @@ DatabaseLimiterOptions database_options(const config::LimitSpec& spec, std::shar
                           ? bucket_margin_us(spec.rate, spec.per.count(), spec.burst.value_or(1))
                           : jitter_margin_us(spec.per.count());
   options.burst_guard_us = kBurstGuardUs;
+  if (spec.algorithm == config::LimitAlgorithm::kSlidingWindow) {
+    options.grant_slack_us = grant_slack_us(spec.per.count());
+  } else if (spec.algorithm == config::LimitAlgorithm::kTokenBucket) {
+    options.check_per_us = bucket_check_per_us(spec.rate, spec.per.count(), spec.burst.value_or(1));
+  }
   return options;
 }
 

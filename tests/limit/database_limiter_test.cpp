@@ -13,6 +13,7 @@
 #include "limit/micros.hpp"
 #include "limit_checks.hpp"
 #include "limiter_tables.hpp"
+#include "stall_replay.hpp"
 
 namespace ratchet::limit {
 namespace {
@@ -383,8 +384,32 @@ TEST_P(DatabaseLimiterTest, MakeLimiter_DatabaseScope_KeepsTheJitterMarginOfProc
   auto second = must((*l)->reserve(kT0, kT0));
   EXPECT_EQ(first.at_us, kT0);
   // As in process scope: a start that reaches the server a little late must
-  // still leave a whole window to the next one.
-  EXPECT_EQ(second.at_us, kT0 + kSec + kJitterFloorUs);
+  // still leave a whole window to the next one, and slots are granted with
+  // half the margin again as slack over the starts checked.
+  EXPECT_EQ(second.at_us, kT0 + kSec + kJitterFloorUs + kJitterFloorUs / 2);
+}
+
+// As in process scope (LimiterLag in limiter_property_test.cpp): steps that
+// start late after their slots delay the slots granted after them by less
+// and less until none. Were the delay passed on whole, every later step
+// would wait as long, and park again, for as long as the backlog lasts.
+TEST_P(DatabaseLimiterTest, MakeLimiter_DatabaseScope_AStallInABacklogHealsAsInProcessScope) {
+  testing::LimiterTables db(GetParam());
+  const auto sliding = spec(config::LimitAlgorithm::kSlidingWindow, 5, 1s);
+  const auto bucket = spec(config::LimitAlgorithm::kTokenBucket, 10, 1s, 5);
+  for (const auto& s : {sliding, bucket}) {
+    const bool is_bucket = s.algorithm == config::LimitAlgorithm::kTokenBucket;
+    const std::string name = is_bucket ? "bucket" : "sliding window";
+    const std::int64_t late = is_bucket ? 600'000 : 120'000;
+    constexpr int kSlots = 120;
+    const auto delay =
+        testing::delays_after_a_stall(s, limiter_key("stall", s), db.connect(), kSlots, 10, 8, late, kT0);
+    ASSERT_EQ(delay.size(), static_cast<std::size_t>(kSlots)) << name;
+    EXPECT_EQ(delay[10], late) << name;
+    for (int i = 70; i < kSlots; ++i) {
+      EXPECT_EQ(delay[static_cast<std::size_t>(i)], 0) << name << ": step " << i << " of " << kSlots;
+    }
+  }
 }
 
 // A keyed database-scope limit, as two processes hold it: each keeps one

@@ -21,6 +21,7 @@
 #include "limit/sliding_window.hpp"
 #include "limit/token_bucket.hpp"
 #include "limit_checks.hpp"
+#include "stall_replay.hpp"
 
 namespace ratchet::limit {
 namespace {
@@ -253,45 +254,6 @@ TEST(LimiterLag, SmallBucketBacklog_ThreeStartsSpanAnIntervalPlusTheLag) {
   }
 }
 
-// A backlog of slots held by steps that come back for them (as parked steps
-// do), `stalled` of them from `first` on late by `late` (their process
-// stalled): when each step started, against its slot. A step turned back
-// waits in place for the time it was given.
-std::vector<std::int64_t> delays_after_a_stall(const config::LimitSpec& spec, int slots, int first,
-                                               int stalled, std::int64_t late) {
-  auto limiter = make_limiter(spec, "p");
-  EXPECT_TRUE(limiter.has_value());
-  if (!limiter) return {};
-  LimiterStack stack({*limiter});
-  std::vector<Reservation> held;
-  std::vector<std::int64_t> slot_at;
-  for (int i = 0; i < slots; ++i) {
-    auto r = stack.reserve(from_micros(kT0));
-    EXPECT_TRUE(r.has_value());
-    if (!r) return {};
-    slot_at.push_back(to_micros(r->at()));
-    held.push_back(std::move(*r));
-  }
-  std::multimap<std::int64_t, int> comes;  // when each step comes back
-  for (int i = 0; i < slots; ++i)
-    comes.emplace(slot_at[i] + (i >= first && i < first + stalled ? late : 0), i);
-  std::vector<std::int64_t> delay(static_cast<std::size_t>(slots), 0);
-  while (!comes.empty()) {
-    auto [at, i] = *comes.begin();
-    comes.erase(comes.begin());
-    auto& r = held[static_cast<std::size_t>(i)];
-    auto go = stack.start(r, from_micros(at));
-    EXPECT_TRUE(go.has_value());
-    if (!go) return {};
-    if (*go) {
-      delay[static_cast<std::size_t>(i)] = at - slot_at[static_cast<std::size_t>(i)];
-    } else {
-      comes.emplace(std::max(at + 1, to_micros(r.at())), i);
-    }
-  }
-  return delay;
-}
-
 // Steps that start late, after their slots (their process stalled), delay
 // the slots granted after them by less and less until none: slots are
 // granted with slack over what the starts are checked against. Were the
@@ -313,7 +275,7 @@ TEST(LimiterLag, AStallInABacklog_LaterStepsStartOnTimeAgainSoon) {
     // A bucket absorbs lateness up to its tolerance (370 ms) as it is.
     const std::int64_t late = is_bucket ? 600 * kMs : 120 * kMs;
     constexpr int kSlots = 120;
-    const auto delay = delays_after_a_stall(spec, kSlots, 10, 8, late);
+    const auto delay = testing::delays_after_a_stall(spec, "p", {}, kSlots, 10, 8, late);
     ASSERT_EQ(delay.size(), static_cast<std::size_t>(kSlots)) << name;
     EXPECT_EQ(delay[10], late) << name;
     for (int i = 70; i < kSlots; ++i) {
