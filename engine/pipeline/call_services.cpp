@@ -95,15 +95,14 @@ std::optional<std::string> CallServices::admit_extra_request(limit::Reservation&
                                                              std::optional<TimePoint>* refused_until) {
   retry::CallState extra(clock_.now());
   extra.set_units(units);
-  extra.bypass_turns();  // its call had its turn
+  extra.further_request();
   for (;;) {
     if (stop_.stop_requested()) return "cancelled while waiting for a rate-limit slot";
     auto admission = gate_.admit(extra, clock_.now());
     if (auto* go = std::get_if<retry::CallGate::Go>(&admission)) {
       // The slot is counted (confirmed when the request leaves); the ticket
-      // only guards the concurrency permit and breaker probe, released here.
+      // holds no permit or probe (further_request) and is dropped here.
       counted = std::move(go->counted);
-      gate_.record(extra, std::move(go->ticket), retry::Outcome::ok(), {}, clock_.now());
       return std::nullopt;
     }
     if (auto* f = std::get_if<retry::CallGate::Fail>(&admission)) return f->error.message();
@@ -157,6 +156,9 @@ plugin_host::HttpResult CallServices::http(std::string_view plugin, const plugin
     counted = &extra;
     ++requests_;
   } else if (requests_++ > 0) {
+    // The request before was answered (or failed): the call goes on, and
+    // the opening hold, which waits for a first reply, must not hold it.
+    gate_.replied(clock_.now());
     if (auto refused = admit_extra_request(extra, units)) {
       result.error = plugin_host::HttpFailure::kRefused;
       result.message = *refused;

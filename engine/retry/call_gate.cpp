@@ -138,7 +138,7 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
 
   // 3: circuit breaker.
   CircuitBreaker::Admission b{true, false, std::nullopt};
-  if (parts_.breaker) {
+  if (parts_.breaker && !step.further_request_) {
     b = parts_.breaker->admit(now);
     if (!b.allowed) {
       if (b.retry_at && past_deadline(*b.retry_at)) return timed_out("while the circuit breaker is open");
@@ -154,7 +154,7 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
   ticket.probe_ = b.probe;
 
   // 4: concurrency cap (before the rate slot, so a slot is not spent waiting for a permit).
-  if (parts_.concurrency) {
+  if (parts_.concurrency && !step.further_request_) {
     auto permit = parts_.concurrency->try_acquire();
     if (!permit) return Wait{std::nullopt, WaitReason::kConcurrency};
     ticket.permit_ = std::move(*permit);
@@ -275,7 +275,7 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
   }
   const bool unkeyed_in_turn =
       parts_.turns && parts_.keyed.empty() && (parts_.every_step_in_turn || step.learned_units_ > 0);
-  if (!step.reservation_.held() && unkeyed_in_turn && !step.bypass_turns_) {
+  if (!step.reservation_.held() && unkeyed_in_turn && !step.further_request_) {
     in_turn = true;
     if (auto waits = take_turn(0, 0)) return std::move(*waits);
   } else if (!step.reservation_.held()) {
@@ -359,6 +359,12 @@ Status CallGate::correct_cost(limit::Reservation& counted, std::int64_t units, T
   if (Status st = stack_.adjust(counted, units, now); !st)
     return fail(st.error().with_context("rate limiter"));
   return {};
+}
+
+void CallGate::replied(TimePoint now) {
+  if (!parts_.pacer) return;
+  parts_.pacer->replied(now);
+  if (parts_.turns) parts_.turns->grant(now);
 }
 
 CallGate::Verdict CallGate::record(CallState& step, Ticket ticket, const Outcome& outcome,

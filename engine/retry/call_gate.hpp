@@ -164,9 +164,12 @@ class CallState {
   // Called, from any thread, when a turn it waits for (Wait::turn) is
   // granted: its holder resumes it. Set before admit().
   void on_turn(std::function<void(TimePoint slot)> wake) { wake_ = std::move(wake); }
-  // Takes slots without waiting for a turn: a further request of a call
-  // already admitted in its turn.
-  void bypass_turns() { bypass_turns_ = true; }
+  // A further request of a call already admitted: it takes rate-limit
+  // slots, without waiting for a turn, but no breaker probe or concurrency
+  // permit (the call holds those; asking for its own, a call under a cap of
+  // one would wait for itself). Its ticket is dropped, not recorded: only
+  // the call's reply tells its outcome.
+  void further_request() { further_request_ = true; }
   // Its turn was granted since it was told to wait for it.
   bool turn_granted() const { return turn_ && turn_->granted(); }
 
@@ -193,7 +196,7 @@ class CallState {
   TimePoint turn_since_{};           // asked for its turn since
   double turn_weight_ = 1;           // its key's weight there (bind_keys)
   std::function<void(TimePoint)> wake_;
-  bool bypass_turns_ = false;
+  bool further_request_ = false;
 };
 
 class CallGate {
@@ -296,6 +299,10 @@ class CallGate {
   // slot already granted would free room nobody takes. Until the first:
   // the declared cost, in the order asked.
   void learn_cost(std::int64_t units);
+  // A reply to one of a call's requests came: the opening hold of the
+  // learned pace (the first call goes alone until its server answers) ends,
+  // as it would at record(), so that the call's own further requests go.
+  void replied(TimePoint now);
   // The least of the costs remembered (0: nothing learned yet).
   std::int64_t learned_cost() const;
 

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <future>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "limit/micros.hpp"
@@ -335,6 +336,88 @@ TEST_F(CallServicesTest, ReportedCostBeforeAnyRequest_ChangesNothing) {
   CallServices services(*client_, *gate, clock_, 10s, secrets_, {}, &go.counted);
   services.report_cost("p", 0);
   EXPECT_EQ(next_admission(*gate), t0 + 1s);
+}
+
+// A call's further requests were admitted with it: they take rate-limit
+// slots, but not another concurrency permit or breaker probe, and what only
+// the call's reply can tell (its outcome) is not recorded before they leave.
+class CallServicesFurtherRequestTest : public CallServicesTest {
+ protected:
+  // A call admitted through a gate of `parts` whose first request was
+  // answered.
+  struct Call {
+    explicit Call(retry::CallGateParts parts) : gate(std::move(parts)) {}
+    Gate gate;
+    std::optional<Gate::Go> go;
+    std::stop_source stop;
+    std::optional<CallServices> services;
+  };
+  std::unique_ptr<Call> first_request_answered(retry::CallGateParts parts, Duration reply_after = {}) {
+    parts.retry.attempts = 1;
+    auto call = std::make_unique<Call>(std::move(parts));
+    call->go.emplace(admit(call->gate));
+    call->services.emplace(*client_, call->gate, clock_, 10s, secrets_, call->stop.get_token(),
+                           &call->go->counted);
+    EXPECT_EQ(call->services->http("p", get()).error, plugin_host::HttpFailure::kNone);
+    clock_.advance(reply_after);
+    return call;
+  }
+
+  // Sends the call's second request on another thread: true if it was
+  // answered within 2 s of real time without the fake clock moving. A
+  // request that waits would wait for ever on that clock: it is then
+  // cancelled.
+  bool second_request_goes(Call& call) {
+    auto second = std::async(std::launch::async, [&] { return call.services->http("p", get()); });
+    const bool answered = second.wait_for(2s) == std::future_status::ready;
+    if (!answered) {
+      call.stop.request_stop();
+      clock_.advance(10ms);
+    }
+    const auto r = second.get();
+    return answered && r.error == plugin_host::HttpFailure::kNone;
+  }
+};
+
+// With `concurrency = 1` the call holds the only permit: a second request
+// that asked for one of its own waited for the call to end, i.e. for ever.
+TEST_F(CallServicesFurtherRequestTest, UnderAConcurrencyCapOfOne_TheSecondRequestLeaves) {
+  retry::CallGateParts parts;
+  parts.concurrency = limit::ConcurrencyLimiter::make(1);
+  auto call = first_request_answered(std::move(parts));
+  EXPECT_TRUE(second_request_goes(*call));
+  EXPECT_EQ(server_.requests(), 2);
+}
+
+// A half-open breaker lets one probe call through and closes on the
+// outcome of that call. Its second request neither waits for the probe to
+// end (it is the probe) nor closes the breaker before the call's reply.
+TEST_F(CallServicesFurtherRequestTest, OfAHalfOpenProbe_TheSecondRequestLeavesAndTheBreakerWaitsForTheCall) {
+  config::BreakerSpec spec;
+  spec.consecutive_failures = 1;
+  spec.open_for = 1s;
+  auto breaker = std::make_shared<retry::CircuitBreaker>(spec);
+  breaker->record(true, false, clock_.now());  // open
+  clock_.advance(1s);                          // half-open
+  retry::CallGateParts parts;
+  parts.breaker = breaker;
+  auto call = first_request_answered(std::move(parts));
+  EXPECT_TRUE(second_request_goes(*call));
+  EXPECT_FALSE(breaker->admit(clock_.now()).allowed) << "closed before the probe call's outcome was known";
+}
+
+// Until a plugin's server has said anything the first call goes alone and
+// the next wait for its reply (the opening). The first call's own second
+// request comes after that reply: it waited the whole hold (a second).
+TEST_F(CallServicesFurtherRequestTest, OfTheOpeningCall_TheSecondRequestLeavesOnceTheFirstReplied) {
+  const auto opening = limit::plugin_pacing(Duration::zero());
+  // The reply comes past the opening's spacing, well within its hold.
+  const Duration reply_after = opening.opening_interval + 2ms;
+  ASSERT_LT(reply_after, opening.opening_hold);
+  retry::CallGateParts parts;
+  parts.pacer = std::make_shared<limit::AdaptivePacer>(opening);
+  auto call = first_request_answered(std::move(parts), reply_after);
+  EXPECT_TRUE(second_request_goes(*call));
 }
 
 }  // namespace
