@@ -18,7 +18,7 @@ constexpr auto kLeasePoll = std::chrono::milliseconds(10);
 
 CallServices::CallServices(http::Client& client, retry::CallGate& gate, const Clock& clock,
                            Duration attempt_timeout, const SecretMask& secrets, std::stop_token stop,
-                           limit::Reservation* first, LeaseUntil lease_until)
+                           limit::Reservation* first, LeaseUntil lease_until, const retry::CallState* call)
     : client_(client),
       gate_(gate),
       clock_(clock),
@@ -26,7 +26,8 @@ CallServices::CallServices(http::Client& client, retry::CallGate& gate, const Cl
       secrets_(secrets),
       stop_(std::move(stop)),
       first_(first),
-      lease_until_(std::move(lease_until)) {}
+      lease_until_(std::move(lease_until)),
+      call_(call) {}
 
 std::expected<http::Response, http::TransportError> CallServices::send(std::string_view plugin,
                                                                        http::Request& req,
@@ -95,7 +96,7 @@ std::optional<std::string> CallServices::admit_extra_request(limit::Reservation&
                                                              std::optional<TimePoint>* refused_until) {
   retry::CallState extra(clock_.now());
   extra.set_units(units);
-  extra.further_request();
+  extra.further_request_of(call_);
   for (;;) {
     if (stop_.stop_requested()) return "cancelled while waiting for a rate-limit slot";
     auto admission = gate_.admit(extra, clock_.now());

@@ -61,10 +61,12 @@ class CallServices final : public plugin_host::HostServices {
 
   // `first` is the limiter start the call was admitted with (Go::counted);
   // null or empty: its first request is not checked against the limits.
-  // An empty `lease_until`: no lease to check.
+  // An empty `lease_until`: no lease to check. `call` is the call's state
+  // at the gate (its keys): its further requests are counted in its keys'
+  // limits; null: the gate has no keyed limits.
   CallServices(http::Client& client, retry::CallGate& gate, const Clock& clock, Duration attempt_timeout,
                const SecretMask& secrets, std::stop_token stop, limit::Reservation* first = nullptr,
-               LeaseUntil lease_until = {});
+               LeaseUntil lease_until = {}, const retry::CallState* call = nullptr);
 
   plugin_host::HttpResult http(std::string_view plugin, const plugin_host::HttpRequest& request) override;
   void log(std::string_view plugin, plugin_host::LogLevel level, std::string_view message) override;
@@ -104,6 +106,7 @@ class CallServices final : public plugin_host::HostServices {
   limit::Reservation last_extra_;            // the slot of the last request after the first
   limit::Reservation* last_slot_ = nullptr;  // the last request's: first_ or &last_extra_
   LeaseUntil lease_until_;
+  const retry::CallState* call_;
   std::optional<TimePoint> held_until_;  // the last request was held back for room until then
   int requests_ = 0;
   std::int64_t wanted_units_ = 0;

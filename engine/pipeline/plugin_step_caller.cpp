@@ -312,8 +312,8 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
       continue;
     }
     auto& go = std::get<retry::CallGate::Go>(admission);
-    CallServices services(**client, **gate, *clock_, go.timeout, secrets, stop, &go.counted,
-                          call.lease_until);
+    CallServices services(**client, **gate, *clock_, go.timeout, secrets, stop, &go.counted, call.lease_until,
+                          &step);
     auto reply = host_->call(call.plugin, call.operation, call.args, settings, services, context,
                              std::chrono::duration_cast<std::chrono::milliseconds>(go.timeout));
     // What the plugin said may quote its settings or a server's answer; it

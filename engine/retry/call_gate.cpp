@@ -243,7 +243,7 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
       (void)step.key_hold_.cancel();
     std::vector<std::shared_ptr<limit::Limiter>> shared(all.begin(), first);
     shared.insert(shared.end(), last, all.end());
-    in_turn = parts_.turns != nullptr && !shared.empty();
+    in_turn = parts_.turns != nullptr && !shared.empty() && !step.further_request_;
     if (in_turn) {
       (void)step.key_hold_.cancel();
       if (auto waits = take_turn(parts_.limiters.size(), step.own_limiters_)) return std::move(*waits);

@@ -164,12 +164,18 @@ class CallState {
   // Called, from any thread, when a turn it waits for (Wait::turn) is
   // granted: its holder resumes it. Set before admit().
   void on_turn(std::function<void(TimePoint slot)> wake) { wake_ = std::move(wake); }
-  // A further request of a call already admitted: it takes rate-limit
-  // slots, without waiting for a turn, but no breaker probe or concurrency
-  // permit (the call holds those; asking for its own, a call under a cap of
-  // one would wait for itself). Its ticket is dropped, not recorded: only
-  // the call's reply tells its outcome.
-  void further_request() { further_request_ = true; }
+  // A further request of `call` (null: of a call with no keys), already
+  // admitted: it takes rate-limit slots in the call's keys, without waiting
+  // for a turn, but no breaker probe or concurrency permit (the call holds
+  // those; asking for its own, a call under a cap of one would wait for
+  // itself). Its ticket is dropped, not recorded: only the call's reply
+  // tells its outcome.
+  void further_request_of(const CallState* call) {
+    further_request_ = true;
+    if (call == nullptr) return;
+    keys_ = call->keys_;
+    turn_weight_ = call->turn_weight_;
+  }
   // Its turn was granted since it was told to wait for it.
   bool turn_granted() const { return turn_ && turn_->granted(); }
 

@@ -420,5 +420,44 @@ TEST_F(CallServicesFurtherRequestTest, OfTheOpeningCall_TheSecondRequestLeavesOn
   EXPECT_TRUE(second_request_goes(*call));
 }
 
+// A keyed limit (one budget per account) counts every request of a call in
+// its key's budget. The second request had no keys: its admission failed
+// ("admitted without its keys"), and every such call failed with it.
+TEST_F(CallServicesFurtherRequestTest, UnderAKeyedLimit_TheSecondRequestIsCountedInTheCallsKey) {
+  config::CallPolicy policy;
+  config::LimitSpec per_account;
+  per_account.rate = 2;
+  per_account.per = 1s;
+  per_account.key = "{{args.account}}";
+  policy.limits = {per_account};
+  policy.retry.attempts = 1;
+  auto made = retry::make_call_gate(policy, "portal/op");
+  ASSERT_TRUE(made) << made.error().to_string();
+  Gate& gate = **made;
+  const nlohmann::json alice{{"account", "alice"}}, bob{{"account", "bob"}};
+  retry::CallState call(clock_.now());
+  ASSERT_TRUE(gate.bind_keys(call, alice, {}));
+  auto a = gate.admit(call, clock_.now());
+  ASSERT_TRUE(std::holds_alternative<Gate::Go>(a));
+  auto& go = std::get<Gate::Go>(a);
+  CallServices services(*client_, gate, clock_, 10s, secrets_, {}, &go.counted, {}, &call);
+  ASSERT_EQ(services.http("p", get()).error, plugin_host::HttpFailure::kNone);
+  // The reply's time: past the opening pace of the plugin's learned limit.
+  clock_.advance(limit::plugin_pacing(Duration::zero()).opening_interval + 2ms);
+  const auto second = services.http("p", get());
+  ASSERT_EQ(second.error, plugin_host::HttpFailure::kNone) << second.message;
+  EXPECT_EQ(server_.requests(), 2);
+  // Alice's two units of this second are spent; bob's are not.
+  auto next_of = [&](const nlohmann::json& who) {
+    retry::CallState next(clock_.now());
+    EXPECT_TRUE(gate.bind_keys(next, who, {}));
+    auto n = gate.admit(next, clock_.now());
+    auto* w = std::get_if<Gate::Wait>(&n);
+    return w && w->until ? *w->until - clock_.now() : Duration::zero();
+  };
+  EXPECT_GE(next_of(alice), 900ms);
+  EXPECT_LT(next_of(bob), 100ms);
+}
+
 }  // namespace
 }  // namespace ratchet::pipeline
