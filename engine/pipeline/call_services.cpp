@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "config/bounds.hpp"
 #include "http/url.hpp"
 #include "retry/outcome.hpp"
 
@@ -122,10 +123,11 @@ plugin_host::HttpResult CallServices::http(std::string_view plugin, const plugin
   limit::Reservation extra;
   limit::Reservation* counted = requests_ == 0 ? first_ : &extra;
   // Without an estimate a request costs what its call was admitted with.
+  const std::int64_t estimate = bounded_cost(plugin, request.cost, "its request's estimate");
   const std::int64_t units =
-      request.cost > 0 ? request.cost : (first_ != nullptr ? first_->units() : gate_.parts().cost);
+      estimate > 0 ? estimate : (first_ != nullptr ? first_->units() : gate_.parts().cost);
   last_slot_ = nullptr;
-  if (requests_ == 0 && request.cost > 0) gate_.learn_cost(request.cost);
+  if (requests_ == 0 && estimate > 0) gate_.learn_cost(estimate);
   // The call was admitted at the operation's declared cost. A first request
   // the plugin expects to cost more gives that slot back (sent on it, it
   // would be an overdraft) and takes one for its estimate if there is room
@@ -229,8 +231,18 @@ plugin_host::HttpResult CallServices::http(std::string_view plugin, const plugin
   return result;
 }
 
+std::int64_t CallServices::bounded_cost(std::string_view plugin, std::int64_t units, std::string_view what) {
+  if (units <= config::kMaxCost) return units;
+  // A plugin's bug, or a server's reply it quotes: counted, it would hold
+  // the plugin's calls for days, or overflow a limiter's arithmetic.
+  spdlog::warn("plugin {}: {} of {} units is more than a call may cost ({}); it is ignored", plugin, what,
+               units, config::kMaxCost);
+  return 0;
+}
+
 void CallServices::report_cost(std::string_view plugin, std::int64_t units) {
   if (last_slot_ == nullptr || !last_slot_->started()) return;  // nothing was counted for it
+  if (bounded_cost(plugin, units, "its reported cost") != units) return;
   if (Status st = gate_.correct_cost(*last_slot_, units, clock_.now()); !st) {
     spdlog::warn("plugin {}: its reported cost of {} units was not counted: {}", plugin, units,
                  st.error().message());

@@ -85,6 +85,9 @@ class CallServices final : public plugin_host::HostServices {
   std::int64_t wanted_units() const { return wanted_units_; }
 
  private:
+  // `units` from the plugin (`what` it was), or 0 (none) when it is more
+  // than a call may cost (config::kMaxCost), with a warning.
+  static std::int64_t bounded_cost(std::string_view plugin, std::int64_t units, std::string_view what);
   // Takes a limiter slot for a request after the first, waiting in place.
   // With `wait` false, a request that cannot go at once is refused with the
   // time it could: nullopt and `*refused_until` set.

@@ -105,7 +105,8 @@ typedef struct ratchet_http_request {
   /* A later field (the host reads it only when struct_size covers it). The
    * units of the plugin's limits this request is expected to cost (a
    * GraphQL query's estimated points); 0 or less: the cost the operation
-   * declares (`cost` in its config, 1 by default). A request that proves
+   * declares (`cost` in its config, 1 by default); over 1,000,000 (the
+   * most a call may cost): ignored, with a warning. A request that proves
    * dearer or cheaper is corrected with report_cost. */
   int64_t cost;
 } ratchet_http_request;
@@ -157,7 +158,9 @@ typedef struct ratchet_host_services {
    * HTTP request of this call really cost, as its reply said (a cost field,
    * a header): the limits it was counted in are corrected at once, so an
    * overdraft makes later calls wait and a refund frees room. Before the
-   * call's first request it does nothing. */
+   * call's first request it does nothing; over 1,000,000 units (the most a
+   * call may cost: a server's reply is not to be trusted that far) it is
+   * ignored, with a warning. */
   void (*report_cost)(void* host_data, int64_t units);
 } ratchet_host_services;
 

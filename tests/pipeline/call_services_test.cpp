@@ -11,12 +11,15 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <thread>
 
+#include "config/bounds.hpp"
 #include "limit/micros.hpp"
 #include "limit/sliding_window.hpp"
+#include "limit/token_bucket.hpp"
 #include "retry/call_gate.hpp"
 
 namespace ratchet::pipeline {
@@ -336,6 +339,42 @@ TEST_F(CallServicesTest, ReportedCostBeforeAnyRequest_ChangesNothing) {
   CallServices services(*client_, *gate, clock_, 10s, secrets_, {}, &go.counted);
   services.report_cost("p", 0);
   EXPECT_EQ(next_admission(*gate), t0 + 1s);
+}
+
+// A cost comes from outside: a plugin's estimate in its request, or what it
+// reads from a server's reply. Past the most a call may cost (kMaxCost) it
+// is a plugin's bug or a hostile reply: ignored, the call counts at what it
+// was admitted with. INT64_MAX units overflowed a token bucket's arithmetic.
+TEST_F(CallServicesTest, ReportedCostBeyondTheMostACallMayCost_IsIgnored) {
+  auto bucket = [] {
+    retry::CallGateParts parts;
+    parts.retry.attempts = 1;
+    parts.limiters.push_back(std::make_shared<limit::TokenBucketLimiter>(10, limit::to_micros(1s), 2));
+    return std::make_unique<Gate>(std::move(parts));
+  };
+  auto reported = [&](std::int64_t units) {
+    auto gate = bucket();
+    auto go = admit(*gate);
+    CallServices services(*client_, *gate, clock_, 10s, secrets_, {}, &go.counted);
+    EXPECT_EQ(services.http("p", get()).error, plugin_host::HttpFailure::kNone);
+    services.report_cost("p", units);
+    return next_admission(*gate) - clock_.now();
+  };
+  const Duration after_one = reported(1);
+  EXPECT_EQ(reported(std::numeric_limits<std::int64_t>::max()), after_one);
+  EXPECT_EQ(reported(config::kMaxCost + 1), after_one);
+}
+
+TEST_F(CallServicesTest, RequestsEstimateBeyondTheMostACallMayCost_IsIgnored) {
+  auto gate = gate_with(10, 1s);
+  auto go = admit(*gate);
+  CallServices services(*client_, *gate, clock_, 10s, secrets_, {}, &go.counted);
+  auto req = get();
+  req.cost = std::numeric_limits<std::int64_t>::max();
+  const auto r = services.http("p", req);
+  ASSERT_EQ(r.error, plugin_host::HttpFailure::kNone) << r.message;
+  EXPECT_EQ(go.counted.units(), 1);
+  EXPECT_EQ(gate->learned_cost(), 0);  // nor is it what later calls are admitted at
 }
 
 // A call's further requests were admitted with it: they take rate-limit
