@@ -12,10 +12,15 @@ packages=(
   libtomlplusplus-dev
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcpp-httplib-dev
+  prometheus-cpp-dev  # the metrics text of `ratchet run --metrics` (prometheus-cpp core only)
   nginx faketime  # the fault-injection tests: a rate limiter we did not write, a stepped clock
   postgresql libpq-dev  # the PostgreSQL backend and its tests (tools/pg_cluster.sh)
+  chromium  # the dashboard's browser tests (tests/browser, driven by puppeteer-core from npm)
 )
 if [ "${1:-}" = fuzz ]; then packages+=(afl++); fi
+# Node.js and npm run the browser tests; a machine that has them already
+# (from anywhere) keeps its own.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then packages+=(nodejs npm); fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -14,7 +14,7 @@
 namespace ratchet::config {
 namespace {
 
-constexpr std::array<std::string_view, 3> kTopKeys = {"engine", "plugin", "job"};
+constexpr std::array<std::string_view, 4> kTopKeys = {"engine", "plugin", "job", "web"};
 
 // A step that calls through a limit keyed by {{args.X}} needs its job to
 // have X: an inferred argument list gains it, a declared one must hold it
@@ -102,6 +102,9 @@ LoadResult load_document(std::string_view text, const std::string& file_name,
         }
       }
     }
+  }
+  if (const toml::node* web = doc.get("web")) {
+    if (const auto* t = r.table(*web, "web")) config->web = detail::read_web(r, *t);
   }
   check_keyed_args(r, *config);
   config->env_keys = std::move(r.env_keys());

@@ -9,9 +9,9 @@
 namespace ratchet::config::detail {
 namespace {
 
-constexpr std::array<std::string_view, 11> kJobKeys = {"attempts",   "backoff", "initial", "max",
+constexpr std::array<std::string_view, 12> kJobKeys = {"attempts",   "backoff", "initial", "max",
                                                        "multiplier", "jitter",  "timeout", "queue",
-                                                       "priority",   "args",    "steps"};
+                                                       "priority",   "args",    "steps",   "redact"};
 constexpr std::array<std::string_view, 5> kBackoffKeys = {"kind", "initial", "max", "multiplier", "jitter"};
 constexpr std::array<std::string_view, 5> kStepKeys = {"name", "call", "args", "after", "max_wait"};
 constexpr std::array<std::string_view, 2> kArgDeclKeys = {"type", "required"};
@@ -419,6 +419,21 @@ JobTypeSpec read_job(Reader& r, const std::string& name, const toml::table& t) {
     } else if (k == "args") {
       args_declared = value.is_table();
       job.args = read_arg_decls(r, value, at);
+    } else if (k == "redact") {
+      const auto* a = r.array(value, at);
+      if (a == nullptr) continue;
+      for (std::size_t i = 0; i < a->size(); ++i) {
+        const std::string item = index_path(at, i);
+        auto v = r.string(*a->get(i), item);
+        if (!v) continue;
+        if (v->from_env) {
+          r.error(*a->get(i), item, std::string(kLiteral));
+        } else if (v->value.empty()) {
+          r.error(*a->get(i), item, "name an argument of the job, e.g. redact = [\"email\"]");
+        } else {
+          job.redact.push_back(v->value);
+        }
+      }
     } else if (k == "steps") {
       const auto* a = r.array(value, at);
       if (a == nullptr) continue;

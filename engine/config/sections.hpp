@@ -1,5 +1,5 @@
-// Readers of the three kinds of section of a configuration file: [engine],
-// [plugin.NAME] and [job.NAME]. Each reads what it can, reports every
+// Readers of the kinds of section of a configuration file: [engine],
+// [plugin.NAME], [job.NAME] and [web]. Each reads what it can, reports every
 // problem to the Reader and returns a spec with defaults where a value was
 // missing or wrong. Internal to the config part; one thread per load.
 #pragma once
@@ -20,5 +20,7 @@ EngineSpec read_engine(Reader& r, const toml::table& t, const std::filesystem::p
 PluginSpec read_plugin(Reader& r, const std::string& name, const toml::table& t);
 
 JobTypeSpec read_job(Reader& r, const std::string& name, const toml::table& t);
+
+WebSpec read_web(Reader& r, const toml::table& t);
 
 }  // namespace ratchet::config::detail

@@ -187,6 +187,9 @@ struct JobTypeSpec {
   std::vector<ArgSpec> args;   // declared or inferred from {{args.X}} placeholders
   bool args_inferred = false;  // no `args` table: inferred (also from the keys of limits its steps meet)
   std::vector<StepSpec> steps;
+  // Arguments whose values are shown as "[redacted]" wherever jobs are shown
+  // (`ratchet jobs`, the dashboard and its API); the job still gets them.
+  std::vector<std::string> redact;
   SourceRef source;
 };
 
@@ -212,9 +215,18 @@ struct EngineSpec {
   microseconds postgres_connect_timeout = std::chrono::seconds(10);
 };
 
+// The dashboard of `ratchet web` and `ratchet run --web`; the command line
+// overrides each.
+struct WebSpec {
+  std::string listen = "127.0.0.1:8077";
+  std::string token;  // from the environment only; empty: a one-time login link
+  bool read_only = false;
+};
+
 struct Config {
   std::filesystem::path file;  // the file this came from; empty when built in code
   EngineSpec engine;
+  WebSpec web;
   std::map<std::string, PluginSpec> plugins;
   std::map<std::string, JobTypeSpec> jobs;
   // Key paths outside plugin settings and step args (e.g. "engine.database")

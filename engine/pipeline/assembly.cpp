@@ -245,6 +245,11 @@ Result<std::unique_ptr<Engine>> Engine::open_config(const std::filesystem::path&
     if (auto st = runtime::define_declarative(**engine, spec); !st) return fail(st.error());
   }
   EngineAccess::impl(**engine).assembly = std::move(*assembly);
+  EngineAccess::impl(**engine).fill_report = [e = engine->get()](EngineReport& r) {
+    r.plugins = e->plugins();
+    r.limits = e->limits();
+    r.calls = e->call_stats();
+  };
   return engine;
 }
 

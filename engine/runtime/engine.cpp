@@ -29,6 +29,7 @@ Status check_options(const EngineOptions& o) {
         "heartbeat must be positive and shorter than the lease, so leases are renewed before they expire");
   }
   if (o.poll_interval <= Duration::zero()) return bad("poll_interval must be positive");
+  if (o.report_interval <= Duration::zero()) return bad("report_interval must be positive");
   if (o.max_lease_expiries < 1) return bad("max_lease_expiries must be at least 1");
   if (o.database.empty()) return bad("database path is empty");
   return {};
@@ -47,6 +48,7 @@ config::JobTypeSpec spec_from(std::string name, const JobTypeOptions& o) {
   s.priority = o.priority;
   if (o.timeout) s.timeout = std::chrono::duration_cast<std::chrono::microseconds>(*o.timeout);
   for (const auto& a : o.args) s.args.push_back({a.name, static_cast<config::ArgType>(a.type), a.required});
+  s.redact = o.redact;
   return s;
 }
 
@@ -244,6 +246,10 @@ Status Engine::start() {
     });
   }
   impl_->scheduler->start();
+  if (impl_->fill_report) {
+    impl_->reports.start(impl_->fill_report, *impl_->store, *impl_->clock, impl_->options.worker_id,
+                         impl_->options.report_interval);
+  }
   return {};
 }
 
@@ -259,6 +265,7 @@ void Engine::stop() {
       impl_->caller->set_resume({});
       impl_->caller->set_extend({});
     }
+    impl_->reports.stop();
   }
 }
 
@@ -298,6 +305,33 @@ Result<std::vector<JobRecord>> Engine::list(const JobFilter& filter) {
 
 Result<std::vector<std::pair<JobState, std::int64_t>>> Engine::counts() {
   return impl_->store->read([](store::JobStore& s) { return s.counts(); });
+}
+
+Result<std::vector<EngineReport>> Engine::reports(Duration within) {
+  const store::Micros since = store::to_micros(impl_->clock->now() - within);
+  auto stored = impl_->store->read([since](store::JobStore& s) { return s.reports(since); });
+  if (!stored) return fail(stored.error());
+  std::vector<EngineReport> out;
+  for (const auto& r : *stored) {
+    if (auto report = runtime::report_from_json(r.worker, store::from_micros(r.updated), r.report)) {
+      out.push_back(std::move(*report));
+    }
+  }
+  return out;
+}
+
+JobRecord Engine::redacted(JobRecord job) const {
+  auto type = impl_->types.find(job.type);
+  if (!type || !job.args.is_object()) return job;
+  for (const auto& name : type->spec.redact) {
+    if (auto it = job.args.find(name); it != job.args.end()) *it = "[redacted]";
+  }
+  return job;
+}
+
+Result<std::vector<MinuteActivity>> Engine::activity(TimePoint since) {
+  const store::Micros from = store::to_micros(since);
+  return impl_->store->read([from](store::JobStore& s) { return s.activity(from); });
 }
 
 Status Engine::cancel(JobId id) {

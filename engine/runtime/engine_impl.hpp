@@ -16,6 +16,7 @@
 #include "ratchet/engine.hpp"
 #include "runtime/backoff.hpp"
 #include "runtime/engine_access.hpp"
+#include "runtime/engine_report.hpp"
 #include "runtime/event_bus.hpp"
 #include "runtime/job_types.hpp"
 #include "runtime/scheduler.hpp"
@@ -51,6 +52,11 @@ class Engine::Impl {
   // Opened at the first start(); outlives the scheduler's threads.
   std::unique_ptr<store::CrashRecorder> crashes;
   std::unique_ptr<runtime::Scheduler> scheduler;
+  // Writes this engine's report while it runs, with what fill_report gives
+  // (set for an engine opened with its plugins: one built in code has
+  // nothing only it knows).
+  runtime::ReportWriter reports;
+  std::function<void(EngineReport&)> fill_report;
 
   std::mutex done_mu;
   std::condition_variable done_cv;

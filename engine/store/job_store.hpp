@@ -48,6 +48,7 @@ using Micros = std::int64_t;
 
 Micros to_micros(TimePoint t);
 TimePoint from_micros(Micros us);
+inline constexpr Micros kMicrosPerMinute = 60'000'000;
 
 struct NewJob {
   std::string type;
@@ -217,6 +218,19 @@ class JobStore {
   virtual std::optional<JobRecord> get(JobId id) = 0;
   virtual std::vector<JobRecord> list(const JobFilter& filter) = 0;
   virtual std::vector<std::pair<JobState, std::int64_t>> counts() = 0;
+  // Jobs completed and dead and attempts failed per minute since `since`.
+  virtual std::vector<MinuteActivity> activity(Micros since) = 0;
+  // Replaces `worker`'s report (a JSON text) and deletes reports not
+  // updated since `forget_before`.
+  virtual void put_report(const std::string& worker, Micros now, const std::string& report,
+                          Micros forget_before) = 0;
+  struct StoredReport {
+    std::string worker;
+    Micros updated = 0;
+    std::string report;
+  };
+  // Reports updated at or after `since`, by worker.
+  virtual std::vector<StoredReport> reports(Micros since) = 0;
   // Whether any job of these types (and queues; empty: any) is pending or
   // running: 1 or 0.
   virtual std::int64_t pending(const std::vector<std::string>& types,

@@ -80,7 +80,8 @@ struct EngineOptions {
   Duration heartbeat = std::chrono::seconds(10);            // ... and is renewed this often
   Duration park_threshold = std::chrono::milliseconds(50);  // longer waits park the job
   Duration poll_interval = std::chrono::milliseconds(200);  // look for due jobs at least this often
-  Duration shutdown_grace = std::chrono::seconds(10);       // stop() lets steps finish this long
+  Duration report_interval = std::chrono::seconds(2);  // write this engine's report (reports()) this often
+  Duration shutdown_grace = std::chrono::seconds(10);  // stop() lets steps finish this long
   // A job is dead once its process crashed this often while it ran alone.
   // A job whose lease expires while it ran beside other jobs (a crash, an
   // OOM kill, a redeploy) is a *suspect*: it keeps its attempt and from then
@@ -175,6 +176,12 @@ class RATCHET_API Engine {
   [[nodiscard]] Result<std::vector<JobRecord>> list(const JobFilter& filter = {});
   // Jobs per state.
   [[nodiscard]] Result<std::vector<std::pair<JobState, std::int64_t>>> counts();
+  // `job` as it may be shown to people: the values of the arguments its job
+  // type lists in `redact` replaced by "[redacted]".
+  JobRecord redacted(JobRecord job) const;
+  // The minutes since `since` in which a job completed or died or an attempt
+  // failed, oldest first (minutes with nothing are left out).
+  [[nodiscard]] Result<std::vector<MinuteActivity>> activity(TimePoint since);
 
   // Cancels a pending job now, or a running job at its next step boundary.
   // kInvalidArgument when the job already ended.
@@ -211,6 +218,10 @@ class RATCHET_API Engine {
   // another process cancels or takes over is noticed in the database, which
   // is read for that at most once a second (of the engine's clock).
   std::vector<PluginCallStats> call_stats();
+  // The reports of every engine sharing the database that wrote one in the
+  // last `within` (a running engine writes one every `report_interval`),
+  // this one's included, by worker id. An unreadable report is left out.
+  [[nodiscard]] Result<std::vector<EngineReport>> reports(Duration within = std::chrono::minutes(1));
 
   // The database's last error when it has refused every write for at least
   // 5 s (3 transactions in a row or more) for a reason that waiting for a

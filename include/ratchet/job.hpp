@@ -104,10 +104,25 @@ struct JobRecord {
 
 struct JobFilter {
   std::optional<JobState> state;
-  std::string type;    // empty: any
-  std::string queue;   // empty: any
-  JobId after_id = 0;  // for paging: only ids greater than this
+  std::string type;   // empty: any
+  std::string queue;  // empty: any
+  JobId id = 0;       // 0: any; else that job only
+  // Empty: any; else only jobs whose arguments (as JSON text) or last error
+  // hold it, ignoring the case of ASCII letters.
+  std::string text;
+  JobId after_id = 0;         // for paging: only ids greater than this
+  JobId before_id = 0;        // 0: no bound; else only ids smaller than this
+  bool newest_first = false;  // by id, descending (oldest first when false)
   int limit = 100;
+};
+
+// What ended in one minute: jobs completed, attempts that failed (the last
+// one of a job that died too) and jobs that died.
+struct MinuteActivity {
+  TimePoint minute;  // its start, a whole minute of Unix time
+  std::int64_t completed = 0;
+  std::int64_t failed = 0;
+  std::int64_t dead = 0;
 };
 
 // Something that happened to a job, delivered to subscribers after it is
@@ -159,6 +174,10 @@ struct JobTypeOptions {
   std::optional<Duration> timeout;
   // Empty: any JSON object is accepted.
   std::vector<ArgDecl> args;
+  // Arguments whose values are shown as "[redacted]" wherever jobs are shown
+  // (`ratchet jobs`, the dashboard and its API: Engine::redacted); the job's
+  // handler still gets them.
+  std::vector<std::string> redact;
 };
 
 }  // namespace ratchet

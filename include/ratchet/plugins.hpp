@@ -86,6 +86,28 @@ struct PluginCallStats {
   std::vector<OperationDurations> step_durations{};
 };
 
+// What a running engine last wrote to its database of what only it knows:
+// its plugins, its limiters (with learned paces and keys) and its calls.
+// Tools that read the database without loading plugin code (`ratchet web`)
+// show these. An engine writes its report every few seconds while it runs
+// (Engine::start to Engine::stop), and a last one, not running, as it stops.
+struct EngineReport {
+  std::string worker;  // the engine's worker id
+  TimePoint updated_at;
+  bool running = false;
+  PluginReport plugins;
+  std::vector<LimiterInfo> limits;
+  std::vector<PluginCallStats> calls;
+  // Per plugin, its calls answered 429 or throttled in each minute of the
+  // last hour that had any: (the minute's start, how many).
+  struct ThrottledMinute {
+    std::string plugin;
+    TimePoint minute;
+    std::uint64_t throttled = 0;
+  };
+  std::vector<ThrottledMinute> throttled_per_minute;
+};
+
 // Changes to an engine opened from a config file, for this process only.
 struct ConfigOverrides {
   std::optional<int> workers;                     // instead of [engine] workers

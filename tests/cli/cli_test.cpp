@@ -533,42 +533,6 @@ TEST_F(RatchetCommandTest, JobsEnqueueAndLimits_ConfiguredPluginFileMissing_Work
   EXPECT_EQ(nlohmann::json::parse(pending.out).size(), 1u) << "the refused run touched no job";
 }
 
-// A free loopback port: bound by the server in the test process, then freed.
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
-
-// Sends `request` to 127.0.0.1:port on a new connection; what comes back
-// until the server closes it (at most 3s).
-std::string raw_exchange(int port, const std::string& request) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string got;
-  timeval tv{3, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(request.size())) {
-    char buf[4096];
-    for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) got.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  return got;
-}
-
 TEST_F(RatchetCommandTest, Run_MetricsHupAndTerm_ServesMetricsReloadsAndStopsCleanly) {
   enqueue("rate_movie", "Heat", {"--in", "1h"});
   int port = free_port();

@@ -32,6 +32,8 @@ class Started {
   int pid() const { return pid_; }
   // What it wrote to stderr so far.
   std::string err_so_far() const;
+  // What it wrote to stdout so far.
+  std::string out_so_far() const;
   // Waits for its end (SIGKILL after `timeout_ms`).
   Outcome wait(int timeout_ms = 60000);
 
@@ -44,5 +46,12 @@ std::unique_ptr<Started> start_command(const std::vector<std::string>& argv);
 
 // build/<preset>/bin/<name>
 std::string tool_path(const std::string& name);
+
+// A free loopback port: bound by the test process, then freed.
+int free_port();
+
+// Sends `request` to 127.0.0.1:port on a new connection; what comes back
+// until the server closes it (at most 3s).
+std::string raw_exchange(int port, const std::string& request);
 
 }  // namespace ratchet::cli_test

@@ -37,17 +37,19 @@ TEST(MetricsText, StepDurations_Observations_CumulativeBucketsSumAndCount) {
 
   const std::string text = render_metrics(input);
   EXPECT_THAT(text, HasSubstr("# TYPE ratchet_step_duration_seconds histogram\n"));
+  // Labels in name order, and count and sum before the buckets, as the
+  // serializer writes them; a scraper reads any order.
   EXPECT_THAT(text,
-              HasSubstr("ratchet_step_duration_seconds_bucket{plugin=\"imdb\",operation=\"get_rating\","
+              HasSubstr("ratchet_step_duration_seconds_count{operation=\"get_rating\",plugin=\"imdb\"} 4\n"
+                        "ratchet_step_duration_seconds_sum{operation=\"get_rating\",plugin=\"imdb\"} 70.5\n"
+                        "ratchet_step_duration_seconds_bucket{operation=\"get_rating\",plugin=\"imdb\","
                         "le=\"1\"} 2\n"
-                        "ratchet_step_duration_seconds_bucket{plugin=\"imdb\",operation=\"get_rating\","
+                        "ratchet_step_duration_seconds_bucket{operation=\"get_rating\",plugin=\"imdb\","
                         "le=\"5\"} 3\n"
-                        "ratchet_step_duration_seconds_bucket{plugin=\"imdb\",operation=\"get_rating\","
+                        "ratchet_step_duration_seconds_bucket{operation=\"get_rating\",plugin=\"imdb\","
                         "le=\"60\"} 3\n"
-                        "ratchet_step_duration_seconds_bucket{plugin=\"imdb\",operation=\"get_rating\","
-                        "le=\"+Inf\"} 4\n"
-                        "ratchet_step_duration_seconds_sum{plugin=\"imdb\",operation=\"get_rating\"} 70.5\n"
-                        "ratchet_step_duration_seconds_count{plugin=\"imdb\",operation=\"get_rating\"} 4\n"));
+                        "ratchet_step_duration_seconds_bucket{operation=\"get_rating\",plugin=\"imdb\","
+                        "le=\"+Inf\"} 4\n"));
 }
 
 TEST(MetricsText, StepDurations_ManyOperations_BucketsNeverDecreaseAndEndAtCountWhichEqualsCalls) {
@@ -118,6 +120,45 @@ TEST(MetricsText, PluginWithoutCalls_ListedWithZerosInEverySeries) {
                            "ratchet_plugin_parked_steps", "ratchet_plugin_limiter_wait_seconds_total"}) {
     EXPECT_EQ(value_of(all, name, {{"plugin", "sify"}}), 0) << name;
   }
+}
+
+TEST(MetricsText, NoJobsReadAndNoPlugins_EveryFamilyStillHasItsHelpAndType) {
+  const std::string text = render_metrics(MetricsInput{});
+  for (const char* family :
+       {"ratchet_jobs gauge", "ratchet_plugin_calls_total counter", "ratchet_plugin_throttled_total counter",
+        "ratchet_plugin_retries_total counter", "ratchet_plugin_parks_total counter",
+        "ratchet_plugin_parked_steps gauge", "ratchet_plugin_limiter_wait_seconds_total counter",
+        "ratchet_step_duration_seconds histogram"}) {
+    EXPECT_THAT(text, HasSubstr(std::string("\n# TYPE ") + family + "\n")) << family;
+  }
+  EXPECT_EQ(text.rfind("# HELP ratchet_jobs Jobs in the database by state.\n", 0), 0u) << text;
+  EXPECT_TRUE(parse_samples(text).empty()) << text;
+}
+
+TEST(MetricsText, Series_InTheOrderOfTheirStatesAndSortedByPluginThenOperation) {
+  PluginCallStats sify;
+  sify.plugin = "sify";
+  sify.step_durations = {{"search", histogram({1s}, {1, 0}, 1s)},
+                         {"get_rating", histogram({1s}, {1, 0}, 1s)}};
+  PluginCallStats imdb;
+  imdb.plugin = "imdb";
+  imdb.step_durations = {{"search", histogram({1s}, {1, 0}, 1s)}};
+  MetricsInput input;
+  input.jobs =
+      std::vector<std::pair<JobState, std::int64_t>>{{JobState::kScheduled, 2}, {JobState::kDead, 1}};
+  input.calls = {sify, imdb};
+  input.plugins = {"netflix"};
+
+  std::vector<std::string> jobs, calls, durations;
+  for (const auto& s : parse_samples(render_metrics(input))) {
+    if (s.name == "ratchet_jobs") jobs.push_back(s.labels.at("state"));
+    if (s.name == "ratchet_plugin_calls_total") calls.push_back(s.labels.at("plugin"));
+    if (s.name == "ratchet_step_duration_seconds_count")
+      durations.push_back(s.labels.at("plugin") + "." + s.labels.at("operation"));
+  }
+  EXPECT_EQ(jobs, (std::vector<std::string>{"scheduled", "dead"}));
+  EXPECT_EQ(calls, (std::vector<std::string>{"imdb", "netflix", "sify"}));
+  EXPECT_EQ(durations, (std::vector<std::string>{"imdb.search", "sify.get_rating", "sify.search"}));
 }
 
 TEST(MetricsText, LabelValueWithQuoteAndBackslash_IsEscaped) {

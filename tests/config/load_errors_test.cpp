@@ -364,5 +364,43 @@ TEST(LoadErrors_UnreadableFile, NamesTheFile) {
   EXPECT_NE(r.error()[0].message.find("cannot read"), std::string::npos);
 }
 
+TEST(LoadErrors_WebSection, ATokenWrittenInTheFileABadListenAndAMisspeltKeyAreRefused) {
+  auto r = load(R"([web]
+listen = "8077"
+token = "a-token-anyone-who-reads-the-file-holds"
+read_onyl = true
+[job.j]
+steps = [{ name = "s", call = "p.op" }]
+[plugin.p]
+)");
+  EXPECT_DIAGNOSTIC(r, "t.toml:2:10: web.listen: ", "write HOST:PORT, e.g. \"127.0.0.1:8077\"");
+  EXPECT_DIAGNOSTIC(r, "t.toml:3:9: web.token: ", "the dashboard's token must come from the environment");
+  EXPECT_DIAGNOSTIC(r, "t.toml:4:1: web.read_onyl: ", "did you mean \"read_only\"?");
+}
+
+TEST(LoadErrors_JobRedact, TakesArgumentNamesOnly) {
+  auto r = load(R"([job.j]
+redact = ["email", 3, ""]
+steps = [{ name = "s", call = "p.op" }]
+[plugin.p]
+)");
+  EXPECT_DIAGNOSTIC(r, "t.toml:2:20: job.j.redact[1]: ", "");
+  EXPECT_DIAGNOSTIC(r, "t.toml:2:23: job.j.redact[2]: ", "name an argument of the job");
+}
+
+TEST(LoadWebSection, TheTokenFromTheEnvironmentIsASecretAndEveryValueIsRead) {
+  auto r = load(R"([web]
+listen = "0.0.0.0:9000"
+token = "${DASH_TOKEN}"
+read_only = true
+)",
+                {{"DASH_TOKEN", "0123456789abcdef0123"}});
+  ASSERT_TRUE(r.has_value()) << testing::joined(errors(r));
+  EXPECT_EQ((*r)->web.listen, "0.0.0.0:9000");
+  EXPECT_EQ((*r)->web.token, "0123456789abcdef0123");
+  EXPECT_TRUE((*r)->web.read_only);
+  EXPECT_TRUE((*r)->secret_values.contains("0123456789abcdef0123")) << "masked wherever the engine prints";
+}
+
 }  // namespace
 }  // namespace ratchet::config

@@ -528,6 +528,122 @@ TEST_P(JobStoreTest, Write_OneFailingWriteAmongOthersInOneBatch_OnlyItsEffectsAr
   EXPECT_EQ(args, (std::set<std::string>{R"({"n":0})", R"({"n":1})", R"({"n":3})", R"({"n":4})"}));
 }
 
+TEST_P(JobStoreTest, List_ByIdTextAndBefore_NewestFirst) {
+  std::vector<JobId> ids;
+  for (const std::string name : {"Heat", "Alien", "heated", "Up"}) {
+    auto r = store_->write([&](JobStore& s) {
+      return s.insert({"t", "default", R"({"name":")" + name + R"("})", 0, kT0, 3, ""}, kT0);
+    });
+    ASSERT_TRUE(r);
+    ids.push_back(r->id);
+  }
+  auto by_text = [](std::string text) {
+    JobFilter f;
+    f.text = std::move(text);
+    return f;
+  };
+  auto by_id = [](JobId id) {
+    JobFilter f;
+    f.id = id;
+    return f;
+  };
+  auto before = [](JobId id) {
+    JobFilter f;
+    f.before_id = id;
+    return f;
+  };
+  auto newest = [](JobFilter f) {
+    f.newest_first = true;
+    return f;
+  };
+  auto first = [](JobFilter f) {
+    f.limit = 1;
+    return f;
+  };
+  auto list = [&](JobFilter f) {
+    std::vector<JobId> out;
+    auto r = store_->read([&](JobStore& s) { return s.list(f); });
+    EXPECT_TRUE(r) << r.error().to_string();
+    if (r) {
+      for (const auto& j : *r) out.push_back(j.id);
+    }
+    return out;
+  };
+  EXPECT_EQ(list(by_text("HEAT")), (std::vector<JobId>{ids[0], ids[2]})) << "case-insensitive, in arguments";
+  EXPECT_EQ(list(newest(by_text("heat"))), (std::vector<JobId>{ids[2], ids[0]}));
+  EXPECT_EQ(list(by_text("%")), std::vector<JobId>{}) << "a plain substring, not a LIKE pattern";
+  EXPECT_EQ(list(by_id(ids[1])), std::vector<JobId>{ids[1]});
+  EXPECT_EQ(list(first(newest(before(ids[2])))), std::vector<JobId>{ids[1]});
+  claim("w", kT0, 1);
+  ASSERT_TRUE(
+      store_
+          ->write([&](JobStore& s) {
+            return s.fail_attempt({ids[0], {"w", 1}, "fetch", "HTTP 503 from the portal", kT0, {}}).held;
+          })
+          .value());
+  EXPECT_EQ(list(by_text("http 503")), std::vector<JobId>{ids[0]}) << "in the last error too";
+}
+
+TEST_P(JobStoreTest, Activity_CountsCompletedFailedAndDeadPerMinute) {
+  const Micros minute = 60 * kSec;
+  const Micros m0 = (kT0 / minute) * minute;
+  // The claim's lease lasts 30 s: it spans the end of the minute m0.
+  const Micros t = m0 + minute - 5 * kSec;
+  ASSERT_GT(t, kT0);
+  JobId a = add(), b = add(), c = add();
+  ASSERT_EQ(claim("w", t, 3).jobs.size(), 3u);
+  ASSERT_TRUE(store_->write([&](JobStore& s) {
+                      return s.complete(a, {"w", 1}, "null", t + kSec).held;
+                    })
+                  .value());
+  ASSERT_TRUE(store_
+                  ->write([&](JobStore& s) {
+                    return s.fail_attempt({b, {"w", 1}, "", "boom", t + 2 * kSec, t + 90 * kSec}).held;
+                  })
+                  .value());
+  ASSERT_TRUE(store_
+                  ->write([&](JobStore& s) {
+                    return s.fail_attempt({c, {"w", 1}, "", "fatal", t + 6 * kSec, {}}).held;
+                  })
+                  .value());
+  auto r = store_->read([&](JobStore& s) { return s.activity(m0 - minute); });
+  ASSERT_TRUE(r) << r.error().to_string();
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ((*r)[0].minute, from_micros(m0));
+  EXPECT_EQ((*r)[0].completed, 1);
+  EXPECT_EQ((*r)[0].failed, 1);
+  EXPECT_EQ((*r)[0].dead, 0);
+  EXPECT_EQ((*r)[1].minute, from_micros(m0 + minute));
+  EXPECT_EQ((*r)[1].failed, 1);
+  EXPECT_EQ((*r)[1].dead, 1);
+  auto later = store_->read([&](JobStore& s) { return s.activity(m0 + 2 * minute); });
+  ASSERT_TRUE(later);
+  EXPECT_TRUE(later->empty());
+}
+
+TEST_P(JobStoreTest, Reports_OneRowPerWorker_ForgottenWhenStale) {
+  auto put = [&](const std::string& worker, Micros at, const std::string& text) {
+    ASSERT_TRUE(store_->write([&](JobStore& s) { s.put_report(worker, at, text, at - 100 * kSec); }));
+  };
+  put("a", kT0, R"({"n":1})");
+  put("b", kT0 + kSec, R"({"n":2})");
+  put("a", kT0 + 2 * kSec, R"({"n":3})");
+  auto r = store_->read([&](JobStore& s) { return s.reports(kT0); });
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ((*r)[0].worker, "a");
+  EXPECT_EQ((*r)[0].report, R"({"n":3})");
+  EXPECT_EQ((*r)[0].updated, kT0 + 2 * kSec);
+  auto recent = store_->read([&](JobStore& s) { return s.reports(kT0 + 2 * kSec); });
+  ASSERT_TRUE(recent);
+  EXPECT_EQ(recent->size(), 1u);
+  put("c", kT0 + 200 * kSec, "{}");
+  auto after = store_->read([&](JobStore& s) { return s.reports(0); });
+  ASSERT_TRUE(after);
+  ASSERT_EQ(after->size(), 1u) << "reports not updated within the window are deleted";
+  EXPECT_EQ((*after)[0].worker, "c");
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, JobStoreTest, ::testing::ValuesIn(testing::backends()),
                          testing::backend_name);
 

@@ -1,5 +1,7 @@
 #include "bounded_server.hpp"
 
+#include <fmt/format.h>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -160,9 +162,9 @@ BoundedServer::BoundedServer(BoundedServerOptions options) : options_(options) {
     refuse(status, max_body, res);
     return status;
   });
-  set_pre_routing_handler([max_body](const httplib::Request& req, httplib::Response& res) {
+  set_pre_routing_handler([this, max_body](const httplib::Request& req, httplib::Response& res) {
     const int status = body_refusal(req, max_body);
-    if (status == 0) return HandlerResponse::Unhandled;
+    if (status == 0) return admit_ ? admit_(req, res) : HandlerResponse::Unhandled;
     refuse(status, max_body, res);
     return HandlerResponse::Handled;
   });
@@ -210,6 +212,41 @@ bool BoundedServer::process_and_close_socket(socket_t sock) {
   }
   ::close(sock);
   return ok;
+}
+
+Result<BoundedServer::Address> BoundedServer::parse_address(std::string_view address, std::string_view flag,
+                                                            std::string_view example) {
+  const auto colon = address.rfind(':');
+  int port = -1;
+  if (colon != std::string_view::npos) {
+    auto [p, ec] = std::from_chars(address.data() + colon + 1, address.data() + address.size(), port);
+    if (ec != std::errc{} || p != address.data() + address.size()) port = -1;
+  }
+  if (colon == std::string_view::npos || colon == 0 || port < 0 || port > 65535) {
+    return fail(
+        Error::invalid_argument(fmt::format("{} \"{}\" is not HOST:PORT, e.g. {}", flag, address, example)));
+  }
+  std::string host(address.substr(0, colon));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return Address{std::move(host), port};
+}
+
+Result<int> BoundedServer::serve(const Address& at, std::string_view flag) {
+  const int port = at.port == 0 ? bind_to_any_port(at.host) : (bind_to_port(at.host, at.port) ? at.port : -1);
+  if (port <= 0) {
+    return fail(Error::io(
+        fmt::format("{}: cannot listen on {}:{} (in use, or not a local address)", flag, at.host, at.port)));
+  }
+  thread_ = std::thread([this] { listen_after_bind(); });
+  // Until the thread listens, stop() would not reach it and halt() would
+  // wait for ever.
+  for (int i = 0; i < 1000 && !is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return port;
+}
+
+void BoundedServer::halt() {
+  stop();
+  if (thread_.joinable()) thread_.join();
 }
 
 }  // namespace ratchet::cli

@@ -13,8 +13,11 @@
 //   413 (411 for the last) before any of it is read, also when the client
 //   asks `Expect: 100-continue`; the connection is then closed.
 //
-// Routes are registered as on any httplib::Server. Stopping (stop()) lets
-// each connection finish its current request, which takes at most `timeout`.
+// Routes are registered as on any httplib::Server, but a check that runs
+// before routing goes in with admit(): the server's own pre-routing handler
+// refuses bodies, and calls it for every request it did not refuse. Stopping
+// (stop()) lets each connection finish its current request, which takes at
+// most `timeout`.
 //
 // Thread-safety: as httplib::Server; connections are served on its thread
 // pool.
@@ -24,6 +27,11 @@
 
 #include <chrono>
 #include <cstddef>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "ratchet/status.hpp"
 
 namespace ratchet::cli {
 
@@ -36,6 +44,26 @@ class BoundedServer final : public httplib::Server {
  public:
   explicit BoundedServer(BoundedServerOptions options);
 
+  ~BoundedServer() override { halt(); }
+
+  // Runs `check` before routing every request whose body is not refused.
+  // Set it before listening.
+  void admit(HandlerWithResponse check) { admit_ = std::move(check); }
+
+  struct Address {
+    std::string host;  // an IPv6 address without its brackets
+    int port = 0;
+  };
+  // HOST:PORT (port 0: any free one); the error names `flag` and shows
+  // `example`.
+  static Result<Address> parse_address(std::string_view address, std::string_view flag,
+                                       std::string_view example);
+  // Binds `at` and serves on a thread of its own until halt(). Returns the
+  // port bound; the error names `flag`.
+  Result<int> serve(const Address& at, std::string_view flag);
+  // Stops serving and waits for the thread. Idempotent.
+  void halt();
+
  private:
   // Replaces httplib's connection loop (a virtual of httplib::Server).
   bool process_and_close_socket(socket_t sock) override;
@@ -43,6 +71,8 @@ class BoundedServer final : public httplib::Server {
   bool request_arrives(socket_t sock) const;
 
   BoundedServerOptions options_;
+  HandlerWithResponse admit_;
+  std::thread thread_;
 };
 
 }  // namespace ratchet::cli

@@ -9,6 +9,7 @@
 #include "exit_codes.hpp"
 #include "ratchet/version.hpp"
 #include "text.hpp"
+#include "web/api.hpp"
 
 namespace ratchet::cli {
 
@@ -23,22 +24,12 @@ int show_plugins(const InfoOptions& o) {
   int code = kOk;
   auto engine = open_cli_engine(o.config, code, EngineUse::kRun);
   if (!engine) return code;
-  PluginReport r = engine->plugins();
   if (o.json) {
-    nlohmann::json j = {{"folder", r.folder.string()},
-                        {"loaded", nlohmann::json::array()},
-                        {"failed", nlohmann::json::array()}};
-    for (const auto& p : r.loaded) {
-      j["loaded"].push_back({{"name", p.name},
-                             {"version", p.version},
-                             {"file", p.file.string()},
-                             {"operations", p.operations},
-                             {"configured", p.configured}});
-    }
-    for (const auto& f : r.failed) j["failed"].push_back({{"file", f.file.string()}, {"reason", f.reason}});
-    fmt::print("{}\n", j.dump(2));
+    // The dashboard's API answers with the same shape.
+    fmt::print("{}\n", web::plugins(*engine, std::chrono::system_clock::now()).body.dump(2));
     return kOk;
   }
+  PluginReport r = engine->plugins();
   fmt::print("plugin folder {}\n", r.folder.string());
   if (r.loaded.empty()) fmt::print("  no plugin loaded\n");
   for (const auto& p : r.loaded) {
@@ -57,20 +48,14 @@ int show_limits(const InfoOptions& o) {
   int code = kOk;
   auto engine = open_cli_engine(o.config, code, EngineUse::kInspect);
   if (!engine) return code;
-  auto limits = engine->limits();
   auto now = std::chrono::system_clock::now();
   if (o.json) {
-    nlohmann::json j = nlohmann::json::array();
-    for (const auto& l : limits) {
-      j.push_back({{"plugin", l.plugin},
-                   {"operation", l.operation},
-                   {"declared", l.declared},
-                   {"key", l.key},
-                   {"next_free", format_time(l.next_free)}});
-    }
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", web::limits(*engine, now).body.dump(2));
     return kOk;
   }
+  // With what the running engines reported: their learned paces, the keys
+  // waiting, and next free slots only they know.
+  auto limits = web::merged_limits(*engine, web::engine_reports(*engine), now);
   if (limits.empty()) {
     fmt::print("no limiter declared or learned\n");
     return kOk;

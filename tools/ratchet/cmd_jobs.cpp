@@ -50,7 +50,7 @@ int list_jobs(const JobsFlags& f) {
   if (!jobs) return report(jobs.error());
   if (f.json) {
     nlohmann::json j = nlohmann::json::array();
-    for (const auto& job : *jobs) j.push_back(to_json(job));
+    for (const auto& job : *jobs) j.push_back(to_json(engine->redacted(job)));
     fmt::print("{}\n", j.dump(2));
     return kOk;
   }
@@ -58,7 +58,10 @@ int list_jobs(const JobsFlags& f) {
     fmt::print("no jobs match\n");
     return kOk;
   }
-  fmt::print("{}", list_table(*jobs, std::chrono::system_clock::now()));
+  std::vector<JobRecord> shown;
+  shown.reserve(jobs->size());
+  for (auto& job : *jobs) shown.push_back(engine->redacted(std::move(job)));
+  fmt::print("{}", list_table(shown, std::chrono::system_clock::now()));
   if (static_cast<int>(jobs->size()) == f.limit) {
     fmt::print("(first {} shown; raise --limit for more)\n", f.limit);
   }
@@ -73,6 +76,7 @@ int show_job(const JobsFlags& f) {
   if (!engine) return code;
   auto job = engine->get(f.id);
   if (!job) return not_found_hint(job.error());
+  *job = engine->redacted(std::move(*job));
   if (f.json) {
     fmt::print("{}\n", to_json(*job).dump(2));
   } else {

@@ -21,6 +21,7 @@
 #include "metrics.hpp"
 #include "progress.hpp"
 #include "text.hpp"
+#include "web/web_server.hpp"
 
 namespace ratchet::cli {
 
@@ -31,6 +32,8 @@ struct RunFlags {
   bool until_empty = false;
   std::optional<int> workers;
   std::string metrics;
+  std::string web;
+  std::string web_token_env;
   std::string progress = "auto";
   std::string status_every = "5s";
 };
@@ -82,6 +85,18 @@ int run(const RunFlags& f, const Globals& g) {
   int code = kOk;
   auto engine = open_cli_engine(f.config, code, EngineUse::kRun, overrides);
   if (!engine) return code;
+
+  std::unique_ptr<web::WebServer> web;
+  if (!f.web.empty()) {
+    const config::WebSpec spec = web_spec(f.config);
+    web::WebOptions options;
+    options.read_only = spec.read_only;
+    options.token = spec.token;
+    if (code = web_token(f.web_token_env, options.token); code != kOk) return code;
+    web = start_web(f.web, *engine, options, f.web_token_env.empty() ? "[web] token" : "$" + f.web_token_env,
+                    code);
+    if (!web) return code;
+  }
 
   std::unique_ptr<MetricsServer> metrics;
   if (!f.metrics.empty()) {
@@ -170,6 +185,7 @@ int run(const RunFlags& f, const Globals& g) {
   stopper.join();
   engine->unsubscribe(sub);
   metrics.reset();
+  web.reset();
 
   if (auto s = progress.sample()) last = s;
   if (last && live) status->set(last->line);
@@ -212,6 +228,12 @@ void add_run(CLI::App& app, const Globals& globals, Action& action) {
       "--metrics", f->metrics,
       "Serve Prometheus metrics at http://HOST:PORT/metrics, e.g. 127.0.0.1:9464: jobs by state; per "
       "plugin calls, 429s, retries, parks, steps parked now, limiter waits and step durations");
+  cmd->add_option("--web", f->web,
+                  "Serve the dashboard and its API (as `ratchet web`) beside the workers at HOST:PORT, e.g. "
+                  "127.0.0.1:8077");
+  cmd->add_option("--web-token-env", f->web_token_env,
+                  "The dashboard's access token from this environment variable (as `ratchet web "
+                  "--token-env`); without it, a one-time login link is printed");
   cmd->add_option(
          "--progress", f->progress,
          "The live progress line on stderr: auto (on a terminal), always, never. Without it, a status "

@@ -12,11 +12,17 @@
 #include <memory>
 #include <string>
 
+#include "config/spec.hpp"
 #include "log_setup.hpp"
 #include "ratchet/engine.hpp"
 #include "ratchet/status.hpp"
 
 namespace ratchet::cli {
+
+namespace web {
+struct WebOptions;
+class WebServer;
+}  // namespace web
 
 struct Globals {
   std::string log_level = "info";
@@ -41,6 +47,20 @@ enum class EngineUse { kRun, kInspect };
 std::unique_ptr<Engine> open_cli_engine(const std::string& config, int& exit_code, EngineUse use,
                                         ConfigOverrides overrides = {});
 
+// The [web] section of a config file the engine opened (defaults when it
+// has none).
+config::WebSpec web_spec(const std::string& config_file);
+// The dashboard's token from the environment variable `token_env`, when
+// given (else `token` is left as it is): kOk, or the usage error's exit code
+// when it is unset or short.
+int web_token(const std::string& token_env, std::string& token);
+// Serves the dashboard of `engine` on `address` and prints where, with the
+// login link when no token is set (`token_from` names where the token is
+// read, for the message); nullptr with `exit_code` set on failure.
+std::unique_ptr<web::WebServer> start_web(const std::string& address, Engine& engine,
+                                          const web::WebOptions& options, const std::string& token_from,
+                                          int& exit_code);
+
 void add_run(CLI::App& app, const Globals& globals, Action& action);
 void add_enqueue(CLI::App& app, Action& action);
 void add_jobs(CLI::App& app, Action& action);
@@ -48,5 +68,6 @@ void add_plugins(CLI::App& app, Action& action);
 void add_limits(CLI::App& app, Action& action);
 void add_config(CLI::App& app, Action& action);
 void add_version(CLI::App& app, Action& action);
+void add_web(CLI::App& app, Action& action);
 
 }  // namespace ratchet::cli

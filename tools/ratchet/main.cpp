@@ -70,6 +70,7 @@ int run_main(int argc, char** argv) {
   add_plugins(app, action);
   add_limits(app, action);
   add_config(app, action);
+  add_web(app, action);
   add_version(app, action);
 
   try {

@@ -2,61 +2,89 @@
 
 #include <fmt/format.h>
 #include <httplib.h>
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
 
 #include "bounded_server.hpp"
 
 #include <algorithm>
 #include <charconv>
+#include <map>
 #include <thread>
 
 namespace ratchet::cli {
 
 namespace {
 
-// A label value quoted as the text format wants it.
-std::string label(std::string_view value) {
-  std::string out;
-  for (char c : value) {
-    if (c == '\\' || c == '"') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 double seconds(Duration d) { return std::chrono::duration<double>(d).count(); }
 
-void header(std::string& out, std::string_view name, std::string_view type, std::string_view help) {
-  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
-}
-
-void histogram(std::string& out, std::string_view name, const std::string& labels,
-               const DurationHistogram& h) {
-  // Buckets are cumulative in the text format: each counts every
-  // observation up to its bound.
-  std::uint64_t below = 0;
-  for (std::size_t i = 0; i < h.bounds.size(); ++i) {
-    if (i < h.counts.size()) below += h.counts[i];
-    out += fmt::format("{}_bucket{{{},le=\"{}\"}} {}\n", name, labels, seconds(h.bounds[i]), below);
+// One scrape's metrics, in a registry of its own (the input is a snapshot).
+// Its text lists the families and their series in the order they were added,
+// and every family with its HELP and TYPE even before its first series: the
+// registry alone groups families by type, keeps series in hash order and
+// leaves out families without series, and a scrape should name every metric
+// ratchet has and read the same way from one scrape to the next.
+class Scrape {
+ public:
+  template <typename Builder>
+  auto& family(Builder builder, const std::string& name, const std::string& help) {
+    auto& family = builder.Name(name).Help(help).Register(registry_);
+    prometheus::MetricFamily header;
+    header.name = name;
+    header.help = help;
+    header.type = type_of(family);
+    headers_.push_back(std::move(header));
+    return family;
   }
-  out += fmt::format("{}_bucket{{{},le=\"+Inf\"}} {}\n", name, labels, h.count);
-  out += fmt::format("{}_sum{{{}}} {}\n", name, labels, seconds(h.sum));
-  out += fmt::format("{}_count{{{}}} {}\n", name, labels, h.count);
-}
+
+  // The series of `family` with `labels`; `args` make it (a histogram's bounds).
+  template <typename Metric, typename... Args>
+  Metric& series(prometheus::Family<Metric>& family, const prometheus::Labels& labels, Args&&... args) {
+    order_.emplace(labels, order_.size());
+    return family.Add(labels, std::forward<Args>(args)...);
+  }
+
+  std::string text() const {
+    auto collected = registry_.Collect();
+    std::vector<prometheus::MetricFamily> families;
+    for (const auto& header : headers_) {
+      auto found = std::ranges::find(collected, header.name, &prometheus::MetricFamily::name);
+      auto family = found != collected.end() ? std::move(*found) : header;
+      std::ranges::sort(family.metric, {},
+                        [this](const prometheus::ClientMetric& m) { return order_.at(labels_of(m)); });
+      families.push_back(std::move(family));
+    }
+    return prometheus::TextSerializer().Serialize(families);
+  }
+
+ private:
+  template <typename Metric>
+  static prometheus::MetricType type_of(const prometheus::Family<Metric>&) {
+    return Metric::metric_type;
+  }
+
+  static prometheus::Labels labels_of(const prometheus::ClientMetric& metric) {
+    prometheus::Labels labels;
+    for (const auto& l : metric.label) labels.emplace(l.name, l.value);
+    return labels;
+  }
+
+  prometheus::Registry registry_;
+  std::vector<prometheus::MetricFamily> headers_;
+  std::map<prometheus::Labels, std::size_t> order_;
+};
 
 }  // namespace
 
 std::string render_metrics(const MetricsInput& input) {
-  std::string out;
-  header(out, "ratchet_jobs", "gauge", "Jobs in the database by state.");
+  Scrape scrape;
+  auto& jobs = scrape.family(prometheus::BuildGauge(), "ratchet_jobs", "Jobs in the database by state.");
   if (input.jobs) {
     for (auto [state, n] : *input.jobs)
-      out += fmt::format("ratchet_jobs{{state=\"{}\"}} {}\n", to_string(state), n);
+      scrape.series(jobs, {{"state", std::string(to_string(state))}}).Set(static_cast<double>(n));
   }
   // Plugins without a call yet are listed with zeros, so every series exists
   // from the first scrape.
@@ -67,41 +95,51 @@ std::string render_metrics(const MetricsInput& input) {
     }
   }
   std::ranges::sort(stats, {}, &PluginCallStats::plugin);
-  auto per_plugin = [&](std::string_view name, std::string_view type, std::string_view help, auto value) {
-    header(out, name, type, help);
+  auto per_plugin = [&](auto builder, const std::string& name, const std::string& help, auto value) {
+    auto& family = scrape.family(builder, name, help);
+    // Every series of a fresh registry starts at zero, so adding the value
+    // sets a gauge as well as a counter.
     for (const auto& p : stats)
-      out += fmt::format("{}{{plugin=\"{}\"}} {}\n", name, label(p.plugin), value(p));
+      scrape.series(family, {{"plugin", p.plugin}}).Increment(static_cast<double>(value(p)));
   };
-  per_plugin("ratchet_plugin_calls_total", "counter", "Plugin calls made by this process.",
+  per_plugin(prometheus::BuildCounter(), "ratchet_plugin_calls_total", "Plugin calls made by this process.",
              [](const PluginCallStats& p) { return p.calls; });
-  per_plugin("ratchet_plugin_throttled_total", "counter", "Plugin calls answered 429 or throttled.",
-             [](const PluginCallStats& p) { return p.throttled; });
-  per_plugin("ratchet_plugin_retries_total", "counter", "Plugin calls retried after a failure.",
-             [](const PluginCallStats& p) { return p.retries; });
-  per_plugin("ratchet_plugin_parks_total", "counter",
+  per_plugin(prometheus::BuildCounter(), "ratchet_plugin_throttled_total",
+             "Plugin calls answered 429 or throttled.", [](const PluginCallStats& p) { return p.throttled; });
+  per_plugin(prometheus::BuildCounter(), "ratchet_plugin_retries_total",
+             "Plugin calls retried after a failure.", [](const PluginCallStats& p) { return p.retries; });
+  per_plugin(prometheus::BuildCounter(), "ratchet_plugin_parks_total",
              "Steps parked waiting for a slot, a backoff or a circuit.",
              [](const PluginCallStats& p) { return p.parks; });
-  per_plugin("ratchet_plugin_parked_steps", "gauge",
+  per_plugin(prometheus::BuildGauge(), "ratchet_plugin_parked_steps",
              "Steps parked now: their last call parked and their job has not come back for them yet.",
              [](const PluginCallStats& p) { return p.parked_now; });
-  per_plugin("ratchet_plugin_limiter_wait_seconds_total", "counter",
+  per_plugin(prometheus::BuildCounter(), "ratchet_plugin_limiter_wait_seconds_total",
              "Seconds steps waited for a limiter slot (rate or concurrency limit), in place or parked, "
              "waits going on included.",
              [](const PluginCallStats& p) { return seconds(p.limiter_wait); });
 
-  header(out, "ratchet_step_duration_seconds", "histogram",
-         "Plugin step calls from their first admission in this process to their output or failure, "
-         "with their waits, parks and retries.");
+  auto& durations = scrape.family(
+      prometheus::BuildHistogram(), "ratchet_step_duration_seconds",
+      "Plugin step calls from their first admission in this process to their output or failure, "
+      "with their waits, parks and retries.");
   for (const auto& p : stats) {
     auto operations = p.step_durations;
     std::ranges::sort(operations, {}, &OperationDurations::operation);
     for (const auto& op : operations) {
-      histogram(out, "ratchet_step_duration_seconds",
-                fmt::format("plugin=\"{}\",operation=\"{}\"", label(p.plugin), label(op.operation)),
-                op.durations);
+      const DurationHistogram& h = op.durations;
+      prometheus::Histogram::BucketBoundaries bounds;
+      for (auto bound : h.bounds) bounds.push_back(seconds(bound));
+      // One increment per bucket plus the one above every bound, whatever
+      // the length of `counts`: ObserveMultiple throws on any other length.
+      std::vector<double> increments(bounds.size() + 1, 0.0);
+      for (std::size_t i = 0; i < increments.size() && i < h.counts.size(); ++i)
+        increments[i] = static_cast<double>(h.counts[i]);
+      scrape.series(durations, {{"plugin", p.plugin}, {"operation", op.operation}}, bounds)
+          .ObserveMultiple(increments, seconds(h.sum));
     }
   }
-  return out;
+  return scrape.text();
 }
 
 std::string render_metrics(Engine& engine, const std::vector<std::string>& plugins) {
@@ -115,32 +153,19 @@ std::string render_metrics(Engine& engine, const std::vector<std::string>& plugi
 struct MetricsServer::Impl {
   explicit Impl(const MetricsServerOptions& o) : server(BoundedServerOptions{.timeout = o.timeout}) {}
   BoundedServer server;
-  std::thread thread;
   int port = 0;
 };
 
 MetricsServer::MetricsServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-MetricsServer::~MetricsServer() {
-  impl_->server.stop();
-  if (impl_->thread.joinable()) impl_->thread.join();
-}
+MetricsServer::~MetricsServer() { impl_->server.halt(); }
 
 int MetricsServer::port() const noexcept { return impl_->port; }
 
 Result<std::unique_ptr<MetricsServer>> MetricsServer::start(std::string_view address, Engine& engine,
                                                             MetricsServerOptions options) {
-  auto colon = address.rfind(':');
-  int port = -1;
-  if (colon != std::string_view::npos) {
-    auto [p, ec] = std::from_chars(address.data() + colon + 1, address.data() + address.size(), port);
-    if (ec != std::errc{} || p != address.data() + address.size()) port = -1;
-  }
-  if (colon == std::string_view::npos || colon == 0 || port < 0 || port > 65535) {
-    return fail(Error::invalid_argument(
-        fmt::format("--metrics \"{}\" is not HOST:PORT, e.g. 127.0.0.1:9464", address)));
-  }
-  std::string host(address.substr(0, colon));
+  auto at = BoundedServer::parse_address(address, "--metrics", "127.0.0.1:9464");
+  if (!at) return fail(at.error());
   auto impl = std::make_unique<Impl>(options);
   std::vector<std::string> plugins;
   for (const auto& p : engine.plugins().loaded) {
@@ -149,17 +174,9 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(std::string_view add
   impl->server.Get("/metrics", [&engine, plugins](const httplib::Request&, httplib::Response& res) {
     res.set_content(render_metrics(engine, plugins), "text/plain; version=0.0.4");
   });
-  if (port == 0) {
-    impl->port = impl->server.bind_to_any_port(host);
-  } else {
-    impl->port = impl->server.bind_to_port(host, port) ? port : -1;
-  }
-  if (impl->port <= 0) {
-    return fail(
-        Error::io(fmt::format("--metrics: cannot listen on {} (in use, or not a local address)", address)));
-  }
-  auto* server = &impl->server;
-  impl->thread = std::thread([server] { server->listen_after_bind(); });
+  auto port = impl->server.serve(*at, "--metrics");
+  if (!port) return fail(port.error());
+  impl->port = *port;
   return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(impl)));
 }
 

@@ -1,6 +1,7 @@
 #include "store/postgres/pg_job_store.hpp"
 
 #include <algorithm>
+#include <map>
 #include <tuple>
 
 #include "store/postgres/arrays.hpp"
@@ -425,14 +426,70 @@ std::optional<JobRecord> PgJobStore::get(JobId id) {
 }
 
 std::vector<JobRecord> PgJobStore::list(const JobFilter& filter) {
-  Rows q = s_.run("SELECT " RATCHET_JOB_COLUMNS
-                  " FROM ratchet_jobs WHERE id > $1 AND ($2::text IS NULL OR state = $2) AND "
-                  "($3::text IS NULL OR type = $3) AND ($4::text IS NULL OR queue = $4) ORDER BY id LIMIT $5",
-                  {p(filter.after_id), filter.state ? p(std::string(to_string(*filter.state))) : null(),
-                   filter.type.empty() ? null() : p(filter.type),
-                   filter.queue.empty() ? null() : p(filter.queue), p(std::int64_t{filter.limit})});
+  // strpos over lower(): a plain substring, where LIKE would read % and _ in
+  // the text as patterns.
+  static constexpr const char* kWhere =
+      "SELECT " RATCHET_JOB_COLUMNS
+      " FROM ratchet_jobs WHERE id > $1 AND ($2::text IS NULL OR state = $2) AND "
+      "($3::text IS NULL OR type = $3) AND ($4::text IS NULL OR queue = $4) AND "
+      "($6::bigint IS NULL OR id = $6) AND ($7::bigint IS NULL OR id < $7) AND "
+      "($8::text IS NULL OR strpos(lower(args), lower($8)) > 0 OR "
+      "strpos(lower(COALESCE(last_error, '')), lower($8)) > 0)";
+  static const std::string oldest = std::string(kWhere) + " ORDER BY id LIMIT $5";
+  static const std::string newest = std::string(kWhere) + " ORDER BY id DESC LIMIT $5";
+  Rows q = s_.run(
+      filter.newest_first ? newest.c_str() : oldest.c_str(),
+      {p(filter.after_id), filter.state ? p(std::string(to_string(*filter.state))) : null(),
+       filter.type.empty() ? null() : p(filter.type), filter.queue.empty() ? null() : p(filter.queue),
+       p(std::int64_t{filter.limit}), filter.id == 0 ? null() : p(filter.id),
+       filter.before_id == 0 ? null() : p(filter.before_id), filter.text.empty() ? null() : p(filter.text)});
   std::vector<JobRecord> out;
   for (int i = 0; i < q.size(); ++i) out.push_back(read_job(q, i));
+  return out;
+}
+
+std::vector<MinuteActivity> PgJobStore::activity(Micros since) {
+  std::map<Micros, MinuteActivity> minutes;
+  auto at = [&](Micros minute) -> MinuteActivity& {
+    auto& m = minutes[minute];
+    m.minute = from_micros(minute * kMicrosPerMinute);
+    return m;
+  };
+  // Integer division floors only for times after 1970, which every
+  // finished job's is.
+  Rows ended = s_.run(
+      "SELECT finished_us / 60000000, state, COUNT(*) FROM ratchet_jobs WHERE finished_us >= $1 AND "
+      "state IN ('completed', 'dead') GROUP BY 1, 2",
+      {p(since)});
+  for (int i = 0; i < ended.size(); ++i) {
+    auto& m = at(i64(ended, i, 0));
+    (text(ended, i, 1) == "completed" ? m.completed : m.dead) = i64(ended, i, 2);
+  }
+  Rows failed = s_.run(
+      "SELECT at_us / 60000000, COUNT(*) FROM ratchet_job_errors WHERE at_us >= $1 GROUP BY 1", {p(since)});
+  for (int i = 0; i < failed.size(); ++i) at(i64(failed, i, 0)).failed = i64(failed, i, 1);
+  std::vector<MinuteActivity> out;
+  out.reserve(minutes.size());
+  for (auto& [minute, m] : minutes) out.push_back(m);
+  return out;
+}
+
+void PgJobStore::put_report(const std::string& worker, Micros now, const std::string& report,
+                            Micros forget_before) {
+  s_.run(
+      "INSERT INTO ratchet_engine_reports(worker, updated_us, report) VALUES ($1, $2, $3) ON CONFLICT "
+      "(worker) "
+      "DO UPDATE SET updated_us = excluded.updated_us, report = excluded.report",
+      {p(worker), p(now), p(report)});
+  s_.run("DELETE FROM ratchet_engine_reports WHERE updated_us < $1", {p(forget_before)});
+}
+
+std::vector<JobStore::StoredReport> PgJobStore::reports(Micros since) {
+  Rows q = s_.run(
+      "SELECT worker, updated_us, report FROM ratchet_engine_reports WHERE updated_us >= $1 ORDER BY worker",
+      {p(since)});
+  std::vector<StoredReport> out;
+  for (int i = 0; i < q.size(); ++i) out.push_back({text(q, i, 0), i64(q, i, 1), text(q, i, 2)});
   return out;
 }
 

@@ -51,6 +51,10 @@ class PgJobStore final : public JobStore {
   std::optional<JobRecord> get(JobId id) override;
   std::vector<JobRecord> list(const JobFilter& filter) override;
   std::vector<std::pair<JobState, std::int64_t>> counts() override;
+  std::vector<MinuteActivity> activity(Micros since) override;
+  void put_report(const std::string& worker, Micros now, const std::string& report,
+                  Micros forget_before) override;
+  std::vector<StoredReport> reports(Micros since) override;
   std::int64_t pending(const std::vector<std::string>& types,
                        const std::vector<std::string>& queues) override;
   void add_timeline(JobId id, Micros at, const std::string& kind, const std::string& detail) override;

@@ -117,6 +117,13 @@ CREATE TABLE ratchet_machine_clock (boot_id TEXT PRIMARY KEY, base_ns BIGINT NOT
       {2, R"sql(
 CREATE TABLE ratchet_database_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 )sql"},
+      // Attempt errors by time, for the failures per minute the dashboard
+      // charts (Engine::activity); and what each running engine last
+      // reported of what only it knows (Engine::reports).
+      {3, R"sql(
+CREATE INDEX ratchet_job_errors_at ON ratchet_job_errors (at_us);
+CREATE TABLE ratchet_engine_reports (worker TEXT PRIMARY KEY, updated_us BIGINT NOT NULL, report TEXT NOT NULL);
+)sql"},
   };
   return kMigrations;
 }

@@ -123,6 +123,14 @@ CREATE TABLE machine_clock (boot_id TEXT PRIMARY KEY, base_ns INTEGER NOT NULL) 
       {7, R"sql(
 CREATE TABLE database_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 )sql"},
+      // Attempt errors by time, for the failures per minute the dashboard
+      // charts (Engine::activity); and what each running engine last
+      // reported of what only it knows (Engine::reports).
+      {8, R"sql(
+CREATE INDEX job_errors_at ON job_errors(at_us);
+CREATE TABLE engine_reports (worker TEXT PRIMARY KEY, updated_us INTEGER NOT NULL, report TEXT NOT NULL)
+  WITHOUT ROWID;
+)sql"},
   };
   return kMigrations;
 }

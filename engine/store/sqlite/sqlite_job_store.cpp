@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <string_view>
 
 #include "store/sqlite/quarantine.hpp"
@@ -529,11 +530,17 @@ std::optional<JobRecord> SqliteJobStore::get(JobId id) {
 }
 
 std::vector<JobRecord> SqliteJobStore::list(const JobFilter& filter) {
-  static const std::string sql =
+  // Two statements, one per order, each cached: the bounds that are not set
+  // are NULL and drop out.
+  static const std::string where =
       std::string("SELECT ") + kJobColumns +
-      " FROM jobs WHERE id > ?1 AND (?2 IS NULL OR state = ?2) AND "
-      "(?3 IS NULL OR type = ?3) AND (?4 IS NULL OR queue = ?4) ORDER BY id LIMIT ?5";
-  Use q(stmt(sql.c_str()));
+      " FROM jobs WHERE id > ?1 AND (?2 IS NULL OR state = ?2) AND (?3 IS NULL OR type = ?3) AND "
+      "(?4 IS NULL OR queue = ?4) AND (?6 IS NULL OR id = ?6) AND (?7 IS NULL OR id < ?7) AND "
+      "(?8 IS NULL OR instr(lower(args), lower(?8)) > 0 OR instr(lower(COALESCE(last_error, '')), lower(?8)) "
+      "> 0)";
+  static const std::string oldest = where + " ORDER BY id LIMIT ?5";
+  static const std::string newest = where + " ORDER BY id DESC LIMIT ?5";
+  Use q(stmt(filter.newest_first ? newest.c_str() : oldest.c_str()));
   q->bind(1, filter.after_id);
   if (filter.state) {
     q->bind(2, std::string(to_string(*filter.state)));
@@ -551,8 +558,77 @@ std::vector<JobRecord> SqliteJobStore::list(const JobFilter& filter) {
     q->bind(4, filter.queue);
   }
   q->bind(5, filter.limit);
+  if (filter.id == 0) {
+    q->bind(6);
+  } else {
+    q->bind(6, filter.id);
+  }
+  if (filter.before_id == 0) {
+    q->bind(7);
+  } else {
+    q->bind(7, filter.before_id);
+  }
+  if (filter.text.empty()) {
+    q->bind(8);
+  } else {
+    q->bind(8, filter.text);
+  }
   std::vector<JobRecord> out;
   while (q->executeStep()) out.push_back(read_job(*q));
+  return out;
+}
+
+std::vector<MinuteActivity> SqliteJobStore::activity(Micros since) {
+  std::map<Micros, MinuteActivity> minutes;
+  auto at = [&](Micros minute) -> MinuteActivity& {
+    auto& m = minutes[minute];
+    m.minute = from_micros(minute * kMicrosPerMinute);
+    return m;
+  };
+  {
+    Use q(
+        stmt("SELECT finished_us / 60000000, state, COUNT(*) FROM jobs WHERE finished_us >= ?1 AND "
+             "finished_us IS NOT NULL AND state IN ('completed', 'dead') GROUP BY 1, 2"));
+    q->bind(1, since);
+    while (q->executeStep()) {
+      auto& m = at(q->getColumn(0).getInt64());
+      (q->getColumn(1).getString() == "completed" ? m.completed : m.dead) = q->getColumn(2).getInt64();
+    }
+  }
+  {
+    Use q(stmt("SELECT at_us / 60000000, COUNT(*) FROM job_errors WHERE at_us >= ?1 GROUP BY 1"));
+    q->bind(1, since);
+    while (q->executeStep()) at(q->getColumn(0).getInt64()).failed = q->getColumn(1).getInt64();
+  }
+  std::vector<MinuteActivity> out;
+  out.reserve(minutes.size());
+  for (auto& [minute, m] : minutes) out.push_back(m);
+  return out;
+}
+
+void SqliteJobStore::put_report(const std::string& worker, Micros now, const std::string& report,
+                                Micros forget_before) {
+  {
+    Use q(stmt(
+        "INSERT INTO engine_reports(worker, updated_us, report) VALUES (?1, ?2, ?3) ON CONFLICT(worker) DO "
+        "UPDATE SET updated_us = excluded.updated_us, report = excluded.report"));
+    q->bind(1, worker);
+    q->bind(2, now);
+    q->bind(3, report);
+    q->exec();
+  }
+  Use q(stmt("DELETE FROM engine_reports WHERE updated_us < ?1"));
+  q->bind(1, forget_before);
+  q->exec();
+}
+
+std::vector<JobStore::StoredReport> SqliteJobStore::reports(Micros since) {
+  Use q(stmt("SELECT worker, updated_us, report FROM engine_reports WHERE updated_us >= ?1 ORDER BY worker"));
+  q->bind(1, since);
+  std::vector<StoredReport> out;
+  while (q->executeStep()) {
+    out.push_back({q->getColumn(0).getString(), q->getColumn(1).getInt64(), q->getColumn(2).getString()});
+  }
   return out;
 }
 
