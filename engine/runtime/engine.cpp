@@ -320,6 +320,14 @@ Result<std::vector<EngineReport>> Engine::reports(Duration within) {
   return out;
 }
 
+std::map<std::string, std::string> Engine::step_calls(std::string_view type) const {
+  std::map<std::string, std::string> out;
+  auto t = impl_->types.find(std::string(type));
+  if (!t) return out;
+  for (const auto& step : t->spec.steps) out.emplace(step.name, step.plugin + "." + step.operation);
+  return out;
+}
+
 JobRecord Engine::redacted(JobRecord job) const {
   auto type = impl_->types.find(job.type);
   if (!type || !job.args.is_object()) return job;

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -179,6 +180,9 @@ class RATCHET_API Engine {
   // `job` as it may be shown to people: the values of the arguments its job
   // type lists in `redact` replaced by "[redacted]".
   JobRecord redacted(JobRecord job) const;
+  // The plugin call ("imdb.get_rating") of each step a job type declares in
+  // its config, by step name; empty for a type defined in C++ or unknown.
+  std::map<std::string, std::string> step_calls(std::string_view type) const;
   // The minutes since `since` in which a job completed or died or an attempt
   // failed, oldest first (minutes with nothing are left out).
   [[nodiscard]] Result<std::vector<MinuteActivity>> activity(TimePoint since);

@@ -357,12 +357,20 @@ describe('ratchet web dashboard', { concurrency: false }, () => {
       assert.deepEqual(steps.map((s) => s.name), (j.steps || []).map((s) => s.name));
       assert.equal((await page.$$('[data-testid="errors"] tbody tr[data-testid="error-row"]')).length, (j.errors || []).length);
       assert.equal((await page.$$('[data-testid="timeline"] tbody tr[data-testid="timeline-row"]')).length, (j.timeline || []).length);
+      // Each step links to the plugin it calls.
+      const links = await page.$$eval('[data-testid="steps"] a[data-testid="step-plugin"]', (a) => a.map((e) => e.textContent));
+      assert.deepEqual(links, (j.steps || []).filter((s) => s.call).map((s) => s.call));
+      assert.ok(links.length > 0, 'the job\'s steps name no plugin');
     });
     if (!session.read_only) {
       assert.ok(await visible('[data-testid="retry"]'), 'a dead job has no Retry button');
       assert.equal(await visible('[data-testid="cancel"]'), false, 'a dead job has a Cancel button');
     }
     await screenshot('job.png');
+    await page.click('[data-testid="steps"] a[data-testid="step-plugin"]');
+    await page.waitForFunction(() => location.hash === '#/plugins');
+    await go(`#/jobs/${deadJob.id}`);
+    await page.waitForSelector('[data-testid="job-state"][data-state]');
   });
 
   test('job page: Retry on a dead job asks first, then the job leaves dead', async (t) => {

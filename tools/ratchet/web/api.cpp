@@ -282,7 +282,16 @@ Reply show_job(Engine& engine, const std::string& id) {
   if (!n) return error_reply(404, fmt::format("no job with id \"{}\"", id));
   auto job = engine.get(*n);
   if (!job) return from_error(job.error(), false);
-  return {200, to_json(engine.redacted(*job))};
+  nlohmann::json j = to_json(engine.redacted(*job));
+  // The plugin each step calls, for the page's links to it.
+  const auto calls = engine.step_calls(job->type);
+  if (j.contains("steps")) {
+    for (auto& step : j["steps"]) {
+      auto it = calls.find(step.value("name", ""));
+      if (it != calls.end()) step["call"] = it->second;
+    }
+  }
+  return {200, std::move(j)};
 }
 
 Reply retry_job(Engine& engine, const std::string& id) {

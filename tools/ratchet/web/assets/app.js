@@ -831,9 +831,12 @@
           j.last_error
             ? [h('h3', null, 'Last error'), h('pre', { class: 'error-text wrap', testid: 'job-last-error' }, j.last_error)] : null)),
       h('h2', null, 'Steps'),
-      table('steps', ['Step', 'State', { text: 'Attempts', class: 'num' }, { text: 'Duration', class: 'num' }, 'Output', 'Last error'],
+      table('steps', ['Step', 'Calls', 'State', { text: 'Attempts', class: 'num' }, { text: 'Duration', class: 'num' }, 'Output', 'Last error'],
         steps.map((s) => h('tr', { testid: 'step-row', dataset: { name: s.name } },
           h('td', null, h('strong', null, s.name)),
+          h('td', null, s.call
+            ? h('a', { href: `#/plugins`, testid: 'step-plugin', dataset: { plugin: s.call.split('.')[0] } }, s.call)
+            : h('span', { class: 'muted' }, '\u2014')),
           h('td', null, h('span', { class: `badge step-${s.state === 'completed' ? 'ok' : 'bad'}` }, s.state)),
           h('td', { class: 'num' }, String(s.attempts)),
           h('td', { class: 'num' }, s.duration_ms !== undefined && s.duration_ms !== null ? formatDuration(s.duration_ms) : '\u2014'),
