@@ -17,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
-all_targets=(toml duration http_date rate_headers job_args plugin_abi)
+all_targets=(toml duration http_date rate_headers job_args plugin_abi web_request)
 build="$root/build/fuzz"
 
 mode=run

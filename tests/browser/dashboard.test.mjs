@@ -475,6 +475,16 @@ describe('ratchet web dashboard', { concurrency: false }, () => {
         if (t > now + 3000) assert.equal(rows[i].throttled, 'true', `${l.plugin} ${l.operation} is throttled until ${l.next_free}`);
         if (t < now - 1000) assert.equal(rows[i].throttled, 'false', `${l.plugin} ${l.operation} is free since ${l.next_free}`);
       });
+      // Beside them, what the running engines' calls met: 429s and steps parked now.
+      const o = await api('/api/v1/overview');
+      if (Array.isArray(o.plugins)) {
+        const calls = await rowsOf('[data-testid="limit-calls"] tbody tr[data-testid="limit-calls-row"]');
+        assert.deepEqual(calls.map((c) => c.plugin), o.plugins.map((p) => p.plugin));
+        const cells = await page.$$eval('[data-testid="limit-calls"] tbody tr[data-testid="limit-calls-row"]',
+          (rows) => rows.map((r) => [...r.querySelectorAll('td')].map((td) => td.textContent)));
+        assert.deepEqual(cells.map((c) => [Number(c[2]), Number(c[5])]),
+          o.plugins.map((p) => [Number(p.throttled), Number(p.parked_now)]), 'throttled and parked now per plugin');
+      }
     });
     await screenshot('limits.png');
   });

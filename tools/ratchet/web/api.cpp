@@ -16,26 +16,12 @@ namespace ratchet::cli::web {
 
 namespace {
 
-constexpr int kDefaultPage = 50;
-constexpr int kMaxPage = 500;
 // The ids an action lists in its reply; the count covers them all.
 constexpr std::size_t kMaxIdsShown = 1000;
 // A running engine writes its report every 2 s by default: one not heard
 // of for this long is taken as gone.
 constexpr auto kLiveFor = std::chrono::seconds(15);
 constexpr auto kThrottledBeyond = std::chrono::seconds(1);
-
-std::string param(const Params& params, const std::string& name) {
-  auto it = params.find(name);
-  return it == params.end() ? std::string() : it->second;
-}
-
-std::optional<std::int64_t> to_int(const std::string& text) {
-  std::int64_t v = 0;
-  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc{} || p != text.data() + text.size()) return std::nullopt;
-  return v;
-}
 
 // The status an engine error maps to, for a read (`action` false) or an
 // action on a job: an action its state does not allow is a conflict.
@@ -48,64 +34,6 @@ int status_of(const Error& e, bool action) {
 }
 
 Reply from_error(const Error& e, bool action) { return error_reply(status_of(e, action), e.message()); }
-
-// The filter `params` give (the list's query, or an action's body), or the
-// 400 that names the bad one.
-std::optional<Reply> read_filter(const Params& params, JobFilter& filter) {
-  if (auto s = param(params, "state"); !s.empty()) {
-    filter.state = parse_job_state(s);
-    if (!filter.state) {
-      return error_reply(400, fmt::format("state \"{}\" is not one of scheduled, available, running, "
-                                          "retryable, completed, dead, cancelled",
-                                          s));
-    }
-  }
-  filter.type = param(params, "type");
-  filter.queue = param(params, "queue");
-  filter.text = param(params, "q");
-  for (auto [name, field] : {std::pair{"id", &filter.id}, std::pair{"before", &filter.before_id}}) {
-    if (auto s = param(params, name); !s.empty()) {
-      auto v = to_int(s);
-      if (!v || *v < 1)
-        return error_reply(400, fmt::format("{} \"{}\" is not a job id (a whole number from 1)", name, s));
-      *field = *v;
-    }
-  }
-  if (auto s = param(params, "limit"); !s.empty()) {
-    auto v = to_int(s);
-    if (!v || *v < 1 || *v > kMaxPage) {
-      return error_reply(400, fmt::format("limit \"{}\" is not a whole number from 1 to {}", s, kMaxPage));
-    }
-    filter.limit = static_cast<int>(*v);
-  } else {
-    filter.limit = kDefaultPage;
-  }
-  return std::nullopt;
-}
-
-// A JSON object body as parameters (strings only); nullopt when it is not one.
-std::optional<Params> body_params(const std::string& body) {
-  Params out;
-  if (body.empty()) return out;
-  auto j = nlohmann::json::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return std::nullopt;
-  for (const auto& [k, v] : j.items()) {
-    if (v.is_string()) {
-      out[k] = v.get<std::string>();
-    } else if (v.is_number_integer()) {
-      out[k] = std::to_string(v.get<std::int64_t>());
-    } else if (!v.is_null()) {
-      return std::nullopt;
-    }
-  }
-  return out;
-}
-
-std::optional<JobId> job_id(const std::string& text) {
-  auto v = to_int(text);
-  if (!v || *v < 1) return std::nullopt;
-  return *v;
-}
 
 // A slot a moment ahead is a pace being kept, not a plugin held back; a
 // second also covers the clocks of other machines a little ahead of this one.
@@ -188,8 +116,6 @@ std::vector<PluginCallStats> summed_calls(const std::vector<EngineReport>& repor
   for (auto& [name, s] : by_plugin) out.push_back(std::move(s));
   return out;
 }
-
-Reply error_reply(int status, std::string message) { return {status, {{"error", std::move(message)}}}; }
 
 Reply overview(Engine& engine, TimePoint now) {
   auto counts = engine.counts();
@@ -278,7 +204,7 @@ Reply list_jobs(Engine& engine, const Params& params) {
 }
 
 Reply show_job(Engine& engine, const std::string& id) {
-  auto n = job_id(id);
+  auto n = parse_job_id(id);
   if (!n) return error_reply(404, fmt::format("no job with id \"{}\"", id));
   auto job = engine.get(*n);
   if (!job) return from_error(job.error(), false);
@@ -295,7 +221,7 @@ Reply show_job(Engine& engine, const std::string& id) {
 }
 
 Reply retry_job(Engine& engine, const std::string& id) {
-  auto n = job_id(id);
+  auto n = parse_job_id(id);
   if (!n) return error_reply(404, fmt::format("no job with id \"{}\"", id));
   if (auto s = engine.retry(*n); !s) return from_error(s.error(), true);
   auto job = engine.get(*n);
@@ -306,7 +232,7 @@ Reply retry_job(Engine& engine, const std::string& id) {
 }
 
 Reply cancel_job(Engine& engine, const std::string& id) {
-  auto n = job_id(id);
+  auto n = parse_job_id(id);
   if (!n) return error_reply(404, fmt::format("no job with id \"{}\"", id));
   if (auto s = engine.cancel(*n); !s) return from_error(s.error(), true);
   auto job = engine.get(*n);
@@ -318,7 +244,7 @@ Reply cancel_job(Engine& engine, const std::string& id) {
 }
 
 Reply retry_matching(Engine& engine, const std::string& body) {
-  auto params = body_params(body);
+  auto params = parse_body(body);
   if (!params) {
     return error_reply(
         400,
@@ -356,7 +282,7 @@ Reply retry_matching(Engine& engine, const std::string& body) {
 }
 
 Reply purge(Engine& engine, const std::string& body) {
-  auto params = body_params(body);
+  auto params = parse_body(body);
   if (!params || !params->contains("older_than")) {
     return error_reply(400, "the body must name an age: {\"older_than\": \"7d\"}");
   }

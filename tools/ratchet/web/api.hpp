@@ -13,18 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "ratchet/engine.hpp"
+#include "web/request_input.hpp"
 
 namespace ratchet::cli::web {
-
-struct Reply {
-  int status = 200;
-  nlohmann::json body;
-};
-
-// {"error": message} with `status`.
-Reply error_reply(int status, std::string message);
-
-using Params = std::map<std::string, std::string>;
 
 Reply overview(Engine& engine, TimePoint now);
 Reply list_jobs(Engine& engine, const Params& params);

@@ -41,38 +41,6 @@ void refuse_page(httplib::Response& res) {
       "text/html; charset=utf-8");
 }
 
-// The query's parameters, read from the request line itself: httplib's own
-// parse drops a parameter it cannot split ("id=1 OR 1=1"), and a filter
-// silently dropped would show every job. nullopt names the one that is bad.
-std::optional<Params> params_of(const httplib::Request& req, std::string& bad) {
-  Params out;
-  const auto q = req.target.find('?');
-  if (q == std::string::npos) return out;
-  std::string_view query(req.target);
-  query.remove_prefix(q + 1);
-  while (!query.empty()) {
-    const auto amp = query.find('&');
-    const std::string_view part = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
-    if (part.empty()) continue;
-    const auto eq = part.find('=');
-    std::string key = httplib::detail::decode_url(std::string(part.substr(0, eq)), true);
-    std::string value = eq == std::string_view::npos
-                            ? std::string()
-                            : httplib::detail::decode_url(std::string(part.substr(eq + 1)), true);
-    // A parameter given twice keeps its first value.
-    out.emplace(std::move(key), std::move(value));
-  }
-  for (const auto& [k, v] : out) {
-    if (k != "state" && k != "type" && k != "queue" && k != "id" && k != "q" && k != "before" &&
-        k != "limit") {
-      bad = k;
-      return std::nullopt;
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 bool is_loopback(std::string_view host) {
@@ -202,7 +170,7 @@ struct WebServer::Impl {
     });
     server.Get("/api/v1/jobs", [this](const httplib::Request& req, httplib::Response& res) {
       std::string bad;
-      auto params = params_of(req, bad);
+      auto params = parse_query(req.target, bad);
       if (!params) {
         send_error(res, 400,
                    "unknown parameter \"" + bad +

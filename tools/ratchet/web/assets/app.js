@@ -395,13 +395,13 @@
     };
   }
 
-  function callsTable(plugins) {
+  function callsTable(plugins, testid = 'calls') {
     const n = (v) => h('td', { class: 'num' }, String(v ?? 0));
     return [
       h('h2', null, 'Plugin calls ', h('span', { class: 'muted small' }, 'by the running engines, since each started')),
-      table('calls', ['Plugin', { text: 'Calls', class: 'num' }, { text: 'Throttled', class: 'num' },
+      table(testid, ['Plugin', { text: 'Calls', class: 'num' }, { text: 'Throttled', class: 'num' },
         { text: 'Retries', class: 'num' }, { text: 'Parks', class: 'num' }, { text: 'Parked now', class: 'num' }],
-      plugins.map((p) => h('tr', { testid: 'calls-row', dataset: { plugin: p.plugin } },
+      plugins.map((p) => h('tr', { testid: `${testid}-row`, dataset: { plugin: p.plugin } },
         h('td', null, p.plugin), n(p.calls), n(p.throttled), n(p.retries), n(p.parks), n(p.parked_now))),
       'No running engine reports calls.'),
     ];
@@ -547,14 +547,17 @@
 
   function limitsView() {
     const body = h('div', { testid: 'limits-section' });
+    const calls = h('div', { testid: 'limit-calls-section' });
     const err = errorBox();
     const summary = h('p', { class: 'muted', testid: 'limits-summary' });
     return {
-      el: h('section', { class: 'page', testid: 'page-limits' }, h('h1', null, 'Limits'), err.el, summary, body),
+      el: h('section', { class: 'page', testid: 'page-limits' }, h('h1', null, 'Limits'), err.el, summary, body, calls),
       title: () => 'Limits',
       async refresh(current) {
-        const limits = await api('GET', '/api/v1/limits');
+        const [limits, o] = await Promise.all([api('GET', '/api/v1/limits'), api('GET', '/api/v1/overview')]);
         if (!current()) return;
+        // What the limits did: 429s and steps parked now, per plugin.
+        redraw(calls, json(o.plugins), () => Array.isArray(o.plugins) ? callsTable(o.plugins, 'limit-calls') : null);
         err.clear();
         const list = Array.isArray(limits) ? limits : [];
         const n = list.filter(isThrottled).length;
