@@ -117,7 +117,34 @@ std::vector<PluginCallStats> summed_calls(const std::vector<EngineReport>& repor
   return out;
 }
 
-Reply overview(Engine& engine, TimePoint now) {
+Result<std::vector<MinuteActivity>> ActivityCache::read(Engine& engine, TimePoint first, TimePoint now) {
+  using std::chrono::minutes;
+  // Writes that commit a little late land in the minute before.
+  const TimePoint recent = std::chrono::floor<minutes>(now) - minutes(2);
+  std::lock_guard lock(mu_);
+  const bool whole = first < first_ || now - whole_read_ >= minutes(1) || now < whole_read_;
+  const TimePoint from = whole ? first : std::max(first, recent);
+  auto read = engine.activity(from);
+  if (!read) return read;
+  if (whole) {
+    minutes_.clear();
+    first_ = first;
+    whole_read_ = now;
+  }
+  std::erase_if(minutes_, [&](const auto& m) { return m.first >= from || m.first < first; });
+  for (const auto& m : *read) minutes_[m.minute] = m;
+  std::vector<MinuteActivity> out;
+  out.reserve(minutes_.size());
+  for (const auto& [at, m] : minutes_) out.push_back(m);
+  return out;
+}
+
+void ActivityCache::clear() {
+  std::lock_guard lock(mu_);
+  whole_read_ = {};
+}
+
+Reply overview(Engine& engine, TimePoint now, ActivityCache* cache) {
   auto counts = engine.counts();
   if (!counts) return from_error(counts.error(), false);
   nlohmann::json by_state = nlohmann::json::object();
@@ -131,7 +158,7 @@ Reply overview(Engine& engine, TimePoint now) {
   using std::chrono::minutes;
   const auto current = std::chrono::floor<minutes>(now);
   const TimePoint first = current - minutes(60);
-  auto activity = engine.activity(first);
+  auto activity = cache != nullptr ? cache->read(engine, first, now) : engine.activity(first);
   if (!activity) return from_error(activity.error(), false);
   const auto reports = engine_reports(engine);
   // 429s per minute, from every engine's report of the last hour (stopped

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -17,7 +18,25 @@
 
 namespace ratchet::cli::web {
 
-Reply overview(Engine& engine, TimePoint now);
+// The minutes of activity (Engine::activity) the overview charts, kept
+// between polls: a job's end is counted in the minute it is written, so
+// only the latest minutes change, and the whole hour is read again once a
+// minute (a purge elsewhere shows within it). Thread-safe.
+class ActivityCache {
+ public:
+  [[nodiscard]] Result<std::vector<MinuteActivity>> read(Engine& engine, TimePoint first, TimePoint now);
+  // The next read reads the whole hour (after a purge here).
+  void clear();
+
+ private:
+  std::mutex mu_;
+  std::map<TimePoint, MinuteActivity> minutes_;
+  TimePoint first_{};
+  TimePoint whole_read_{};
+};
+
+// `cache`: null reads every minute from the database.
+Reply overview(Engine& engine, TimePoint now, ActivityCache* cache = nullptr);
 Reply list_jobs(Engine& engine, const Params& params);
 Reply show_job(Engine& engine, const std::string& id);
 Reply retry_job(Engine& engine, const std::string& id);

@@ -64,6 +64,7 @@ struct WebServer::Impl {
   WebOptions options;
   Engine& engine;
   Access access;
+  ActivityCache activity;
   BoundedServer server;
   std::string host;
   int port = 0;
@@ -166,7 +167,7 @@ struct WebServer::Impl {
                   {"version", std::string(kHeaderVersion)}}});
     });
     server.Get("/api/v1/overview", [this](const httplib::Request&, httplib::Response& res) {
-      send(res, overview(engine, std::chrono::system_clock::now()));
+      send(res, overview(engine, std::chrono::system_clock::now(), &activity));
     });
     server.Get("/api/v1/jobs", [this](const httplib::Request& req, httplib::Response& res) {
       std::string bad;
@@ -193,6 +194,7 @@ struct WebServer::Impl {
       send(res, retry_matching(engine, req.body));
     });
     server.Post("/api/v1/jobs/purge", [this](const httplib::Request& req, httplib::Response& res) {
+      activity.clear();
       send(res, purge(engine, req.body));
     });
     server.Get("/api/v1/plugins", [this](const httplib::Request&, httplib::Response& res) {
