@@ -101,7 +101,9 @@ TEST(DashboardInABrowser, EveryPageShowsTheApiFiltersActsAndFollowsParkedSteps) 
       {fs::path(RATCHET_SOURCE_DIR) / "tests/browser/run.sh"}, {},
       {"RATCHET_WEB_URL=http://127.0.0.1:" + std::to_string(port), std::string("RATCHET_WEB_TOKEN=") + kToken,
        "RATCHET_SCREENSHOTS=" + shots.string(), "RATCHET_PARKED_PLUGIN=amazon_prime",
-       "RATCHET_ENQUEUE_PARKED=" + bin + " enqueue -c " + config + " rate_on_amazon --arg 'name=Parked 4'"});
+       "RATCHET_ENQUEUE_PARKED=" + bin + " enqueue -c " + config + " rate_on_amazon --arg 'name=Parked 4'"},
+      // Room for run.sh's `npm ci` on a machine where tools/test.sh did not run first.
+      240000);
   EXPECT_EQ(o.exit_code, 0) << o.out << o.err;
   EXPECT_THAT(o.out, ::testing::HasSubstr("# fail 0"));
   EXPECT_THAT(o.out, ::testing::HasSubstr("# skipped 0")) << "every test ran: " << o.out;

@@ -76,11 +76,11 @@ int spawn(const std::vector<std::string>& argv, const std::filesystem::path& cwd
 }  // namespace
 
 Outcome run_command(const std::vector<std::string>& argv, const std::filesystem::path& cwd,
-                    const std::vector<std::string>& env) {
+                    const std::vector<std::string>& env, int timeout_ms) {
   std::string out_file, err_file;
   int pid = spawn(argv, cwd, env, out_file, err_file);
   if (pid < 0) return Outcome{-1, "", "cannot start " + argv[0]};
-  return Started(pid, out_file, err_file).wait();
+  return Started(pid, out_file, err_file).wait(timeout_ms);
 }
 
 std::unique_ptr<Started> start_command(const std::vector<std::string>& argv) {

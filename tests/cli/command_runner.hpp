@@ -17,9 +17,9 @@ struct Outcome {
 };
 
 // Runs argv[0] with `env` added to the environment (NAME=VALUE each), in
-// `cwd` when not empty, and waits for it.
+// `cwd` when not empty, and waits for it (SIGKILL after `timeout_ms`).
 Outcome run_command(const std::vector<std::string>& argv, const std::filesystem::path& cwd = {},
-                    const std::vector<std::string>& env = {});
+                    const std::vector<std::string>& env = {}, int timeout_ms = 60000);
 
 // A command started without waiting for it, for signals and servers.
 class Started {
