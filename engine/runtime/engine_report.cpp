@@ -79,7 +79,9 @@ std::string report_to_json(const EngineReport& r) {
   }
   return json{{"version", 1},     {"running", r.running}, {"plugins", plugins},
               {"limits", limits}, {"calls", calls},       {"throttled_per_minute", minutes}}
-      .dump();
+      // A file name in the plugin folder may be any bytes: shown with
+      // U+FFFD, never a throw in the writer's thread.
+      .dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::optional<EngineReport> report_from_json(std::string_view worker, TimePoint updated,
@@ -159,6 +161,15 @@ void ReportWriter::loop(std::stop_token stop) {
 }
 
 void ReportWriter::write(bool running) {
+  // This thread must never end the process: what goes wrong costs a report.
+  try {
+    write_once(running);
+  } catch (const std::exception& e) {
+    spdlog::warn("this engine's report was not written: {}", e.what());
+  }
+}
+
+void ReportWriter::write_once(bool running) {
   const TimePoint now = clock_->now();
   EngineReport r;
   r.worker = worker_;

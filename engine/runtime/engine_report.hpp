@@ -47,6 +47,7 @@ class ReportWriter {
  private:
   void loop(std::stop_token stop);
   void write(bool running);
+  void write_once(bool running);
 
   std::function<void(EngineReport&)> fill_;
   store::Store* store_ = nullptr;

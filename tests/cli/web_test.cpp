@@ -130,6 +130,39 @@ TEST_F(RatchetWebTest, WhatOnlyTheRunningEngineKnows_IsShownFromItsReport) {
   reports_of_the_running_engine();
 }
 
+TEST_F(RatchetWebTest, PluginFileNamedInBytesThatAreNotUtf8_NeitherEndsTheEngineNorBreaksTheApi) {
+  // A plugin folder of our own: the two plugins the jobs call, and a file
+  // whose name is not UTF-8 and whose content is no plugin.
+  const fs::path folder = dir_ / "plugins";
+  fs::create_directories(folder);
+  for (const char* p : {"imdb.so", "sify.so"}) fs::copy_file(fs::path(RATCHET_PLUGIN_DIR) / p, folder / p);
+  std::ofstream(folder / "bad\xff\xfe.so") << "not a shared library";
+  std::string text;
+  {
+    std::ifstream in(config_);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const std::string from = std::string("plugins = \"") + RATCHET_PLUGIN_DIR + "\"";
+  ASSERT_NE(text.find(from), std::string::npos);
+  text.replace(text.find(from), from.size(), "plugins = \"" + folder.string() + "\"");
+  std::ofstream(config_) << text;
+  enqueue("rate_movie", "Heat");
+  start_web({"--token-env", "RATCHET_WEB_TEST_TOKEN"});
+  auto run = start_command({tool_path("ratchet"), "run", "-c", config_, "--progress", "never"});
+  ASSERT_NE(run, nullptr);
+  json overview = get_until("/api/v1/overview", [](const json& o) {
+    return o["counts"]["completed"] == 1 && !o["engines"].empty();
+  });
+  EXPECT_EQ(overview["counts"]["completed"], 1) << run->err_so_far();
+  json plugins = get_until("/api/v1/plugins", [](const json& p) { return !p["failed"].empty(); });
+  ASSERT_EQ(plugins["failed"].size(), 1u) << plugins.dump();
+  EXPECT_THAT(plugins["failed"][0]["file"].get<std::string>(), HasSubstr("bad\xef\xbf\xbd"))
+      << "the bytes are shown as U+FFFD";
+  ::kill(run->pid(), SIGTERM);
+  auto o = run->wait();
+  EXPECT_EQ(o.exit_code, 0) << "the engine ran on and stopped cleanly: " << o.err;
+}
+
 TEST_F(RatchetWebTest, ReadOnly_RefusesEveryActionAndSaysSo) {
   const std::string id = enqueue("rate_movie", "Heat", {"--in", "1h"});
   start_web({"--token-env", "RATCHET_WEB_TEST_TOKEN", "--read-only"});

@@ -26,7 +26,8 @@ int show_plugins(const InfoOptions& o) {
   if (!engine) return code;
   if (o.json) {
     // The dashboard's API answers with the same shape.
-    fmt::print("{}\n", web::plugins(*engine, std::chrono::system_clock::now()).body.dump(2));
+    fmt::print("{}\n", web::plugins(*engine, std::chrono::system_clock::now())
+                           .body.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return kOk;
   }
   PluginReport r = engine->plugins();
@@ -50,7 +51,8 @@ int show_limits(const InfoOptions& o) {
   if (!engine) return code;
   auto now = std::chrono::system_clock::now();
   if (o.json) {
-    fmt::print("{}\n", web::limits(*engine, now).body.dump(2));
+    fmt::print("{}\n",
+               web::limits(*engine, now).body.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return kOk;
   }
   // With what the running engines reported: their learned paces, the keys

@@ -23,7 +23,10 @@ constexpr const char* kCsrfHeader = "X-Ratchet-CSRF";
 
 void send(httplib::Response& res, const Reply& reply) {
   res.status = reply.status;
-  res.set_content(reply.body.dump(), "application/json");
+  // Text from outside (a plugin file's name, a server's error) may be any
+  // bytes: invalid UTF-8 is shown as U+FFFD rather than failing the answer.
+  res.set_content(reply.body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                  "application/json");
 }
 
 void send_error(httplib::Response& res, int status, std::string message) {
