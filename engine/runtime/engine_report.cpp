@@ -170,6 +170,17 @@ void ReportWriter::write(bool running) {
 }
 
 void ReportWriter::write_once(bool running) {
+  // While the disk refuses writes, a report small enough to fit would tell
+  // the store that writing works again and keep Engine::write_failure from
+  // seeing a full disk. So the report waits until the failure is known (5 s
+  // of it, as Engine::write_failure reports it), then tries only every 30 s
+  // in case space came back while no other write was made.
+  const auto real_now = std::chrono::steady_clock::now();
+  if (store_->write_failure(1, std::chrono::steady_clock::duration::zero())) {
+    const bool known = store_->write_failure(3, std::chrono::seconds(5)).has_value();
+    if (!known || real_now - last_try_while_failing_ < std::chrono::seconds(30)) return;
+    last_try_while_failing_ = real_now;
+  }
   const TimePoint now = clock_->now();
   EngineReport r;
   r.worker = worker_;

@@ -13,6 +13,7 @@
 // Engine::stop only (under its scheduler lock).
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <optional>
@@ -57,6 +58,7 @@ class ReportWriter {
   // Writer thread only (and stop(), after it joined).
   std::map<std::string, std::uint64_t> throttled_seen_;
   std::map<std::pair<std::string, TimePoint>, std::uint64_t> throttled_minutes_;
+  std::chrono::steady_clock::time_point last_try_while_failing_{};
   std::jthread thread_;
 };
 
