@@ -144,7 +144,8 @@ void ReportWriter::start(std::function<void(EngineReport&)> fill, store::Store& 
   clock_ = &clock;
   worker_ = std::move(worker);
   interval_ = interval;
-  write(true);
+  // The first report comes one interval in, on the writer's thread: not in
+  // start(), where it would sit in the way of the first claims and calls.
   thread_ = std::jthread([this](std::stop_token st) { loop(st); });
 }
 

@@ -39,7 +39,7 @@ class ReportWriter {
   ReportWriter& operator=(const ReportWriter&) = delete;
   ~ReportWriter() { stop(); }
 
-  // Writes a report, filled by `fill`, now and every `interval` after.
+  // Writes a report, filled by `fill`, every `interval` from now.
   void start(std::function<void(EngineReport&)> fill, store::Store& store, const Clock& clock,
              std::string worker, Duration interval);
   // Stops writing and writes the last report (running: false). Idempotent.

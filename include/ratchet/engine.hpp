@@ -81,7 +81,7 @@ struct EngineOptions {
   Duration heartbeat = std::chrono::seconds(10);            // ... and is renewed this often
   Duration park_threshold = std::chrono::milliseconds(50);  // longer waits park the job
   Duration poll_interval = std::chrono::milliseconds(200);  // look for due jobs at least this often
-  Duration report_interval = std::chrono::seconds(2);  // write this engine's report (reports()) this often
+  Duration report_interval = std::chrono::seconds(5);  // write this engine's report (reports()) this often
   Duration shutdown_grace = std::chrono::seconds(10);  // stop() lets steps finish this long
   // A job is dead once its process crashed this often while it ran alone.
   // A job whose lease expires while it ran beside other jobs (a crash, an

@@ -18,7 +18,7 @@ namespace {
 
 // The ids an action lists in its reply; the count covers them all.
 constexpr std::size_t kMaxIdsShown = 1000;
-// A running engine writes its report every 2 s by default: one not heard
+// A running engine writes its report every 5 s by default: one not heard
 // of for this long is taken as gone.
 constexpr auto kLiveFor = std::chrono::seconds(15);
 constexpr auto kThrottledBeyond = std::chrono::seconds(1);
