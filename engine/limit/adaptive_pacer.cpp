@@ -105,7 +105,10 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
       if (paused || p.interval_us_ != before) p.respace_locked(now);
     }
   } respace{*this, interval_before, resume_us_, now_us};
-  if (hint.window) window_us_ = std::max(window_us_, to_micros(*hint.window));
+  if (hint.window) {
+    window_us_ = std::max(window_us_, to_micros(*hint.window));
+    policy_window_us_ = to_micros(*hint.window);
+  }
   if (hint.reset_epoch_ms) {
     // Two windows' resets as the server wrote them differ by the window (or
     // a multiple of it, when windows went by unused: the least is kept).
@@ -122,6 +125,11 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
   // of the window now.
   const bool stale = !opened && call_started && to_micros(*call_started) < window_start_us_;
   if (opened) window_start_us_ = to_micros(*call_started);
+  if (call_started) {
+    learn_phase_locked(hint, to_micros(*call_started), now_us, opened);
+    if (probe_slot_us_ > 0 && to_micros(*call_started) >= probe_slot_us_) probe_slot_us_ = 0;
+  }
+  if (hint.limit) quota_limit_ = *hint.limit;
   end_hold_locked(now_us);
   if (hint.throttled) {
     quota_until_us_ = 0;  // refused: the pause below says when to go on
@@ -132,23 +140,24 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
     std::int64_t until = now_us + std::max<std::int64_t>(0, reset_in);
     const std::int64_t known = window_locked();
     const std::int64_t window = known > 0 ? known : reset_in;
-    if (window_start_us_ > 0 && window > 0) {
-      // As for a spent quota below: the first calls of the server's windows
-      // place its reset more exactly than a reset in whole seconds.
-      const std::int64_t windows = (now_us - window_start_us_) / window + 1;
-      until = std::min(until, window_start_us_ + windows * window + kBoundaryGuard);
+    // As for a spent quota below: the server's windows, as learned, place
+    // its reset more exactly than a reset in whole seconds.
+    if (const std::int64_t end = window_end_locked(to_micros(*call_started), now_us, window); end > 0) {
+      until = std::min(until, end);
     }
     count_remaining_locked(*hint.remaining, until, to_micros(*call_started), now_us, window, opened);
   }
   if (hint.resume_at && !stale) {
     std::int64_t resume = to_micros(*hint.resume_at);
-    const std::int64_t window = window_locked();
-    if (!hint.throttled && hint.remaining == 0 && window_start_us_ > 0 && window > 0) {
+    if (!hint.throttled && hint.remaining == 0 && call_started) {
       // Spent, not refused: the quota renews at the server's next window,
-      // which the first calls of its windows place more exactly than a
-      // reset in whole seconds (rounded up, so up to a second late).
-      const std::int64_t windows = (now_us - window_start_us_) / window + 1;
-      resume = std::min(resume, window_start_us_ + windows * window + kBoundaryGuard);
+      // which the phase of its windows (or their first calls) places more
+      // exactly than a reset in whole seconds (rounded up, so up to a
+      // second late, read against a Date rounded down).
+      const std::int64_t started = to_micros(*call_started);
+      if (const std::int64_t end = window_end_locked(started, now_us, window_locked()); end > 0) {
+        resume = std::min(resume, end);
+      }
     }
     resume_us_ = std::max(resume_us_, resume);
   }
@@ -321,7 +330,10 @@ TimePoint AdaptivePacer::resume_at() const {
 std::int64_t AdaptivePacer::earliest_locked(std::int64_t t, std::int64_t units) const {
   t = std::max(t, resume_us_);
   if (awaiting_reply_ && hold_until_us_ > 0) t = std::max(t, hold_until_us_);
-  if (from_quota_locked(t, units)) return t;
+  if (from_quota_locked(t, units)) {
+    const std::int64_t probe = probe_at_locked(t, units);
+    return probe > 0 ? probe : t;
+  }
   if (quota_until_us_ > t && quota_ < units) t = quota_until_us_;  // none left before the reset
   return interval_us_ > 0 ? std::max(t, tat_) : t;
 }
@@ -341,12 +353,10 @@ void AdaptivePacer::count_remaining_locked(std::int64_t remaining, std::int64_t 
   std::int64_t to_come = quota_pending_ + outstanding_;
   for (auto it = spent_.rbegin(); it != spent_.rend() && it->first > from_us; ++it) to_come += it->second;
   const std::int64_t left = remaining - to_come;
-  if (window_us < kQuotaBurstWindow || window_us > kQuotaBurstSpan) {
-    // A window of a second or so: its resets come in whole seconds, so the
-    // next one is known only to within about a window, and holding calls
-    // until then costs more than an even pace loses (measured: the oscar
-    // benchmark's learned row); a long one (an hour's quota) is kept by the
-    // pace. Neither is counted here.
+  if (window_us > kQuotaBurstSpan) {
+    // A long window (an hour's quota) is kept by the pace, not counted. A
+    // short one is: what remains of it goes at once, and its end, given in
+    // whole seconds, is placed by the phase learned (window_phase.hpp).
     quota_until_us_ = 0;
     return;
   }
@@ -371,6 +381,55 @@ void AdaptivePacer::count_remaining_locked(std::int64_t remaining, std::int64_t 
   }
   // None left: no slot is granted before the reset (earliest_locked). The
   // slots already granted go: they are what spent it.
+}
+
+std::int64_t AdaptivePacer::exact_window_locked() const {
+  if (policy_window_us_ > 0) return policy_window_us_;
+  if (reset_step_us_ > 0 && reset_step_us_ >= window_us_ - kResetStepSlack) return reset_step_us_;
+  return 0;
+}
+
+void AdaptivePacer::learn_phase_locked(const PaceHint& hint, std::int64_t started_us, std::int64_t now_us,
+                                       bool opened) {
+  const std::int64_t window = exact_window_locked();
+  if (options_.floor != Duration::zero() || window <= 0 || window > kQuotaBurstSpan) return;
+  if (!hint.throttled && !hint.remaining) return;  // a reply that says nothing of the window
+  phase_.set_window(window);
+  phase_.replied(started_us, now_us);
+  if (hint.throttled) {
+    phase_.refused(started_us);
+  } else if (opened) {
+    phase_.opened(started_us, now_us);
+  } else {
+    phase_.counted(started_us);
+  }
+}
+
+std::int64_t AdaptivePacer::window_end_locked(std::int64_t started_us, std::int64_t now_us,
+                                              std::int64_t window) const {
+  if (phase_.known()) return phase_.end_after(started_us) + kBoundaryGuard;
+  if (window_start_us_ <= 0 || window <= 0) return 0;
+  // The first calls of the server's windows place their ends.
+  const std::int64_t windows = (now_us - window_start_us_) / window + 1;
+  return window_start_us_ + windows * window + kBoundaryGuard;
+}
+
+std::int64_t AdaptivePacer::probes_wanted_locked() const {
+  if (!phase_.known() || phase_.width() <= WindowPhase::kResolution) return 0;
+  const auto halvings = static_cast<std::int64_t>(
+      std::ceil(std::log2(static_cast<double>(phase_.width()) / WindowPhase::kResolution)));
+  return std::min({halvings, std::int64_t{4}, std::max<std::int64_t>(1, quota_limit_ / 8)});
+}
+
+std::int64_t AdaptivePacer::probe_at_locked(std::int64_t t, std::int64_t units) const {
+  // The window's last units, while the phase is wider than its resolution:
+  // sent inside it, each shows on which side of the boundary it landed.
+  if (quota_until_us_ <= t || quota_ > probes_wanted_locked() * units) return 0;
+  // One at a time: the next goes where the last one's reply leaves the
+  // middle. (A probe whose reply never came is given up after a while.)
+  if (probe_slot_us_ > 0 && t < probe_slot_us_ + kProbeReplyUs) return quota_until_us_;
+  const std::int64_t probe = phase_.probe_before(quota_until_us_ - kBoundaryGuard);
+  return probe > 0 && probe < quota_until_us_ ? std::max(probe, t) : 0;
 }
 
 std::int64_t AdaptivePacer::window_locked() const {
@@ -432,6 +491,7 @@ Result<Slot> AdaptivePacer::reserve_units(std::int64_t now_us, std::int64_t t_us
   s.at_us = earliest_locked(std::max(now_us, t_us), units);
   s.generation = generation_;
   if (from_quota_locked(s.at_us, units)) {
+    if (quota_ <= probes_wanted_locked() * units) probe_slot_us_ = s.at_us;
     quota_ -= units;
     quota_pending_ += units;
     s.quota_until_us = quota_until_us_;
@@ -496,6 +556,7 @@ Result<UseResult> AdaptivePacer::restart(Slot& slot, std::int64_t now_us) {
 void AdaptivePacer::note_start_locked(std::int64_t now_us, std::int64_t units) {
   starts_.push_back(now_us);
   while (!starts_.empty() && starts_.front() <= now_us - kObservedSpan) starts_.pop_front();
+  phase_.started(now_us);
   // Kept until a reply of a call started after them, or for kSpentSpan.
   spent_.emplace_back(now_us, units);
   if (spent_.size() >= 64 && spent_[spent_.size() / 2].first <= now_us - kSpentSpan) {
@@ -558,6 +619,7 @@ Status AdaptivePacer::cancel(const Slot& slot) {
   std::lock_guard lock(mu_);
   if (awaiting_reply_ && first_start_us_ == 0) hold_until_us_ = 0;  // the first call never went
   if (slot.quota_until_us > 0) {
+    if (slot.at_us == probe_slot_us_) probe_slot_us_ = 0;
     if (!slot.started) quota_pending_ = std::max<std::int64_t>(0, quota_pending_ - slot.units);
     if (slot.quota_until_us == quota_until_us_) quota_ += slot.units;
     return {};

@@ -31,14 +31,18 @@
 //     limits is paced for the first seconds only.
 //   - What remains of the server's window (a reply's Remaining and its
 //     reset), with no limit declared: the calls started after the replying
-//     one, and the slots granted, count against it, for windows of 1.5 s
-//     to 10 s (shorter ones, reset in whole seconds, are known only to
-//     about a window; longer ones are kept by the pace). While some remains,
-//     slots are granted at once, unspaced, so that each window's quota goes
-//     at its start as the server allows (an even pace would leave a fixed
+//     one, and the slots granted, count against it, for windows of up to
+//     10 s (longer ones are kept by the pace). While some remains, slots
+//     are granted at once, unspaced, so that each window's quota goes at
+//     its start as the server allows (an even pace would leave a fixed
 //     window's first stretch unused); with none left, nothing starts before
 //     the reset. Within one of the server's windows the least count is
 //     kept: replies of calls started together come back in any order.
+//   - The reset, in whole seconds, is up to a second late (two, read
+//     against a Date): once the window's length is known exactly, its
+//     phase is learned (window_phase.hpp) and places every reset instead,
+//     and the last units of each window (probes_wanted_locked) go one at a
+//     time inside the span of the phase still in doubt.
 // A bare 429 while the declared pace is kept, the first in ten seconds, is
 // taken as arrival jitter at the server: a pause of one interval, no decrease.
 // Learned pace never goes faster than `floor` (the tightest declared limit's
@@ -68,6 +72,7 @@
 #include "limit/limiter.hpp"
 #include "limit/rate_headers.hpp"
 #include "limit/refusal_estimator.hpp"
+#include "limit/window_phase.hpp"
 
 namespace ratchet::limit {
 
@@ -189,6 +194,28 @@ class AdaptivePacer final : public Limiter {
   static constexpr std::int64_t kResetStepSlack = 2'100'000;
   // The quota's window as best known (see window_locked in the .cpp).
   std::int64_t window_locked() const;
+  // The window's length when the server said it exactly (a policy's `w`,
+  // or the step between two resets it wrote as Unix times); zero otherwise.
+  std::int64_t exact_window_locked() const;
+  std::int64_t policy_window_us_ = 0;
+  // Where the server's windows begin, once their length is known exactly
+  // (window_phase.hpp).
+  WindowPhase phase_;
+  void learn_phase_locked(const PaceHint& hint, std::int64_t started_us, std::int64_t now_us, bool opened);
+  // The latest the window of a call started at `started_us` can end, from
+  // the phase or else from the first calls of its windows, `window` long
+  // (zero: neither).
+  std::int64_t window_end_locked(std::int64_t started_us, std::int64_t now_us, std::int64_t window) const;
+  // A window's last units go as probes (window_phase.hpp), one at a time:
+  // the time for one at or after `t`, or zero. How many: enough to narrow
+  // the phase to its resolution, at most four, and fewer for a small quota
+  // (a probe that lands in the next window loses the old window's units
+  // still held for probes).
+  std::int64_t probe_at_locked(std::int64_t t, std::int64_t units) const;
+  std::int64_t probes_wanted_locked() const;
+  std::int64_t quota_limit_ = 0;    // the server's quota, as it last said
+  std::int64_t probe_slot_us_ = 0;  // a probe granted, its reply not in (zero: none)
+  static constexpr std::int64_t kProbeReplyUs = 2'000'000;
   // 429s within this long of a decrease belong to the same overload: they
   // lengthen the pause instead of slowing the pace again.
   static constexpr std::int64_t kEpisodeUs = 1'000'000;
@@ -219,7 +246,6 @@ class AdaptivePacer final : public Limiter {
   std::vector<std::pair<std::int64_t, std::int64_t>> spent_;  // recent starts: (time, units)
   static constexpr std::int64_t kSpentSpan = 10'000'000;
   static constexpr std::int64_t kQuotaBurstSpan = 10'000'000;
-  static constexpr std::int64_t kQuotaBurstWindow = 1'500'000;
 
   // A slow start: the interval at ramp_from_us_ (zero: from the first call),
   // halved every ramp_doubling.

@@ -1,0 +1,100 @@
+#include "limit/window_phase.hpp"
+
+#include <algorithm>
+
+namespace ratchet::limit {
+namespace {
+
+// Calls started this far apart reach a server in the order they started.
+constexpr std::int64_t kOrderGap = 5'000;
+
+std::int64_t floor_div(std::int64_t a, std::int64_t b) {
+  return a / b - ((a % b != 0) && ((a < 0) != (b < 0)));
+}
+
+}  // namespace
+
+void WindowPhase::set_window(std::int64_t window_us) {
+  if (window_us == window_us_) return;
+  window_us_ = window_us;
+  known_ = false;
+}
+
+std::int64_t WindowPhase::index(std::int64_t t) const { return floor_div(t - lo_, window_us_); }
+
+void WindowPhase::started(std::int64_t at_us) {
+  starts_.push_back(at_us);
+  while (!starts_.empty() && (starts_.size() > 4096 || starts_.front() < at_us - 2 * window_us_))
+    starts_.pop_front();
+}
+
+std::int64_t WindowPhase::corrected(std::int64_t started_us, std::int64_t replied_us) const {
+  // The part of a reply's time beyond the quickest seen may have been spent
+  // on the way there: the call may have been counted that much later.
+  const std::int64_t rtt = replied_us - started_us;
+  return started_us + std::max<std::int64_t>(0, min_rtt_us_ >= 0 ? rtt - min_rtt_us_ : 0);
+}
+
+void WindowPhase::replied(std::int64_t started_us, std::int64_t replied_us) {
+  const std::int64_t rtt = std::max<std::int64_t>(0, replied_us - started_us);
+  if (min_rtt_us_ < 0 || rtt < min_rtt_us_) min_rtt_us_ = rtt;
+}
+
+void WindowPhase::opened(std::int64_t started_us, std::int64_t replied_us) {
+  if (window_us_ <= 0) return;
+  const std::int64_t s = corrected(started_us, replied_us);
+  opener_us_ = std::max(opener_us_, started_us);
+  if (!known_) {
+    known_ = true;
+    lo_ = s - window_us_;
+    hi_ = s;
+    return;
+  }
+  const std::int64_t k = index(s);
+  const std::int64_t into = s - lo_ - k * window_us_;
+  if (into <= 0 || into >= width()) return;
+  // The window before must have had a call of its own, or this one may
+  // have opened it, long after its boundary.
+  const std::int64_t before_from = hi_ + (k - 1) * window_us_;
+  const bool busy = std::any_of(starts_.begin(), starts_.end(), [&](std::int64_t t) {
+    return t >= before_from && t < started_us - kOrderGap;
+  });
+  if (busy) hi_ = s - k * window_us_;
+}
+
+void WindowPhase::counted(std::int64_t started_us) {
+  if (!known_ || started_us <= opener_us_) return;
+  const std::int64_t k = index(started_us);
+  const std::int64_t into = started_us - lo_ - k * window_us_;
+  // Only after the latest window's first call, and with that call before
+  // this interval: otherwise the next window may have begun first.
+  if (into <= 0 || into >= width() || opener_us_ > lo_ + k * window_us_) return;
+  lo_ = started_us - k * window_us_;
+}
+
+void WindowPhase::refused(std::int64_t started_us) {
+  if (!known_) return;
+  const std::int64_t k = index(started_us);
+  const std::int64_t into = started_us - lo_ - k * window_us_;
+  if (into > 0 && into < width()) {
+    lo_ = started_us - k * window_us_;
+  } else if (into >= width() && into < width() + (window_us_ - width()) / 2) {
+    known_ = false;  // refused just after the boundary was thought to have passed
+  }
+}
+
+std::int64_t WindowPhase::end_after(std::int64_t started_us) const {
+  const std::int64_t k = index(started_us);
+  const std::int64_t into = started_us - lo_ - k * window_us_;
+  // At lo the boundary is still ahead; inside the interval it may have
+  // passed, and the window's end is the next one.
+  return hi_ + (into == 0 ? k : k + 1) * window_us_;
+}
+
+std::int64_t WindowPhase::probe_before(std::int64_t end_us) const {
+  if (!known_ || width() <= kResolution) return 0;
+  const std::int64_t k = floor_div(end_us - hi_, window_us_);
+  return lo_ + k * window_us_ + width() / 2;
+}
+
+}  // namespace ratchet::limit

@@ -1,0 +1,77 @@
+// Where a fixed-window server's windows begin, learned to within a few
+// milliseconds from the replies of the calls it counted.
+//
+// A server that renews its quota in fixed windows says when only in whole
+// seconds (X-RateLimit-Reset, RateLimit's reset, both read against a Date
+// in whole seconds), so a client that waits for the reset it was told
+// loses up to two seconds at every window, and one that goes sooner is
+// refused. The window's length is known exactly (a policy's `w`, or the
+// step between two resets written as Unix times), so every boundary is one
+// phase plus whole windows, and the phase is what is learned: an interval
+// (lo, hi] holding one boundary, in the times calls start. A call started
+// after hi + k windows reaches the server after that boundary: hi is taken
+// from the starts of calls, each moved on by how much longer than the
+// quickest reply its reply took (see opened), so a call slowed on its way
+// does not make the boundary look early.
+//   - The first call the server counted in its window, started at s, puts
+//     the boundary before it at or before s, when the window before had a
+//     call started well inside it (or the window may have been idle and
+//     the boundary long past).
+//   - Any other call, started at s after the latest window's first, was
+//     counted before the next boundary: it is after s.
+//   - A refused call started past hi (whose window the phase said was new)
+//     means the phase is wrong: it is forgotten and learned again.
+// Only calls started inside the interval narrow it. The pacer sends one
+// such call a window (the probe, the window's last unit) at its middle, so
+// every window halves it until it is narrower than kResolution.
+//
+// Not thread-safe: the pacer calls it under its own lock.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+
+namespace ratchet::limit {
+
+class WindowPhase {
+ public:
+  // Narrow enough: no more probes.
+  static constexpr std::int64_t kResolution = 12'000;
+
+  // The server's window, exactly. A different one forgets the phase.
+  void set_window(std::int64_t window_us);
+  std::int64_t window() const { return window_us_; }
+  bool known() const { return known_; }
+  std::int64_t width() const { return hi_ - lo_; }
+
+  void started(std::int64_t at_us);
+  // A reply to a call started at `started_us` came at `replied_us`.
+  void replied(std::int64_t started_us, std::int64_t replied_us);
+  // ... and it was the first call its window counted.
+  void opened(std::int64_t started_us, std::int64_t replied_us);
+  // ... and it was not the first, nor refused.
+  void counted(std::int64_t started_us);
+  // ... and it was refused: its window was spent.
+  void refused(std::int64_t started_us);
+
+  // The latest the window of a call started at `started_us` can end.
+  std::int64_t end_after(std::int64_t started_us) const;
+  // When to send the probe for the boundary at or before `end_us` (an
+  // end_after), or zero when it is known closely enough.
+  std::int64_t probe_before(std::int64_t end_us) const;
+
+ private:
+  // The boundary interval's index for a start at `t`, and how far into it.
+  std::int64_t index(std::int64_t t) const;
+  std::int64_t corrected(std::int64_t started_us, std::int64_t replied_us) const;
+
+  std::int64_t window_us_ = 0;
+  bool known_ = false;
+  std::int64_t lo_ = 0;  // a boundary lies in (lo_, hi_]
+  std::int64_t hi_ = 0;
+  std::int64_t opener_us_ = 0;  // start of the latest first call of a window
+  std::int64_t min_rtt_us_ = -1;
+  std::deque<std::int64_t> starts_;  // within the last two windows
+};
+
+}  // namespace ratchet::limit

@@ -1,0 +1,240 @@
+#include "limit/window_phase.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <vector>
+
+#include "limit/adaptive_pacer.hpp"
+#include "limit/micros.hpp"
+
+namespace ratchet::limit {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr std::int64_t kSecond = 1'000'000;
+
+TEST(WindowPhase, AWindowsFirstCallAndTheCallsAfterItBoundTheNextBoundary) {
+  WindowPhase phase;
+  phase.set_window(kSecond);
+  phase.replied(100'000, 120'000);
+  phase.opened(100'000, 120'000);  // first of its window: a boundary at or before it
+  ASSERT_TRUE(phase.known());
+  EXPECT_EQ(phase.end_after(100'000), 100'000 + kSecond);
+  phase.started(130'000);
+  phase.counted(130'000);  // counted in the same window: the next boundary is after it
+  EXPECT_EQ(phase.width(), kSecond - 30'000);
+  // The probe goes halfway into what is still open.
+  EXPECT_EQ(phase.probe_before(100'000 + kSecond), 130'000 + (kSecond - 30'000) / 2);
+}
+
+TEST(WindowPhase, AProbeOnEitherSideHalvesTheInterval) {
+  WindowPhase phase;
+  phase.set_window(kSecond);
+  phase.opened(0, 0);
+  phase.started(10'000);
+  phase.counted(10'000);  // boundary in (10 ms, 1 s] + k s
+  const std::int64_t probe = phase.probe_before(kSecond);
+  EXPECT_EQ(probe, 505'000);
+  phase.started(probe);
+  phase.counted(probe);  // still the old window: the boundary is later
+  EXPECT_EQ(phase.width(), kSecond - probe);
+  EXPECT_EQ(phase.end_after(probe), kSecond) << "the probe's own window ends at the known bound";
+  // The next window's first call, at that bound, says nothing new.
+  phase.started(kSecond);
+  phase.opened(kSecond, kSecond);
+  const std::int64_t second = phase.probe_before(2 * kSecond);
+  EXPECT_EQ(second, probe + kSecond + (kSecond - probe) / 2);
+  phase.started(second);
+  phase.opened(second, second);  // the first of the window after: the boundary was before it
+  EXPECT_EQ(phase.width(), second - kSecond - probe);
+  EXPECT_EQ(phase.end_after(second), second + kSecond);
+}
+
+TEST(WindowPhase, AnOpenerAfterAnIdleWindowSaysNothingOfTheBoundary) {
+  WindowPhase phase;
+  phase.set_window(kSecond);
+  phase.opened(0, 0);
+  phase.started(10'000);
+  phase.counted(10'000);
+  const std::int64_t width = phase.width();
+  // Nothing started in the window before this one: it may have opened it
+  // long after its boundary.
+  phase.opened(3 * kSecond + 400'000, 3 * kSecond + 400'000);
+  EXPECT_EQ(phase.width(), width);
+}
+
+TEST(WindowPhase, ASlowReplyMovesItsCallsStartOnBeforeItBoundsTheBoundary) {
+  WindowPhase phase;
+  phase.set_window(kSecond);
+  phase.replied(0, 20'000);  // the quickest reply: 20 ms
+  phase.opened(0, 20'000);
+  phase.started(10'000);
+  phase.counted(10'000);
+  phase.started(kSecond + 200'000);  // calls of the window before
+  phase.started(kSecond + 400'000);
+  // The next window's first call took 80 ms: it may have reached the server
+  // 60 ms after it started.
+  phase.opened(kSecond + 600'000, kSecond + 680'000);
+  EXPECT_EQ(phase.end_after(kSecond + 600'000), 2 * kSecond + 660'000);
+}
+
+TEST(WindowPhase, ARefusalJustPastTheLearnedBoundaryForgetsThePhase) {
+  WindowPhase phase;
+  phase.set_window(kSecond);
+  phase.opened(0, 0);
+  phase.started(10'000);
+  phase.counted(10'000);
+  phase.started(900'000);
+  phase.counted(900'000);           // the boundary in (900 ms, 1 s]
+  phase.refused(kSecond + 50'000);  // and the window after it spent
+  EXPECT_FALSE(phase.known());
+}
+
+TEST(WindowPhase, AnotherWindowLengthStartsOver) {
+  WindowPhase phase;
+  phase.set_window(kSecond);
+  phase.opened(0, 0);
+  phase.set_window(2 * kSecond);
+  EXPECT_FALSE(phase.known());
+}
+
+// A fixed-window server that says what remains and when it resets, in
+// whole seconds of its Unix time, as X-RateLimit-* does: counts a call when
+// it arrives, `latency` after it started, and replies then.
+struct FixedWindowServer {
+  std::int64_t window_us;
+  std::int64_t offset_us;
+  std::int64_t limit;
+  std::int64_t latency_us;
+  std::int64_t index = -1;
+  std::int64_t count = 0;
+  int refused = 0;
+
+  PaceHint answer(std::int64_t arrival_us) {
+    const std::int64_t i = (arrival_us - offset_us) / window_us;
+    if (i != index) {
+      index = i;
+      count = 0;
+    }
+    ++count;
+    const std::int64_t end = (i + 1) * window_us + offset_us;
+    const std::int64_t reset_s = (end + kSecond - 1) / kSecond;  // Unix seconds, rounded up
+    const std::int64_t date_s = arrival_us / kSecond;            // Date, rounded down
+    PaceHint h;
+    h.source = HintSource::kXRateLimit;
+    h.limit = limit;
+    h.remaining = std::max<std::int64_t>(0, limit - count);
+    h.reset_epoch_ms = reset_s * 1000;
+    const auto reset_in = std::chrono::seconds(reset_s - date_s);
+    const TimePoint now = from_micros(arrival_us);
+    if (count > limit) {
+      h.throttled = true;
+      h.resume_at = now + reset_in;
+      ++refused;
+    } else if (*h.remaining == 0) {
+      h.resume_at = now + reset_in;
+    } else {
+      h.reset_in = reset_in;
+    }
+    return h;
+  }
+};
+
+struct PacedRun {
+  std::int64_t first_arrival = 0;
+  std::int64_t last_arrival = 0;
+  int refused = 0;
+};
+
+// `jobs` calls, all ready at once, each started as soon as the pacer
+// allows and answered `latency` later; a refused call is tried again.
+PacedRun run_against(FixedWindowServer& server, int jobs, std::int64_t t0) {
+  AdaptivePacer pacer(plugin_pacing(Duration::zero()));
+  std::multimap<std::int64_t, std::int64_t> in_flight;  // arrival -> start
+  int done = 0;
+  int waiting = jobs;
+  std::int64_t now = t0;
+  PacedRun run;
+  while (done < jobs) {
+    while (waiting > 0) {
+      auto at = pacer.earliest(now, now);
+      EXPECT_TRUE(at);
+      if (!at || *at > now) break;
+      auto slot = pacer.reserve(now, now);
+      EXPECT_TRUE(slot);
+      if (!slot || slot->at_us > now) {
+        if (slot) {
+          EXPECT_TRUE(pacer.cancel(*slot));
+        }
+        break;
+      }
+      auto used = pacer.start(*slot, now);
+      EXPECT_TRUE(used && *used == UseResult::kStarted);
+      in_flight.emplace(now + server.latency_us, now);
+      --waiting;
+    }
+    auto next_ask = waiting > 0 ? pacer.earliest(now, now) : Result<std::int64_t>(INT64_MAX);
+    const std::int64_t next_reply = in_flight.empty() ? INT64_MAX : in_flight.begin()->first;
+    const std::int64_t next = std::min(next_reply, next_ask ? *next_ask : INT64_MAX);
+    if (next == INT64_MAX) {
+      ADD_FAILURE() << "nothing in flight and nothing to ask for";
+      break;
+    }
+    now = std::max(now + 1, next);
+    while (!in_flight.empty() && in_flight.begin()->first <= now) {
+      const auto [arrival, started] = *in_flight.begin();
+      in_flight.erase(in_flight.begin());
+      if (run.first_arrival == 0) run.first_arrival = arrival;
+      run.last_arrival = std::max(run.last_arrival, arrival);
+      const PaceHint h = server.answer(arrival);
+      pacer.observe(h, from_micros(arrival), from_micros(started));
+      if (h.throttled) {
+        ++waiting;
+      } else {
+        ++done;
+      }
+    }
+  }
+  run.refused = server.refused;
+  return run;
+}
+
+// From the first arrival, the least time the server lets `jobs` calls in.
+double bound_s(const FixedWindowServer& s, std::int64_t first_arrival, int jobs) {
+  const std::int64_t windows = (jobs + s.limit - 1) / s.limit;
+  const std::int64_t into = (first_arrival - s.offset_us) % s.window_us;
+  return static_cast<double>(s.window_us - into + (windows - 2) * s.window_us) / 1e6;
+}
+
+TEST(AdaptivePacer_Phase, FixedWindowsOfASecondAreUsedFromTheirStartOnceTheirPhaseIsLearned) {
+  // Resets in whole seconds leave a boundary unknown by up to a second; an
+  // even pace leaves every window's first part unused. Learned, each
+  // window's quota goes at its start, and nothing is refused.
+  for (const std::int64_t offset : {0, 123'000, 500'000, 781'000, 990'000}) {
+    FixedWindowServer server{kSecond, offset, 11, 40'000};
+    const std::int64_t t0 = 1'700'000'000 * kSecond + 250'000;
+    const PacedRun run = run_against(server, 200, t0);
+    const double makespan = static_cast<double>(run.last_arrival - run.first_arrival) / 1e6;
+    const double bound = bound_s(server, run.first_arrival, 200);
+    EXPECT_EQ(run.refused, 0) << "offset " << offset;
+    EXPECT_LE(makespan, 1.1 * bound) << "offset " << offset << ": " << makespan << " s against " << bound;
+  }
+}
+
+TEST(AdaptivePacer_Phase, FixedWindowsOfTwoSecondsToo) {
+  for (const std::int64_t offset : {0, 348'000, 1'348'000, 1'900'000}) {
+    FixedWindowServer server{2 * kSecond, offset, 20, 13'000};
+    const std::int64_t t0 = 1'700'000'000 * kSecond + 600'000;
+    const PacedRun run = run_against(server, 190, t0);
+    const double makespan = static_cast<double>(run.last_arrival - run.first_arrival) / 1e6;
+    const double bound = bound_s(server, run.first_arrival, 190);
+    EXPECT_EQ(run.refused, 0) << "offset " << offset;
+    EXPECT_LE(makespan, 1.1 * bound) << "offset " << offset << ": " << makespan << " s against " << bound;
+  }
+}
+
+}  // namespace
+}  // namespace ratchet::limit
