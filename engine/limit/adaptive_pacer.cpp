@@ -392,9 +392,9 @@ std::int64_t AdaptivePacer::exact_window_locked() const {
 void AdaptivePacer::learn_phase_locked(const PaceHint& hint, std::int64_t started_us, std::int64_t now_us,
                                        bool opened) {
   const std::int64_t window = exact_window_locked();
-  if (options_.floor != Duration::zero() || window <= 0 || window > kQuotaBurstSpan) return;
+  if (options_.floor != Duration::zero() || window > kQuotaBurstSpan) return;
   if (!hint.throttled && !hint.remaining) return;  // a reply that says nothing of the window
-  phase_.set_window(window);
+  if (window > 0) phase_.set_window(window);
   phase_.replied(started_us, now_us);
   if (hint.throttled) {
     phase_.refused(started_us);
@@ -415,10 +415,12 @@ std::int64_t AdaptivePacer::window_end_locked(std::int64_t started_us, std::int6
 }
 
 std::int64_t AdaptivePacer::probes_wanted_locked() const {
-  if (!phase_.known() || phase_.width() <= WindowPhase::kResolution) return 0;
-  const auto halvings = static_cast<std::int64_t>(
-      std::ceil(std::log2(static_cast<double>(phase_.width()) / WindowPhase::kResolution)));
-  return std::min({halvings, std::int64_t{4}, std::max<std::int64_t>(1, quota_limit_ / 8)});
+  if (quota_until_us_ <= 0) return 0;
+  const std::int64_t doubt = phase_.doubt(quota_until_us_ - kBoundaryGuard);
+  if (doubt <= WindowPhase::kResolution) return 0;
+  const auto halvings =
+      static_cast<std::int64_t>(std::ceil(std::log2(static_cast<double>(doubt) / WindowPhase::kResolution)));
+  return std::min({halvings, std::int64_t{4}, std::max<std::int64_t>(1, quota_limit_ / 10)});
 }
 
 std::int64_t AdaptivePacer::probe_at_locked(std::int64_t t, std::int64_t units) const {

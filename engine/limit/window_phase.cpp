@@ -41,13 +41,17 @@ void WindowPhase::replied(std::int64_t started_us, std::int64_t replied_us) {
 }
 
 void WindowPhase::opened(std::int64_t started_us, std::int64_t replied_us) {
-  if (window_us_ <= 0) return;
   const std::int64_t s = corrected(started_us, replied_us);
   opener_us_ = std::max(opener_us_, started_us);
   if (!known_) {
+    // The calls counted in the window before, after its first, put its end
+    // (this window's start) after the latest of them.
+    const std::int64_t before = pending_lo_;
+    pending_lo_ = started_us;  // counted in this window: its end is after it
+    if (window_us_ <= 0) return;
     known_ = true;
-    lo_ = s - window_us_;
     hi_ = s;
+    lo_ = before > 0 && before > s - window_us_ && before < s ? before : s - window_us_;
     return;
   }
   const std::int64_t k = index(s);
@@ -63,7 +67,11 @@ void WindowPhase::opened(std::int64_t started_us, std::int64_t replied_us) {
 }
 
 void WindowPhase::counted(std::int64_t started_us) {
-  if (!known_ || started_us <= opener_us_) return;
+  if (started_us <= opener_us_) return;
+  if (!known_) {
+    pending_lo_ = std::max(pending_lo_, started_us);
+    return;
+  }
   const std::int64_t k = index(started_us);
   const std::int64_t into = started_us - lo_ - k * window_us_;
   // Only after the latest window's first call, and with that call before
@@ -73,7 +81,10 @@ void WindowPhase::counted(std::int64_t started_us) {
 }
 
 void WindowPhase::refused(std::int64_t started_us) {
-  if (!known_) return;
+  if (!known_) {
+    if (started_us > opener_us_) pending_lo_ = std::max(pending_lo_, started_us);
+    return;
+  }
   const std::int64_t k = index(started_us);
   const std::int64_t into = started_us - lo_ - k * window_us_;
   if (into > 0 && into < width()) {
@@ -91,8 +102,14 @@ std::int64_t WindowPhase::end_after(std::int64_t started_us) const {
   return hi_ + (into == 0 ? k : k + 1) * window_us_;
 }
 
+std::int64_t WindowPhase::doubt(std::int64_t end_us) const {
+  if (known_) return width();
+  return pending_lo_ > 0 && end_us > pending_lo_ ? end_us - pending_lo_ : 0;
+}
+
 std::int64_t WindowPhase::probe_before(std::int64_t end_us) const {
-  if (!known_ || width() <= kResolution) return 0;
+  if (doubt(end_us) <= kResolution) return 0;
+  if (!known_) return pending_lo_ + (end_us - pending_lo_) / 2;
   const std::int64_t k = floor_div(end_us - hi_, window_us_);
   return lo_ + k * window_us_ + width() / 2;
 }

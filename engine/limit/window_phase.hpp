@@ -21,9 +21,12 @@
 //     counted before the next boundary: it is after s.
 //   - A refused call started past hi (whose window the phase said was new)
 //     means the phase is wrong: it is forgotten and learned again.
-// Only calls started inside the interval narrow it. The pacer sends one
-// such call a window (the probe, the window's last unit) at its middle, so
-// every window halves it until it is narrower than kResolution.
+// Only calls started inside the interval narrow it. The pacer sends a
+// window's last units one at a time (the probes) at its middle, each
+// halving it, until it is narrower than kResolution.
+// Before the window's length is known, the end of the current window is
+// probed the same way, between the latest call counted in it and the end
+// its reset states; the first window's end found so starts the phase.
 //
 // Not thread-safe: the pacer calls it under its own lock.
 #pragma once
@@ -56,8 +59,11 @@ class WindowPhase {
 
   // The latest the window of a call started at `started_us` can end.
   std::int64_t end_after(std::int64_t started_us) const;
-  // When to send the probe for the boundary at or before `end_us` (an
-  // end_after), or zero when it is known closely enough.
+  // How long a span the boundary at or before `end_us` (an end_after, or
+  // the end a reset states) may still lie in.
+  std::int64_t doubt(std::int64_t end_us) const;
+  // When to send the probe for that boundary, or zero when it is known
+  // closely enough.
   std::int64_t probe_before(std::int64_t end_us) const;
 
  private:
@@ -70,6 +76,9 @@ class WindowPhase {
   std::int64_t lo_ = 0;  // a boundary lies in (lo_, hi_]
   std::int64_t hi_ = 0;
   std::int64_t opener_us_ = 0;  // start of the latest first call of a window
+  // Not known yet: the latest start counted in the current window, its
+  // first call's or a later one's (zero: none).
+  std::int64_t pending_lo_ = 0;
   std::int64_t min_rtt_us_ = -1;
   std::deque<std::int64_t> starts_;  // within the last two windows
 };

@@ -285,11 +285,14 @@ TEST(AdaptivePacer_Quota, WhatRemainsOfAWindowGoesAtOnceThenNothingBeforeItsRese
   next_slot(p, t0);
   clock.advance(20ms);
   p.observe(window_reply(9, 2s), clock.now(), t0);  // the window's first call
-  for (int i = 0; i < 9; ++i) {
+  for (int i = 0; i < 8; ++i) {
     EXPECT_EQ(next_slot(p, clock.now()), to_micros(clock.now())) << "call " << i + 2 << " of the window";
   }
-  // Spent: the next starts at the window's end (placed by its first call),
-  // not spaced over the window nor at once.
+  // The last goes inside the window, to find where it ends
+  // (window_phase.hpp): halfway to the end its reset states.
+  EXPECT_EQ(next_slot(p, clock.now()), to_micros(t0 + 1s));
+  // Then, spent, the next waits for the window's end (placed by its first
+  // call): not spaced over the window nor at once.
   EXPECT_EQ(next_slot(p, clock.now()), to_micros(t0 + 2s + 10ms));
 }
 
@@ -299,8 +302,8 @@ TEST(AdaptivePacer_Quota, ALateReplyOfTheWindowBefore_LeavesTheNewWindowsQuotaAl
   const TimePoint t0 = clock.now();
   next_slot(p, t0);
   clock.advance(20ms);
-  p.observe(window_reply(9, 2s), clock.now(), t0);  // the first window's first call
-  for (int i = 0; i < 9; ++i) next_slot(p, clock.now());
+  p.observe(window_reply(9, 2s), clock.now(), t0);        // the first window's first call
+  for (int i = 0; i < 8; ++i) next_slot(p, clock.now());  // all but the probe
   // The next window's first call, started at its end, replies before the
   // last call of the window before, which had spent it.
   clock.advance(2s);
@@ -342,8 +345,9 @@ TEST(AdaptivePacer_Quota, ASecondsQuotaGoesAtOnceToo) {
   next_slot(p, t0);
   clock.advance(20ms);
   p.observe(window_reply(9, 1s), clock.now(), t0);
-  for (int i = 0; i < 9; ++i)
+  for (int i = 0; i < 8; ++i)
     EXPECT_EQ(next_slot(p, clock.now()), to_micros(clock.now())) << "call " << i + 2;
+  EXPECT_EQ(next_slot(p, clock.now()), to_micros(t0 + 500ms)) << "a probe of the window's end";
   EXPECT_EQ(next_slot(p, clock.now()), to_micros(t0 + 1s + 10ms)) << "then nothing before the window's end";
 }
 

@@ -53,6 +53,24 @@ TEST(WindowPhase, AProbeOnEitherSideHalvesTheInterval) {
   EXPECT_EQ(phase.end_after(second), second + kSecond);
 }
 
+TEST(WindowPhase, BeforeTheWindowsLengthIsKnown_TheCurrentWindowsEndIsProbed) {
+  WindowPhase phase;
+  phase.opened(0, 0);  // the length unknown (one reset seen): nothing learned yet
+  EXPECT_FALSE(phase.known());
+  phase.counted(10'000);
+  EXPECT_EQ(phase.doubt(kSecond), kSecond - 10'000)
+      << "from the latest call counted to the end its reset states";
+  EXPECT_EQ(phase.probe_before(kSecond), 505'000);
+  phase.counted(505'000);  // the probe landed in the same window
+  // The next window's first call, with its length now known, starts the
+  // phase from what the window before showed.
+  phase.set_window(kSecond);
+  phase.opened(kSecond, kSecond);
+  ASSERT_TRUE(phase.known());
+  EXPECT_EQ(phase.width(), kSecond - 505'000);
+  EXPECT_EQ(phase.end_after(kSecond), 2 * kSecond);
+}
+
 TEST(WindowPhase, AnOpenerAfterAnIdleWindowSaysNothingOfTheBoundary) {
   WindowPhase phase;
   phase.set_window(kSecond);
