@@ -31,8 +31,9 @@
 //     limits is paced for the first seconds only.
 //   - What remains of the server's window (a reply's Remaining and its
 //     reset), with no limit declared: the calls started after the replying
-//     one, and the slots granted, count against it, for windows of up to
-//     10 s (longer ones are kept by the pace). While some remains, slots
+//     one, and the slots granted, count against it, for windows of 1.5 s
+//     to 10 s (shorter and longer ones are kept by the pace, see
+//     count_remaining_locked). While some remains, slots
 //     are granted at once, unspaced, so that each window's quota goes at
 //     its start as the server allows (an even pace would leave a fixed
 //     window's first stretch unused); with none left, nothing starts before
@@ -246,6 +247,7 @@ class AdaptivePacer final : public Limiter {
   std::vector<std::pair<std::int64_t, std::int64_t>> spent_;  // recent starts: (time, units)
   static constexpr std::int64_t kSpentSpan = 10'000'000;
   static constexpr std::int64_t kQuotaBurstSpan = 10'000'000;
+  static constexpr std::int64_t kQuotaBurstWindow = 1'500'000;
 
   // A slow start: the interval at ramp_from_us_ (zero: from the first call),
   // halved every ramp_doubling.
