@@ -341,8 +341,11 @@ describe('ratchet web dashboard', { concurrency: false }, () => {
     assert.ok(r.jobs.length > 0, 'the database holds no dead job: the harness should enqueue some of type rate_movie');
     deadJob = r.jobs[r.jobs.length - 1];
     await go(`#/jobs?id=${deadJob.id}`);
+    // The list shown before (every job, this one among them) stays until
+    // the filtered answer replaces it.
+    await eventually(async () =>
+      assert.deepEqual((await jobRows()).map((x) => x.id), [deadJob.id], 'the id filter shows that job only'));
     await page.waitForSelector(`[data-testid="job-row-${deadJob.id}"] a`);
-    assert.deepEqual((await jobRows()).map((x) => x.id), [deadJob.id], 'the id filter shows that job only');
     await page.click(`[data-testid="job-row-${deadJob.id}"] a`);
     await page.waitForFunction((id) => location.hash === `#/jobs/${id}`, {}, deadJob.id);
     await page.waitForSelector('[data-testid="job-state"][data-state]');
