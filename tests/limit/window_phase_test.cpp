@@ -230,7 +230,8 @@ double bound_s(const FixedWindowServer& s, std::int64_t first_arrival, int jobs)
 TEST(AdaptivePacer_Phase, FixedWindowsOfTwoSecondsAreUsedFromTheirStartOnceTheirPhaseIsLearned) {
   // Resets in whole seconds, read against a Date in whole seconds, leave a
   // boundary unknown by up to two seconds. Learned, each window's quota
-  // goes at its start, and nothing is refused.
+  // goes at its start, and nothing is refused: within 0.3 % of the bound,
+  // where waiting for each window's stated reset takes 4 to 8 % longer.
   for (const std::int64_t offset : {0, 348'000, 1'348'000, 1'900'000}) {
     FixedWindowServer server{2 * kSecond, offset, 20, 13'000};
     const std::int64_t t0 = 1'700'000'000 * kSecond + 600'000;
@@ -238,7 +239,7 @@ TEST(AdaptivePacer_Phase, FixedWindowsOfTwoSecondsAreUsedFromTheirStartOnceTheir
     const double makespan = static_cast<double>(run.last_arrival - run.first_arrival) / 1e6;
     const double bound = bound_s(server, run.first_arrival, 190);
     EXPECT_EQ(run.refused, 0) << "offset " << offset;
-    EXPECT_LE(makespan, 1.1 * bound) << "offset " << offset << ": " << makespan << " s against " << bound;
+    EXPECT_LE(makespan, 1.03 * bound) << "offset " << offset << ": " << makespan << " s against " << bound;
   }
 }
 
