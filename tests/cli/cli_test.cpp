@@ -591,11 +591,15 @@ TEST_F(RatchetCommandTest, RunMetrics_JobParkedBehindALimit_ShowsParkedWaitsAndD
   ASSERT_NE(run, nullptr);
 
   // Scheduled: the parked film's run has ended (its rotten_tomatoes step,
-  // which runs beside the imdb one, has finished too).
+  // which runs beside the imdb one, has finished too). That step may itself
+  // wait a moment: rotten_tomatoes declares no limit, so its second call
+  // waits for the first one's reply, and can still be on its way when the
+  // first film completes.
   const std::string parked_body = scrape_until(port, [](const std::string& b) {
     return b.find("ratchet_jobs{state=\"completed\"} 1\n") != std::string::npos &&
            b.find("ratchet_jobs{state=\"scheduled\"} 1\n") != std::string::npos &&
-           b.find("ratchet_plugin_parked_steps{plugin=\"imdb\"} 1\n") != std::string::npos;
+           b.find("ratchet_plugin_parked_steps{plugin=\"imdb\"} 1\n") != std::string::npos &&
+           value_of(parse_samples(b), "ratchet_plugin_calls_total", {{"plugin", "rotten_tomatoes"}}) == 2;
   });
   const auto parked = parse_samples(parked_body);
   EXPECT_EQ(value_of(parked, "ratchet_plugin_parked_steps", {{"plugin", "imdb"}}), 1) << parked_body;
