@@ -20,13 +20,15 @@ PacerOptions plugin_pacing(Duration floor) {
 
 AdaptivePacer::AdaptivePacer(PacerOptions options) : options_(options) {
   if (options_.opening_interval > Duration::zero() && options_.floor == Duration::zero()) {
-    start_ramp_locked(0, to_micros(options_.opening_interval));
+    start_ramp_locked(0, to_micros(options_.opening_interval), to_micros(options_.ramp_doubling));
     awaiting_reply_ = options_.opening_hold > Duration::zero();
   }
 }
 
-void AdaptivePacer::start_ramp_locked(std::int64_t from_us, std::int64_t interval_us) {
+void AdaptivePacer::start_ramp_locked(std::int64_t from_us, std::int64_t interval_us,
+                                      std::int64_t doubling_us) {
   ramping_ = true;
+  ramp_doubling_us_ = std::max<std::int64_t>(1, doubling_us);
   ramp_from_us_ = from_us;
   ramp_interval_us_ = std::max<std::int64_t>(1, interval_us);
   interval_us_ = ramp_interval_us_;
@@ -36,8 +38,8 @@ void AdaptivePacer::start_ramp_locked(std::int64_t from_us, std::int64_t interva
 
 std::int64_t AdaptivePacer::ramp_interval_at_locked(std::int64_t t_us) const {
   const std::int64_t from = ramp_from_us_ == 0 ? t_us : ramp_from_us_;
-  const double doublings = static_cast<double>(std::max<std::int64_t>(0, t_us - from)) /
-                           static_cast<double>(std::max<std::int64_t>(1, to_micros(options_.ramp_doubling)));
+  const double doublings =
+      static_cast<double>(std::max<std::int64_t>(0, t_us - from)) / static_cast<double>(ramp_doubling_us_);
   const double interval = static_cast<double>(ramp_interval_us_) * std::exp2(-doublings);
   // As fast as the declared pace (or unpaced): nothing more to find out
   // until the server says no.
@@ -195,6 +197,13 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
     rate_at_decrease_ = 0;
     ceiling_ = 0;
     pause_us_ = interval_us_;
+    // A bucket read from refusals is used as the server keeps it: what
+    // refills while the pace waits (a pause, an idle spell) goes at once, up
+    // to a share of its size. The refusal says the bucket was empty then.
+    burst_units_ = refusal && refusal->burst ? kBurstShare * *refusal->burst : 0;
+    if (hint.throttled && call_started) {
+      started_tat_ = std::max(started_tat_, to_micros(*call_started) + burst_tau_locked());
+    }
   }
   if (retry_after_only && !learned) {
     // Refused with only a Retry-After, and nothing read from it yet.
@@ -206,12 +215,26 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
       // jittered): a little slower, not a new search.
       learned_us_ = std::min(max_us, learned_us_ + learned_us_ / 10 + 1);
       interval_us_ = learned_us_;
+      burst_units_ /= 2;
       return;
     }
     const std::int64_t spread = refusal->length_us + to_micros(options_.restart_spread);
     const std::int64_t first = spread / std::max<std::int64_t>(1, refusal->admitted);
+    // The rate is read from two stretches of different lengths. A slow
+    // start that doubles as fast as the first one's ends about as long
+    // when the bucket's size, not its rate, set where the first ended: the
+    // first slow start doubles no faster than over that stretch and the
+    // gap the estimate needs. A server that a longer stretch told nothing
+    // either is no bucket (a fixed window admits its quota whatever the
+    // stretch's length): its quota is then taken quickly from each pause's
+    // end, as the later slow starts double as fast as the first calls'.
+    const std::int64_t doubling = refusal->not_a_bucket || untold_refusals_ > 0
+                                      ? to_micros(options_.ramp_doubling)
+                                      : std::max(to_micros(options_.ramp_doubling),
+                                                 refusal->length_us + RefusalEstimator::kMinStretchGapUs);
+    ++untold_refusals_;
     start_ramp_locked(std::max(now_us, resume_us_),
-                      std::clamp(first, std::max<std::int64_t>(floor_us, 1), max_us));
+                      std::clamp(first, std::max<std::int64_t>(floor_us, 1), max_us), doubling);
     return;
   }
   // A 429 that names the quota, while its pace is kept, is arrival jitter
@@ -335,7 +358,14 @@ std::int64_t AdaptivePacer::earliest_locked(std::int64_t t, std::int64_t units) 
     return probe > 0 ? probe : t;
   }
   if (quota_until_us_ > t && quota_ < units) t = quota_until_us_;  // none left before the reset
-  return interval_us_ > 0 ? std::max(t, tat_) : t;
+  return interval_us_ > 0 ? std::max(t, tat_ - burst_tau_locked()) : t;
+}
+
+std::int64_t AdaptivePacer::burst_tau_locked() const {
+  // Only at the pace the bucket was read with: not in a slow start, nor
+  // while recovering from a bare 429.
+  if (burst_units_ < 2 || ramping_ || rate_at_decrease_ > 0 || interval_us_ <= 0) return 0;
+  return (static_cast<std::int64_t>(burst_units_) - 1) * interval_us_;
 }
 
 bool AdaptivePacer::from_quota_locked(std::int64_t t, std::int64_t units) const {
@@ -507,7 +537,9 @@ Result<Slot> AdaptivePacer::reserve_units(std::int64_t now_us, std::int64_t t_us
   if (quota_until_us_ > s.at_us) quota_ -= units;
   if (awaiting_reply_ && hold_until_us_ == 0) hold_until_us_ = s.at_us + to_micros(options_.opening_hold);
   s.tat_before_us = tat_;
-  tat_ = std::max(tat_, s.at_us + units * interval_at_locked(s.at_us));
+  // With a burst, the slot may come before tat_, which still moves on by its units.
+  tat_ = burst_tau_locked() > 0 ? std::max(tat_, s.at_us) + units * interval_us_
+                                : std::max(tat_, s.at_us + units * interval_at_locked(s.at_us));
   s.tat_after_us = tat_;
   outstanding_ += units;
   return s;
@@ -518,8 +550,8 @@ std::int64_t AdaptivePacer::new_turn_locked(Slot& slot, std::int64_t now_us) {
   // pace. Such slots take turns at the new pace from the end of the pause,
   // in the order they come back: each its own turn, or all would wait, wake
   // and be moved together, one start at a time.
-  const std::int64_t turn = std::max({now_us, resume_us_, moved_tat_});
-  moved_tat_ = turn + slot.units * interval_at_locked(turn);
+  const std::int64_t turn = std::max({now_us, resume_us_, moved_tat_ - burst_tau_locked()});
+  moved_tat_ = std::max(moved_tat_, turn) + slot.units * interval_at_locked(turn);
   slot.generation = generation_;
   return turn;
 }
@@ -602,8 +634,9 @@ UseResult AdaptivePacer::start_locked(Slot& slot, std::int64_t now_us) {
   // closer to the last start than the pace (a burst of two at most): a late
   // start then does not push every slot behind it, each of which would
   // wait again.
-  if (interval_us_ > 0 && now_us < started_tat_ - interval_us_) {
-    const std::int64_t turn = std::max(started_tat_ - interval_us_, moved_tat_);
+  const std::int64_t tau = burst_tau_locked();
+  if (interval_us_ > 0 && now_us < started_tat_ - interval_us_ - tau) {
+    const std::int64_t turn = std::max(started_tat_ - interval_us_ - tau, moved_tat_);
     moved_tat_ = turn + slot.units * interval_us_;
     slot.at_us = turn;
     return UseResult::kMoved;
@@ -681,8 +714,7 @@ std::string AdaptivePacer::describe() const {
   const std::string pace = common::format_duration(std::chrono::microseconds(interval_us_));
   if (ramping_) {
     return "starting slowly: " + pace + " per call, the rate doubling every " +
-           common::format_duration(
-               std::chrono::duration_cast<std::chrono::microseconds>(options_.ramp_doubling));
+           common::format_duration(std::chrono::microseconds(ramp_doubling_us_));
   }
   return "learned pace " + pace + " per call";
 }

@@ -17,11 +17,16 @@
 //     reached again.
 //   - A 429 with only Retry-After, while its rate is not known: after the
 //     pause, a slow start that spreads the calls the last stretch admitted
-//     over that stretch plus `restart_spread`, doubling its rate every
-//     `ramp_doubling`, so that the next refusal ends a stretch long enough
-//     to read the rate from (refusal_estimator.hpp). Each refusal costs a
-//     whole pause (Retry-After comes in whole seconds), so the rate is read
-//     from as few refusals as possible.
+//     over that stretch plus `restart_spread`, doubling its rate no faster
+//     than over that stretch plus the gap the estimate needs (at least
+//     every `ramp_doubling`), so that the next refusal ends a stretch long
+//     enough to read the rate from (refusal_estimator.hpp). Each refusal
+//     costs a whole pause (Retry-After comes in whole seconds), so the rate
+//     is read from as few refusals as possible. Once read, so is the
+//     bucket's size: the pace lets kBurstShare of it go at once after a
+//     pause or an idle spell (a GCRA on the calls' starts), as the server's
+//     bucket refilled. A server found to be no bucket gets the later slow
+//     starts at `ramp_doubling`: its quota goes quickly from each pause's end.
 //   - Until the server has said anything, with no limit declared, the first
 //     call goes alone: the next waits for its reply (at most `opening_hold`),
 //     which may state the quota. After it, or when it said nothing, starts
@@ -161,7 +166,7 @@ class AdaptivePacer final : public Limiter {
   // A new turn for a slot spaced for an old pace (see the header comment).
   std::int64_t new_turn_locked(Slot& slot, std::int64_t now_us);
   UseResult start_locked(Slot& slot, std::int64_t now_us);
-  void start_ramp_locked(std::int64_t from_us, std::int64_t interval_us);
+  void start_ramp_locked(std::int64_t from_us, std::int64_t interval_us, std::int64_t doubling_us);
 
   const PacerOptions options_;
   mutable std::mutex mu_;
@@ -231,6 +236,11 @@ class AdaptivePacer final : public Limiter {
 
   // Servers that only refuse (refusal_estimator.hpp).
   RefusalEstimator refusals_;
+  // The part of a bucket read from refusals that may go at once (zero:
+  // none), and how far ahead of the pace that lets starts run.
+  double burst_units_ = 0;
+  static constexpr double kBurstShare = 0.75;
+  std::int64_t burst_tau_locked() const;
   double rate_at_decrease_ = 0;  // calls per microsecond
   double ceiling_ = 0;           // calls per microsecond; zero: none
 
@@ -254,6 +264,10 @@ class AdaptivePacer final : public Limiter {
   bool ramping_ = false;
   std::int64_t ramp_from_us_ = 0;
   std::int64_t ramp_interval_us_ = 0;
+  std::int64_t ramp_doubling_us_ = 1;
+  // Refusals with only Retry-After that ended a stretch the rate could not
+  // be read from (the first slows the next slow start's doubling).
+  int untold_refusals_ = 0;
 };
 
 }  // namespace ratchet::limit

@@ -13,8 +13,9 @@ void RefusalEstimator::admitted(std::int64_t started_us) {
   if (started_us < stretch_start_us_) {
     // Its reply came after the refusal's: it still counts in the stretch it
     // was admitted in, which matters once that stretch is the reference.
-    if (ended_ && ended_->is_reference && started_us >= ended_->start_us && started_us < ended_->refused_us) {
-      ++reference_->admitted;
+    if (ended_ && started_us >= ended_->start_us && started_us < ended_->refused_us) {
+      ++ended_->admitted;
+      if (ended_->is_reference) ++reference_->admitted;
     }
     return;
   }
@@ -36,7 +37,21 @@ std::optional<RefusalReading> RefusalEstimator::refused(std::int64_t started_us,
   reading.length_us = length;
   const bool shortest = !reference_ || length < reference_->length_us;
   if (shortest) reference_ = Stretch{length, admitted_};
-  ended_ = Ended{stretch_start_us_, started_us, shortest};
+  // A bucket admits no more than its rate over a whole stretch and the
+  // pause after it (B + r T, with at most B refilled in the pause), so a
+  // rate read below that is not a bucket's: a fixed window, say, admits its
+  // quota whatever the stretch's length. It tells nothing.
+  if (reading.rate && ended_ && stretch_start_us_ > ended_->start_us &&
+      *reading.rate * static_cast<double>(stretch_start_us_ - ended_->start_us) <
+          static_cast<double>(ended_->admitted)) {
+    reading.rate.reset();
+    not_a_bucket_ = true;
+  } else if (reading.rate) {
+    reading.burst = std::max(0.0, static_cast<double>(reference_->admitted) -
+                                      *reading.rate * static_cast<double>(reference_->length_us));
+  }
+  reading.not_a_bucket = not_a_bucket_;
+  ended_ = Ended{stretch_start_us_, started_us, admitted_, shortest};
   stretch_start_us_ = std::max(started_us, resume_us);
   admitted_ = 0;
   starts_.clear();

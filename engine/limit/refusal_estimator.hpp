@@ -23,6 +23,12 @@ namespace ratchet::limit {
 
 struct RefusalReading {
   std::optional<double> rate;  // calls per microsecond, once two stretches tell it
+  // With the rate, when it is a bucket's: its size, B = k - r T of the
+  // shortest stretch (the least sensitive to an error in r). At least zero.
+  std::optional<double> burst;
+  // Some stretch admitted more over it and its pause than a bucket of the
+  // rate read could: the server is no bucket, and no rate is read from it.
+  bool not_a_bucket = false;
   std::int64_t admitted = 0;   // in the stretch the refusal ended
   std::int64_t length_us = 0;  // of that stretch
 };
@@ -53,6 +59,7 @@ class RefusalEstimator {
   struct Ended {
     std::int64_t start_us = 0;
     std::int64_t refused_us = 0;
+    std::int64_t admitted = 0;
     bool is_reference = false;
   };
   std::optional<double> estimate(std::int64_t refused_us) const;
@@ -63,6 +70,7 @@ class RefusalEstimator {
   std::deque<std::int64_t> starts_;   // of the admitted calls of the current stretch, in order seen
   std::optional<Stretch> reference_;  // the shortest refused stretch so far: its B + r T is the best
   std::optional<Ended> ended_;        // the last stretch a refusal ended
+  bool not_a_bucket_ = false;
 };
 
 }  // namespace ratchet::limit

@@ -209,12 +209,14 @@ TEST(AdaptivePacer_Observe, A429WithOnlyRetryAfterRestartsSlowlyAfterThePauseThe
   EXPECT_EQ(p.resume_at(), clock.now() + 2s);
   EXPECT_TRUE(p.recovering());
   // After the pause, the ten calls spread over their stretch plus half a
-  // second (95 ms apart), the rate doubling every 250 ms.
+  // second (95 ms apart), the rate doubling every 650 ms: no faster than
+  // over the stretch and the 200 ms more the next one must last for the
+  // two to tell the rate.
   clock.advance(2s);
   const auto a = next_slot(p, clock.now());
   EXPECT_EQ(a, to_micros(clock.now()));
   EXPECT_EQ(next_slot(p, clock.now()) - a, 95'000);
-  clock.advance(500ms);
+  clock.advance(1300ms);
   next_slot(p, clock.now());
   EXPECT_EQ(p.interval(), std::chrono::microseconds(23'750));
 }

@@ -24,6 +24,24 @@ TEST(RefusalEstimator, TwoStretches_RateIsTheirDifferenceOverTheirLengths) {
   auto second = e.refused(2000 * kMs, 3000 * kMs);
   ASSERT_TRUE(second && second->rate);
   EXPECT_NEAR(*second->rate * 1e6, 50.0, 1e-9);  // (50 - 20) / (0.8 - 0.2)
+  ASSERT_TRUE(second->burst);
+  EXPECT_NEAR(*second->burst, 10.0, 1e-6);  // 20 - 50/s * 0.2 s
+  EXPECT_FALSE(second->not_a_bucket);
+}
+
+TEST(RefusalEstimator, AServerThatAdmitsItsQuotaWhateverTheStretch_IsNoBucketAndTellsNoRate) {
+  // 20 admitted in 0.2 s, then a pause to 1.2 s: a bucket of rate r admits
+  // at most r * 1.2 s over the two. The next stretch, 0.8 s long, admits
+  // 24: read as a bucket, 4 more in 0.6 s more, 6.7/s, which could not
+  // have admitted 20 in 1.2 s. A fixed window of 20 a second does this.
+  RefusalEstimator e;
+  admit(e, 0, 20, 10 * kMs);
+  ASSERT_TRUE(e.refused(200 * kMs, 1200 * kMs));
+  admit(e, 1200 * kMs, 24, 33 * kMs);
+  auto second = e.refused(2000 * kMs, 3000 * kMs);
+  ASSERT_TRUE(second.has_value());
+  EXPECT_FALSE(second->rate.has_value());
+  EXPECT_TRUE(second->not_a_bucket);
 }
 
 TEST(RefusalEstimator, ReplyArrivingAfterTheRefusal_CountsInTheStretchItStartedIn) {

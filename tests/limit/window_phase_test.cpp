@@ -3,11 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <map>
 #include <vector>
 
 #include "limit/adaptive_pacer.hpp"
 #include "limit/micros.hpp"
+#include "paced_run.hpp"
 
 namespace ratchet::limit {
 namespace {
@@ -160,65 +160,6 @@ struct FixedWindowServer {
     return h;
   }
 };
-
-struct PacedRun {
-  std::int64_t first_arrival = 0;
-  std::int64_t last_arrival = 0;
-  int refused = 0;
-};
-
-// `jobs` calls, all ready at once, each started as soon as the pacer
-// allows and answered `latency` later; a refused call is tried again.
-PacedRun run_against(FixedWindowServer& server, int jobs, std::int64_t t0) {
-  AdaptivePacer pacer(plugin_pacing(Duration::zero()));
-  std::multimap<std::int64_t, std::int64_t> in_flight;  // arrival -> start
-  int done = 0;
-  int waiting = jobs;
-  std::int64_t now = t0;
-  PacedRun run;
-  while (done < jobs) {
-    while (waiting > 0) {
-      auto at = pacer.earliest(now, now);
-      EXPECT_TRUE(at);
-      if (!at || *at > now) break;
-      auto slot = pacer.reserve(now, now);
-      EXPECT_TRUE(slot);
-      if (!slot || slot->at_us > now) {
-        if (slot) {
-          EXPECT_TRUE(pacer.cancel(*slot));
-        }
-        break;
-      }
-      auto used = pacer.start(*slot, now);
-      EXPECT_TRUE(used && *used == UseResult::kStarted);
-      in_flight.emplace(now + server.latency_us, now);
-      --waiting;
-    }
-    auto next_ask = waiting > 0 ? pacer.earliest(now, now) : Result<std::int64_t>(INT64_MAX);
-    const std::int64_t next_reply = in_flight.empty() ? INT64_MAX : in_flight.begin()->first;
-    const std::int64_t next = std::min(next_reply, next_ask ? *next_ask : INT64_MAX);
-    if (next == INT64_MAX) {
-      ADD_FAILURE() << "nothing in flight and nothing to ask for";
-      break;
-    }
-    now = std::max(now + 1, next);
-    while (!in_flight.empty() && in_flight.begin()->first <= now) {
-      const auto [arrival, started] = *in_flight.begin();
-      in_flight.erase(in_flight.begin());
-      if (run.first_arrival == 0) run.first_arrival = arrival;
-      run.last_arrival = std::max(run.last_arrival, arrival);
-      const PaceHint h = server.answer(arrival);
-      pacer.observe(h, from_micros(arrival), from_micros(started));
-      if (h.throttled) {
-        ++waiting;
-      } else {
-        ++done;
-      }
-    }
-  }
-  run.refused = server.refused;
-  return run;
-}
 
 // From the first arrival, the least time the server lets `jobs` calls in.
 double bound_s(const FixedWindowServer& s, std::int64_t first_arrival, int jobs) {

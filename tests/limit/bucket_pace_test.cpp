@@ -1,0 +1,77 @@
+// The learned pace against a token bucket that only refuses: a 429 with a
+// Retry-After in whole seconds, and nothing said of its rate or size
+// (refusal_estimator.hpp). Each refusal costs a whole second's pause, so
+// the rate and the size must be read from as few as possible, and then the
+// bucket used as the server keeps it.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+
+#include "limit/adaptive_pacer.hpp"
+#include "limit/micros.hpp"
+#include "paced_run.hpp"
+
+namespace ratchet::limit {
+namespace {
+
+constexpr std::int64_t kSecond = 1'000'000;
+
+// A GCRA bucket of `burst` refilled at `rate` a second, counting a call
+// when it arrives; a refused call is told to come back in whole seconds,
+// at least one, as Retry-After is written.
+struct RefusingBucket {
+  double rate;
+  std::int64_t burst;
+  std::int64_t latency_us;
+  double tat = 0;
+  int refused = 0;
+
+  PaceHint answer(std::int64_t arrival_us) {
+    const double interval = 1e6 / rate;
+    const double tau = static_cast<double>(burst - 1) * interval;
+    const auto t = static_cast<double>(arrival_us);
+    PaceHint h;
+    if (tat - tau <= t) {
+      tat = std::max(tat, t) + interval;
+      return h;
+    }
+    ++refused;
+    const auto wait_s = static_cast<std::int64_t>((tat - tau - t + 1e6 - 1) / 1e6);
+    h.throttled = true;
+    h.source = HintSource::kRetryAfter;
+    h.resume_at = from_micros(arrival_us + std::max<std::int64_t>(1, wait_s) * kSecond);
+    return h;
+  }
+};
+
+struct Shape {
+  double rate;
+  std::int64_t burst;
+  int jobs;
+};
+
+std::string name(const Shape& s) {
+  return std::to_string(static_cast<int>(s.rate)) + "/s burst " + std::to_string(s.burst) + ", " +
+         std::to_string(s.jobs) + " calls";
+}
+
+TEST(AdaptivePacer_Bucket, ABucketThatOnlyRefusesIsUsedAtItsRateAndSizeOnceReadFromTwoRefusals) {
+  // The least time from the first arrival: the bucket's size at once, the
+  // rest at its rate. Eight calls in flight at most, 16 ms to the server.
+  // A bucket whose size, not its rate, ends each stretch (100/s, 55) drew
+  // refusals stretch after stretch of the same length, none of which told
+  // its rate, and took 1.46 times this, a second's pause each; and a rate
+  // read is used from each pause's end only once the bucket's size is too.
+  for (const Shape shape : {Shape{100, 55, 1000}, Shape{40, 10, 1000}, Shape{20, 20, 400}}) {
+    RefusingBucket server{shape.rate, shape.burst, 16'000};
+    const PacedRun run = run_against(server, shape.jobs, 1'700'000'000 * kSecond, 8);
+    const double makespan = static_cast<double>(run.last_arrival - run.first_arrival) / 1e6;
+    const double bound = static_cast<double>(shape.jobs - shape.burst) / shape.rate;
+    EXPECT_LE(makespan, 1.15 * bound) << name(shape) << ": " << makespan << " s against " << bound;
+    EXPECT_LE(run.refused, run.requests / 20) << name(shape) << ": " << run.refused << " of " << run.requests;
+  }
+}
+
+}  // namespace
+}  // namespace ratchet::limit
