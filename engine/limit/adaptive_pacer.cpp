@@ -76,10 +76,7 @@ double AdaptivePacer::observed_interval_locked(std::int64_t now_us) const {
 std::optional<RefusalReading> AdaptivePacer::learn_from_refusals_locked(
     const PaceHint& hint, std::int64_t now_us, std::optional<TimePoint> call_started) {
   const std::int64_t started = call_started ? to_micros(*call_started) : now_us;
-  if (!hint.throttled) {
-    refusals_.admitted(started);
-    return std::nullopt;
-  }
+  if (!hint.throttled) return refusals_.admitted(started);
   const std::int64_t resume = hint.resume_at ? std::max(now_us, to_micros(*hint.resume_at)) : now_us;
   return refusals_.refused(started, resume);
 }

@@ -153,8 +153,9 @@ class AdaptivePacer final : public Limiter {
   void note_start_locked(std::int64_t now_us, std::int64_t units);
   void end_hold_locked(std::int64_t now_us);
   // What a reply with no quota says about a server that only refuses: the
-  // reading of a refusal (nothing for an admitted call, or a refusal of a
-  // call in flight at the last one).
+  // reading of a refusal, or of the last one taken again with an admitted
+  // call that started before it (nothing for other admitted calls, or for
+  // a refusal of a call in flight at the last one).
   std::optional<RefusalReading> learn_from_refusals_locked(const PaceHint& hint, std::int64_t now_us,
                                                            std::optional<TimePoint> call_started);
   void respace_locked(std::int64_t now_us);

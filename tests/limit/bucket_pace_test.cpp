@@ -49,6 +49,7 @@ struct Shape {
   double rate;
   std::int64_t burst;
   int jobs;
+  std::int64_t latency_us = 16'000;
 };
 
 std::string name(const Shape& s) {
@@ -63,8 +64,10 @@ TEST(AdaptivePacer_Bucket, ABucketThatOnlyRefusesIsUsedAtItsRateAndSizeOnceReadF
   // refusals stretch after stretch of the same length, none of which told
   // its rate, and took 1.46 times this, a second's pause each; and a rate
   // read is used from each pause's end only once the bucket's size is too.
+  // Two refusals cost two seconds' pause: a bucket that lets all the calls
+  // through in much less than 15 s cannot be met within 1.15 of it.
   for (const Shape shape : {Shape{100, 55, 1000}, Shape{40, 10, 1000}, Shape{20, 20, 400}}) {
-    RefusingBucket server{shape.rate, shape.burst, 16'000};
+    RefusingBucket server{shape.rate, shape.burst, shape.latency_us};
     const PacedRun run = run_against(server, shape.jobs, 1'700'000'000 * kSecond, 8);
     const double makespan = static_cast<double>(run.last_arrival - run.first_arrival) / 1e6;
     const double bound = static_cast<double>(shape.jobs - shape.burst) / shape.rate;

@@ -2,10 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <optional>
+#include <vector>
+
 namespace ratchet::limit {
 namespace {
 
 constexpr std::int64_t kMs = 1000;
+constexpr std::int64_t kSecond = 1'000'000;
 
 // A stretch of `n` calls admitted `spacing` apart from `from`.
 void admit(RefusalEstimator& e, std::int64_t from, int n, std::int64_t spacing) {
@@ -42,6 +47,95 @@ TEST(RefusalEstimator, AServerThatAdmitsItsQuotaWhateverTheStretch_IsNoBucketAnd
   ASSERT_TRUE(second.has_value());
   EXPECT_FALSE(second->rate.has_value());
   EXPECT_TRUE(second->not_a_bucket);
+}
+
+// What a GCRA bucket of 15 at 89/s answers to calls sent at `sends`
+// (microseconds): the starts of the calls it admitted, and of the first it
+// refused.
+struct Answered {
+  std::vector<std::int64_t> admitted;
+  std::int64_t refused = 0;
+};
+Answered answer(double& tat, const std::vector<std::int64_t>& sends) {
+  const double interval = 1e6 / 89;
+  const double tau = 14 * interval;
+  Answered out;
+  for (const std::int64_t t : sends) {
+    const auto at = static_cast<double>(t);
+    if (tat - tau > at) {
+      out.refused = t;
+      return out;
+    }
+    tat = std::max(tat, at) + interval;
+    out.admitted.push_back(t);
+  }
+  ADD_FAILURE() << "the stretch was never refused";
+  return out;
+}
+
+// Feeds a stretch to the estimator, every admitted reply before the
+// refusal's, and returns the refusal's reading.
+std::optional<RefusalReading> feed(RefusalEstimator& e, const Answered& a) {
+  for (const std::int64_t t : a.admitted) e.admitted(t);
+  return e.refused(a.refused, a.refused + kSecond);
+}
+
+std::vector<std::int64_t> sends_at(std::int64_t from, double per_second, int n) {
+  std::vector<std::int64_t> out;
+  for (int i = 0; i < n; ++i) out.push_back(from + static_cast<std::int64_t>(i * 1e6 / per_second));
+  return out;
+}
+
+// The first stretch sends one call alone, then 150/s from 50 ms on: the
+// lone call and the wait after it fall under B + r T, so the whole stretch
+// is no point on the line. The second, from 2 s, sends at 60/s (the bucket
+// stays full and overflows) for 0.4 s, then at 120/s.
+std::vector<std::int64_t> first_sends() {
+  std::vector<std::int64_t> sends{0};
+  for (auto t : sends_at(50 * kMs, 150, 200)) sends.push_back(t);
+  return sends;
+}
+std::vector<std::int64_t> second_sends() {
+  std::vector<std::int64_t> sends = sends_at(2 * kSecond, 60, 24);
+  for (auto t : sends_at(2 * kSecond + 400 * kMs, 120, 400)) sends.push_back(t);
+  return sends;
+}
+
+TEST(RefusalEstimator, StretchesThatBeganSlowly_GiveTheBucketsRateAndSizeFromWhereEachDrained) {
+  // A bucket of 15 at 89/s. Against the first stretch's whole, the second's
+  // parts read about 101/s, and a pace that fast drew refusal after refusal.
+  RefusalEstimator e;
+  double tat = 0;
+  ASSERT_TRUE(feed(e, answer(tat, first_sends())));
+  auto reading = feed(e, answer(tat, second_sends()));
+  ASSERT_TRUE(reading && reading->rate && reading->burst);
+  EXPECT_NEAR(*reading->rate * 1e6, 89, 89 * 0.02);
+  EXPECT_NEAR(*reading->burst, 15, 1.5);
+}
+
+TEST(RefusalEstimator, AdmittedRepliesThatComeAfterTheRefusal_AreCountedAndTheReadingTakenAgain) {
+  // As above, but the replies of the second stretch's last four admitted
+  // calls come after its refusal's (an admitted call may take longer to
+  // answer than a refused one). Read without them the rate is too low; with
+  // them, it is read again as if every reply had come first.
+  RefusalEstimator e;
+  double tat = 0;
+  ASSERT_TRUE(feed(e, answer(tat, first_sends())));
+  RefusalEstimator in_order = e;
+  const Answered second = answer(tat, second_sends());
+  const auto whole = feed(in_order, second);
+  ASSERT_TRUE(whole && whole->rate);
+
+  for (std::size_t i = 0; i + 4 < second.admitted.size(); ++i) e.admitted(second.admitted[i]);
+  const auto early = e.refused(second.refused, second.refused + kSecond);
+  ASSERT_TRUE(early);
+  EXPECT_TRUE(!early->rate || *early->rate < *whole->rate * 0.98);
+  std::optional<RefusalReading> last;
+  for (std::size_t i = second.admitted.size() - 4; i < second.admitted.size(); ++i) {
+    last = e.admitted(second.admitted[i]);
+  }
+  ASSERT_TRUE(last && last->rate);
+  EXPECT_NEAR(*last->rate, *whole->rate, 1e-12);
 }
 
 TEST(RefusalEstimator, ReplyArrivingAfterTheRefusal_CountsInTheStretchItStartedIn) {
