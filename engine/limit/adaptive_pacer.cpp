@@ -279,7 +279,15 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
       double current = std::max({static_cast<double>(interval_us_), observed_interval_locked(now_us),
                                  admitted_interval, static_cast<double>(floor_us)});
       if (current <= 0) current = static_cast<double>(to_micros(options_.first_interval)) * options_.decrease;
-      const auto next = static_cast<std::int64_t>(current / options_.decrease);
+      // A limit that drew this 429 at about the rate the last one did is
+      // the server's own, not a passing overload: a step under it is
+      // enough, where halving would spend most of each cycle climbing back.
+      const double drew = 1.0 / current;
+      const bool known_limit = last_429_rate_ > 0 && drew >= last_429_rate_ * (1 - kSameLimit) &&
+                               drew <= last_429_rate_ * (1 + kSameLimit);
+      last_429_rate_ = drew;
+      const auto next =
+          static_cast<std::int64_t>(current / (known_limit ? kKnownLimitDecrease : options_.decrease));
       interval_us_ = std::clamp<std::int64_t>(next, std::max<std::int64_t>(floor_us, 1), max_us);
       rate_at_decrease_ = 1.0 / static_cast<double>(interval_us_);
       // Recovery stops short of the rate that drew this 429, and only

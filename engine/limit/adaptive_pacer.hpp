@@ -8,9 +8,12 @@
 //     times when that is shorter by at most two seconds), stretched by a
 //     small margin.
 //   - A bare 429: multiplicative decrease (the rate is multiplied by
-//     `decrease`, from the rate of the starts in the last second when nothing
-//     was learned, or the rate admitted in it when lower) and a pause of one
-//     interval (at least `min_pause`, doubling while refusals go on); then
+//     `decrease`, or by kKnownLimitDecrease when it drew the 429 within 15 %
+//     of the rate that drew the last one: the server's own limit, met again,
+//     wants a step under it, not half; from the rate of the starts in the
+//     last second when nothing was learned, or the rate admitted in it when
+//     lower) and a pause of one interval (at least `min_pause`, doubling
+//     while refusals go on); then
 //     each good reply adds `recovery` times the rate at the decrease
 //     (additive increase) up to `ceiling` times the rate that drew the 429,
 //     and a tenth as fast beyond it, until the learned or declared pace is
@@ -233,6 +236,11 @@ class AdaptivePacer final : public Limiter {
   std::int64_t jitter_at_us_ = 0;
   bool at_declared_pace_locked(std::int64_t now_us) const;
   std::int64_t pause_us_ = 0;  // the current pause after a bare 429
+  // The rate that drew the last multiplicative decrease (calls per
+  // microsecond); one within kSameLimit of it decreases by kKnownLimitDecrease.
+  double last_429_rate_ = 0;
+  static constexpr double kSameLimit = 0.15;
+  static constexpr double kKnownLimitDecrease = 0.75;
   bool admitted_since_decrease_ = false;
 
   // Servers that only refuse (refusal_estimator.hpp).

@@ -3,12 +3,14 @@
 // started as soon as the pacer allows and answered by the server when it
 // arrives there, `latency_us` after its start; a refused call is tried
 // again. The server is any type with `latency_us`, `refused` (how many it
-// refused) and `PaceHint answer(std::int64_t arrival_us)`.
+// refused) and `PaceHint answer(std::int64_t arrival_us)`, as the fixed
+// window below.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdint>
 #include <map>
@@ -23,6 +25,59 @@ struct PacedRun {
   std::int64_t last_arrival = 0;
   int refused = 0;
   int requests = 0;
+};
+
+// A fixed-window server: counts a call when it arrives, `latency` after it
+// started, and replies then. It says what remains and when it resets, in
+// whole seconds of its Unix time, as X-RateLimit-* does; or, `bare`, it
+// says nothing and refuses the rest of a spent window with a bare 429.
+struct FixedWindowServer {
+  std::int64_t window_us;
+  std::int64_t offset_us;
+  std::int64_t limit;
+  std::int64_t latency_us;
+  bool bare = false;
+  std::int64_t index = -1;
+  std::int64_t count = 0;
+  int refused = 0;
+
+  PaceHint answer(std::int64_t arrival_us) {
+    constexpr std::int64_t kSecond = 1'000'000;
+    const std::int64_t i = (arrival_us - offset_us) / window_us;
+    if (i != index) {
+      index = i;
+      count = 0;
+    }
+    ++count;
+    PaceHint h;
+    if (bare) {
+      if (count > limit) {
+        h.throttled = true;
+        h.source = HintSource::kBareThrottle;
+        ++refused;
+      }
+      return h;
+    }
+    const std::int64_t end = (i + 1) * window_us + offset_us;
+    const std::int64_t reset_s = (end + kSecond - 1) / kSecond;  // Unix seconds, rounded up
+    const std::int64_t date_s = arrival_us / kSecond;            // Date, rounded down
+    h.source = HintSource::kXRateLimit;
+    h.limit = limit;
+    h.remaining = std::max<std::int64_t>(0, limit - count);
+    h.reset_epoch_ms = reset_s * 1000;
+    const auto reset_in = std::chrono::seconds(reset_s - date_s);
+    const TimePoint now = from_micros(arrival_us);
+    if (count > limit) {
+      h.throttled = true;
+      h.resume_at = now + reset_in;
+      ++refused;
+    } else if (*h.remaining == 0) {
+      h.resume_at = now + reset_in;
+    } else {
+      h.reset_in = reset_in;
+    }
+    return h;
+  }
 };
 
 template <typename Server>

@@ -119,48 +119,6 @@ TEST(WindowPhase, AnotherWindowLengthStartsOver) {
   EXPECT_FALSE(phase.known());
 }
 
-// A fixed-window server that says what remains and when it resets, in
-// whole seconds of its Unix time, as X-RateLimit-* does: counts a call when
-// it arrives, `latency` after it started, and replies then.
-struct FixedWindowServer {
-  std::int64_t window_us;
-  std::int64_t offset_us;
-  std::int64_t limit;
-  std::int64_t latency_us;
-  std::int64_t index = -1;
-  std::int64_t count = 0;
-  int refused = 0;
-
-  PaceHint answer(std::int64_t arrival_us) {
-    const std::int64_t i = (arrival_us - offset_us) / window_us;
-    if (i != index) {
-      index = i;
-      count = 0;
-    }
-    ++count;
-    const std::int64_t end = (i + 1) * window_us + offset_us;
-    const std::int64_t reset_s = (end + kSecond - 1) / kSecond;  // Unix seconds, rounded up
-    const std::int64_t date_s = arrival_us / kSecond;            // Date, rounded down
-    PaceHint h;
-    h.source = HintSource::kXRateLimit;
-    h.limit = limit;
-    h.remaining = std::max<std::int64_t>(0, limit - count);
-    h.reset_epoch_ms = reset_s * 1000;
-    const auto reset_in = std::chrono::seconds(reset_s - date_s);
-    const TimePoint now = from_micros(arrival_us);
-    if (count > limit) {
-      h.throttled = true;
-      h.resume_at = now + reset_in;
-      ++refused;
-    } else if (*h.remaining == 0) {
-      h.resume_at = now + reset_in;
-    } else {
-      h.reset_in = reset_in;
-    }
-    return h;
-  }
-};
-
 // From the first arrival, the least time the server lets `jobs` calls in.
 double bound_s(const FixedWindowServer& s, std::int64_t first_arrival, int jobs) {
   const std::int64_t windows = (jobs + s.limit - 1) / s.limit;

@@ -1,8 +1,9 @@
-// The learned pace against a token bucket that only refuses: a 429 with a
-// Retry-After in whole seconds, and nothing said of its rate or size
-// (refusal_estimator.hpp). Each refusal costs a whole second's pause, so
-// the rate and the size must be read from as few as possible, and then the
-// bucket used as the server keeps it.
+// The learned pace against servers that only refuse and never say their
+// limit: a token bucket whose 429 carries a Retry-After in whole seconds
+// (refusal_estimator.hpp), where each refusal costs a whole second's pause,
+// so the rate and the size must be read from as few as possible and then
+// the bucket used as the server keeps it; and a fixed window whose 429 says
+// nothing at all, met by multiplicative decrease.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -74,6 +75,21 @@ TEST(AdaptivePacer_Bucket, ABucketThatOnlyRefusesIsUsedAtItsRateAndSizeOnceReadF
     EXPECT_LE(makespan, 1.15 * bound) << name(shape) << ": " << makespan << " s against " << bound;
     EXPECT_LE(run.refused, run.requests / 20) << name(shape) << ": " << run.refused << " of " << run.requests;
   }
+}
+
+TEST(AdaptivePacer_Bare429, AFixedWindowThatRefusesAtTheSameRateEachTimeIsSteppedUnderNotHalved) {
+  // 51 a second, 50 ms to the server, eight calls in flight. Each overload
+  // comes at about the rate the last one did: halving the pace each time
+  // spent most of every cycle climbing back, 1.16 times the least time the
+  // window allows; a quarter off it, 1.10.
+  FixedWindowServer server{kSecond, 942'000, 51, 50'000, true};
+  const PacedRun run = run_against(server, 1000, 1'700'000'000 * kSecond + 300'000, 8);
+  const std::int64_t into = (run.first_arrival - server.offset_us) % server.window_us;
+  const double bound =
+      static_cast<double>(server.window_us - into + (1000 / 51 - 1) * server.window_us) / 1e6;
+  const double makespan = static_cast<double>(run.last_arrival - run.first_arrival) / 1e6;
+  EXPECT_LE(makespan, 1.12 * bound) << makespan << " s against " << bound;
+  EXPECT_LE(run.refused, run.requests / 20) << run.refused << " of " << run.requests;
 }
 
 }  // namespace
