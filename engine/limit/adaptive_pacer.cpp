@@ -198,8 +198,8 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
     // refills while the pace waits (a pause, an idle spell) goes at once, up
     // to a share of its size. The refusal says the bucket was empty then.
     burst_units_ = refusal && refusal->burst ? kBurstShare * *refusal->burst : 0;
-    if (hint.throttled && call_started) {
-      started_tat_ = std::max(started_tat_, to_micros(*call_started) + burst_tau_locked());
+    if (const std::int64_t tau = burst_tau_locked(); tau > 0 && hint.throttled && call_started) {
+      started_tat_ = std::max(started_tat_, to_micros(*call_started) + tau);
     }
   }
   if (retry_after_only && !learned) {
