@@ -6,6 +6,7 @@
 #include "limit/key_identity.hpp"
 #include "limit/make_limiter.hpp"
 #include "limit/micros.hpp"
+#include "limit/turn_shares.hpp"
 
 namespace ratchet::pipeline {
 namespace {
@@ -190,7 +191,10 @@ Result<GateRegistry::PluginParts*> GateRegistry::plugin_parts(const std::string&
     parts.concurrency = limit::ConcurrencyLimiter::make(*spec.policy.concurrency);
   }
   if (old) parts.operation_limits = std::move(old->operation_limits);  // taken over by gate()
-  if (old) parts.turns = old->turns;
+  if (old) {
+    parts.turns = old->turns;
+    parts.turn_shares_name = old->turn_shares_name;
+  }
   auto* made = &plugins_.insert_or_assign(plugin, std::move(parts)).first->second;
   replaced_.erase(plugin);
   return made;
@@ -273,6 +277,26 @@ Result<std::shared_ptr<retry::CallGate>> GateRegistry::gate(const std::string& p
   if (!p.turns)
     p.turns = std::make_shared<retry::TurnQueue>(std::max<Duration>(ahead, config_->engine.park_threshold));
   gp.turns = p.turns;
+  if (!gp.keyed.empty()) {
+    // Between keys, the processes sharing the database take turns on the
+    // plugin's database-scope limits with the keys they have waiting.
+    constexpr std::string_view kDatabase = "/database";
+    std::string name;
+    for (const std::string& id : p.limits.identities) {
+      if (!id.ends_with(kDatabase)) continue;
+      name += (name.empty() ? "turns/" : "+") + id.substr(0, id.size() - kDatabase.size());
+    }
+    if (name != p.turn_shares_name) {
+      std::shared_ptr<limit::TurnShares> shares;
+      if (!name.empty()) {
+        auto opened = limit::DatabaseTurnShares::open(name, connect_);
+        if (!opened) return fail(opened.error().with_context("plugin " + plugin));
+        shares = std::move(*opened);
+      }
+      p.turns->share_with(std::move(shares));
+      p.turn_shares_name = name;
+    }
+  }
   auto gate = std::make_shared<retry::CallGate>(std::move(gp));
   p.gates.emplace(operation, gate);
   return gate;

@@ -95,6 +95,9 @@ class GateRegistry {
     // they share, or for a pace or a cost being learned); kept across
     // reloads with its queue.
     std::shared_ptr<retry::TurnQueue> turns;
+    // The turns' name among the processes sharing the database (empty:
+    // kept in this process alone; limit/turn_shares.hpp).
+    std::string turn_shares_name;
     std::shared_ptr<limit::ConcurrencyLimiter> concurrency;
     std::optional<int> concurrency_cap;
     std::map<std::string, std::shared_ptr<retry::CallGate>> gates;  // by operation

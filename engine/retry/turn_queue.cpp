@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 #include "limit/micros.hpp"
 
@@ -62,7 +65,10 @@ std::shared_ptr<Turn> TurnQueue::head_of(KeyState& ks) {
 
 void TurnQueue::unplace(Entry& key) {
   KeyState& ks = key.second;
-  if (ks.where == KeyState::Where::kActive) active_.erase(&key);
+  if (ks.where == KeyState::Where::kActive) {
+    active_.erase(&key);
+    active_weight_ -= ks.weight;
+  }
   if (ks.where == KeyState::Where::kWaking) waking_.erase(&key);
   ks.where = KeyState::Where::kIdle;
 }
@@ -87,6 +93,8 @@ void TurnQueue::place(Entry& key, std::int64_t now_us) {
   // waiting for its own limits, banks no turns.
   ks.pass = std::max(ks.pass, pass_);
   ks.where = KeyState::Where::kActive;
+  ks.weight = static_cast<std::uint16_t>(std::lround(kWeightScale / head->stride_));
+  active_weight_ += ks.weight;
   active_.insert(&key);
 }
 
@@ -135,6 +143,11 @@ std::size_t TurnQueue::grant_locked(std::int64_t now_us, Woken& woken) {
       next_us_ = limit::to_micros(*earliest) - horizon_us_;
       break;
     }
+    if (earliest &&
+        !my_turn(limit::to_micros(*earliest), now_us, active_.size() > 1 || ks.queue.size() > 1)) {
+      next_us_ = now_us + kSharePollUs;  // another process's turn: it takes the slot meanwhile
+      break;
+    }
     if (earliest) {
       limit::LimiterStack stack(head->limiters_);
       auto slot = stack.reserve(now, head->units_);
@@ -167,8 +180,48 @@ std::size_t TurnQueue::grant_locked(std::int64_t now_us, Woken& woken) {
     const std::int64_t wake_us = (*waking_.begin())->second.waking_at - horizon_us_;
     next_us_ = next_us_ ? std::min(*next_us_, wake_us) : wake_us;
   }
+  update_share(now_us);
   if (keys_.size() > 2 * (active_.size() + waking_.size()) + 1024) forget_idle();
   return granted;
+}
+
+bool TurnQueue::my_turn(std::int64_t at_us, std::int64_t now_us, bool stays) {
+  if (!shares_ || active_weight_ <= 0) return true;
+  // A slot about to pass unused goes to whoever asks: the process whose
+  // turn it is was slow to take it, or is gone.
+  const bool anyway = at_us - now_us <= horizon_us_ / 4;
+  auto took = shares_->take(static_cast<double>(active_weight_) / kWeightScale, now_us, anyway, stays);
+  sharing_ = stays;
+  shared_weight_ = active_weight_;
+  shared_us_ = now_us;
+  // Without the shared table, each process grants alone: the limits still hold.
+  return !took || *took;
+}
+
+void TurnQueue::update_share(std::int64_t now_us) {
+  if (!shares_) return;
+  if (active_.empty()) {
+    if (sharing_) (void)shares_->leave(now_us);  // on a failure, its row stops counting by itself
+    sharing_ = false;
+    return;
+  }
+  // Keys wait here: the other processes learn it before their next grant,
+  // and again before the row stops counting, or when the weight moved by a
+  // quarter (a write for every key that comes or goes would be one a call).
+  const bool moved = 4 * std::abs(active_weight_ - shared_weight_) > shared_weight_;
+  if (sharing_ && !moved && now_us - shared_us_ < limit::TurnShares::kLiveUs / 2) return;
+  if (auto joined = shares_->join(static_cast<double>(active_weight_) / kWeightScale, now_us); !joined)
+    return;
+  sharing_ = true;
+  shared_weight_ = active_weight_;
+  shared_us_ = now_us;
+}
+
+void TurnQueue::share_with(std::shared_ptr<limit::TurnShares> shares) {
+  std::lock_guard lock(mu_);
+  if (sharing_ && shares_ != shares) (void)shares_->leave(0);
+  sharing_ = false;
+  shares_ = std::move(shares);
 }
 
 void TurnQueue::forget_idle() {
@@ -230,12 +283,15 @@ Result<std::optional<limit::Reservation>> TurnQueue::ask(std::shared_ptr<Turn>& 
         enqueue(turn, limit::to_micros(now));
       }
       turn->wake_ = std::move(ask.wake);
+      const std::optional<std::int64_t> due = next_us_;
       grant_locked(limit::to_micros(now), woken);
       if (turn->granted()) {
         // Granted in this pass: the asker needs no wake-up.
         std::erase_if(woken, [&](const Wake& w) { return w.turn == turn.get(); });
         take();
-      } else if (was_idle) {
+      } else if (was_idle || (next_us_ && (!due || *next_us_ < *due))) {
+        // The keeper sleeps until the next grant it knew of: a sooner one
+        // (another process's turn, asked again shortly) wakes it.
         notify = notify_;
       }
     }

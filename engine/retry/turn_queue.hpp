@@ -25,6 +25,13 @@
 // driven by whoever asks and by a keeper that calls it at next_grant()
 // (pipeline/turn_keeper.hpp).
 //
+// Between processes. When the limits the keys share are kept in a shared
+// database (scope = "database"), the processes sharing it take turns too
+// (limit/turn_shares.hpp, share_with): a process grants the next slot only
+// when its turn comes, and its turns come in proportion to the weight of
+// the keys it has waiting. So every key gets its share of the limit
+// whichever process holds its steps, not each process an equal share.
+//
 // Thread-safety: every method may be called from any thread; wake callbacks
 // run without the queue's lock held. A Turn belongs to one step.
 #pragma once
@@ -47,6 +54,7 @@
 
 #include "limit/limiter.hpp"
 #include "limit/limiter_stack.hpp"
+#include "limit/turn_shares.hpp"
 #include "ratchet/clock.hpp"
 #include "ratchet/status.hpp"
 
@@ -122,6 +130,13 @@ class TurnQueue {
 
   std::size_t waiting() const;
 
+  // Takes turns with the other processes through `shares` from now on
+  // (null: alone again).
+  void share_with(std::shared_ptr<limit::TurnShares> shares);
+
+  // While another process has the turn, a process asks again this often.
+  static constexpr std::int64_t kSharePollUs = 25'000;
+
  private:
   // A key's steps in the order they asked: a vector holding one step in
   // place, and the index of the first (a std::deque takes half a kilobyte
@@ -130,6 +145,7 @@ class TurnQueue {
   class Fifo {
    public:
     bool empty() const { return head_ == items_.size(); }
+    std::size_t size() const { return items_.size() - head_; }  // counting steps gone, not yet dropped
     std::weak_ptr<Turn>& front() { return items_[head_]; }
     void push_back(std::weak_ptr<Turn> turn) { items_.push_back(std::move(turn)); }
     void pop_front() {
@@ -147,11 +163,12 @@ class TurnQueue {
     absl::InlinedVector<std::weak_ptr<Turn>, 1> items_;
     std::uint32_t head_ = 0;
   };
-  // 56 bytes: `where` takes the queue's tail padding.
+  // 56 bytes: `where` and `weight` take the queue's tail padding.
   struct KeyState {
     enum class Where : std::uint8_t { kIdle, kActive, kWaking };
     [[no_unique_address]] Fifo queue;
     Where where = Where::kIdle;
+    std::uint16_t weight = 0;  // while active: its first step's weight, in 1/kWeightScale
     double pass = 0;
     std::uint64_t order = 0;     // ties in active_ and waking_: the key that joined first
     std::int64_t waking_at = 0;  // its entry in waking_
@@ -180,6 +197,12 @@ class TurnQueue {
   static std::int64_t ready_us(const Turn& turn, std::int64_t now_us);
   void unplace(Entry& key);
   std::size_t grant_locked(std::int64_t now_us, Woken& woken);
+  // Whether this process may grant the slot at `at_us` now (shares_);
+  // `stays`: keys still wait here after it.
+  bool my_turn(std::int64_t at_us, std::int64_t now_us, bool stays);
+  // Keeps this process's part in the shared turns up to date with the keys
+  // it has waiting (joins, refreshes, leaves).
+  void update_share(std::int64_t now_us);
   void forget_idle();
 
   const std::int64_t horizon_us_;
@@ -213,6 +236,15 @@ class TurnQueue {
   std::int64_t last_grant_us_ = 0;
   double spacing_us_ = 0;
   std::function<void()> notify_;
+  // Turns between processes: the weight of the keys active, in 1/kWeightScale.
+  static constexpr double kWeightScale = 64;
+  std::shared_ptr<limit::TurnShares> shares_;
+  std::int64_t active_weight_ = 0;
+  // This process takes part in the shared turns, with this weight, as
+  // written at shared_us_.
+  bool sharing_ = false;
+  std::int64_t shared_weight_ = 0;
+  std::int64_t shared_us_ = 0;
 };
 
 }  // namespace ratchet::retry

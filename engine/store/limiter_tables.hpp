@@ -16,7 +16,9 @@
 //   calls      the log of every slot granted (future rows are reservations)
 //   starts     the log of the calls started (sliding windows)
 // and, per owner of process-scope limits, the journal of starts and the
-// leases on starts not yet saved (limit/start_journal.hpp says why).
+// leases on starts not yet saved (limit/start_journal.hpp says why); and,
+// per name, the turns that processes sharing a limit take
+// (limit/turn_shares.hpp).
 //
 // The methods other than transact() may only be called inside its body, on
 // the thread running it; a backend's failure propagates out of them as an
@@ -91,6 +93,19 @@ class LimiterTables {
   virtual void journal_take_lease(const std::string& owner, const std::string& instance, std::int64_t until,
                                   std::int64_t calls) = 0;
   virtual void journal_end_lease(const std::string& owner, const std::string& instance) = 0;
+
+  // Turns shared between processes (limit/turn_shares.hpp): one row per
+  // owner under `name`, with its pass, the weight of the keys it has
+  // waiting, and until when the row counts.
+  struct TurnRow {
+    std::string owner;
+    double pass = 0;
+    double weight = 0;
+    std::int64_t until = 0;
+  };
+  virtual std::vector<TurnRow> turn_rows(const std::string& name) = 0;
+  virtual void put_turn_row(const std::string& name, const TurnRow& row) = 0;      // insert or replace
+  virtual void prune_turn_rows(const std::string& name, std::int64_t before) = 0;  // until < before
 
   // Values kept once per database (the salt of keyed limits' hashes): the
   // value of `name`, written as `value` when it had none (the first writer wins).

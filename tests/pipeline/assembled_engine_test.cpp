@@ -412,6 +412,83 @@ steps = [{ name = "imdb", call = "imdb.get_rating", args = { name = "{{args.name
   EXPECT_EQ(server_->stats().portals.at("imdb").requests, kAlice + 3);
 }
 
+// Two processes on one database (here two engines, each with connections
+// of its own) share a database-scope limit, and one holds the jobs of three
+// accounts, the other those of a fourth. The turns are taken between the
+// processes by the keys they have waiting: the fourth account gets a
+// quarter of the limit, not half of it for being alone in its process.
+TEST_F(AssembledEngineTest, KeyedLimit_ProcessesSharingALimitTakeTurnsByTheKeysTheyHaveWaiting) {
+  mock_portal::PortalOptions counted;
+  counted.dialect = mock_portal::Dialect::kNone;
+  counted.window = 1s;
+  start_server({{"imdb", counted}});
+  constexpr int kRate = 20;
+  auto config = [&](const std::string& type) {
+    fs::path file = dir_ / (type + ".toml");
+    std::ofstream(file) << "[engine]\ndatabase = \"jobs.db\"\nplugins = \"" << RATCHET_PLUGIN_DIR
+                        << "\"\nworkers = 8\npark_threshold = \"20ms\"\npoll_interval = \"20ms\"\n\n"
+                        << portal("imdb", "[[plugin.imdb.limit]]\nrate = " + std::to_string(kRate) +
+                                              "\nper = \"1s\"\nscope = \"database\"\n"
+                                              "[[plugin.imdb.limit]]\nrate = 100\nper = \"1s\"\n"
+                                              "key = \"{{args.account}}\"\n")
+                        << "[job." << type
+                        << "]\nsteps = [{ name = \"imdb\", call = \"imdb.get_rating\", args = { name = "
+                           "\"{{args.name}}\" } }]\n";
+    return file;
+  };
+  // Each engine claims only the job type its config defines.
+  auto one = Engine::open_config(config("three_accounts"));
+  ASSERT_TRUE(one.has_value()) << one.error().to_string();
+  auto two = Engine::open_config(config("one_account"));
+  ASSERT_TRUE(two.has_value()) << two.error().to_string();
+  std::map<std::string, std::vector<JobId>> by_account;
+  for (int i = 0; i < 40; ++i) {
+    for (const char* account : {"a", "b", "c"}) {
+      if (i >= 25) continue;
+      by_account[account].push_back(*(*one)->enqueue(
+          "three_accounts", {{"name", std::string(account) + std::to_string(i)}, {"account", account}}));
+    }
+    by_account["d"].push_back(
+        *(*two)->enqueue("one_account", {{"name", "d" + std::to_string(i)}, {"account", "d"}}));
+  }
+  ASSERT_TRUE((*one)->start().has_value());
+  ASSERT_TRUE((*two)->start().has_value());
+  std::vector<JobId> mine;
+  for (const char* account : {"a", "b", "c"}) {
+    mine.insert(mine.end(), by_account[account].begin(), by_account[account].end());
+  }
+  EXPECT_EQ(wait_completed(**one, mine, 60s), 75);
+  EXPECT_EQ(wait_completed(**two, by_account["d"], 60s), 40);
+  (*one)->stop();
+  (*two)->stop();
+  std::optional<TimePoint> first;
+  std::map<std::string, std::vector<TimePoint>> finished;
+  for (auto& [account, ids] : by_account) {
+    Engine& engine = account == "d" ? **two : **one;
+    for (JobId id : ids) {
+      auto job = engine.get(id);
+      ASSERT_TRUE(job.has_value() && job->finished_at);
+      first = first ? std::min(*first, *job->finished_at) : *job->finished_at;
+      finished[account].push_back(*job->finished_at);
+    }
+  }
+  // The window's first 20 calls go at once, to whichever process asks
+  // first. From then on all four accounts wait: of the 40 calls of the
+  // next two seconds each gets about 10. Were the processes to take half
+  // each, d would get 20 and a, b and c under 7 each.
+  std::map<std::string, int> in_turns;
+  std::string shares;
+  for (auto& [account, times] : finished) {
+    for (TimePoint t : times) in_turns[account] += t >= *first + 1s && t < *first + 3s ? 1 : 0;
+    shares += account + "=" + std::to_string(in_turns[account]) + " ";
+  }
+  EXPECT_LE(in_turns["d"], 14) << shares;
+  for (const char* account : {"a", "b", "c"}) EXPECT_GE(in_turns[account], 7) << shares;
+  const auto s = server_->stats().portals.at("imdb");
+  EXPECT_EQ(s.requests, 115);
+  EXPECT_LE(s.max_in_window, kRate) << "the shared limit was exceeded at the server";
+}
+
 // Steps waiting for their turns are parked a few seconds at a time, their
 // parks moved on while their process lives: once it is gone (here stopped;
 // killed, it stops moving them the same way) they wake within seconds, for

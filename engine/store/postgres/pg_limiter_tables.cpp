@@ -1,10 +1,21 @@
 #include "store/postgres/pg_limiter_tables.hpp"
 
+#include <array>
+#include <charconv>
+
 #include "store/postgres/session.hpp"
 #include "store/postgres/url.hpp"
 
 namespace ratchet::store::pg {
 namespace {
+
+// A double as text that reads back as the same double (parameters go as text).
+Param exact(double v) {
+  std::array<char, 32> buf{};
+  const auto [end, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), v);
+  (void)ec;  // 32 characters hold any double's shortest form
+  return p(std::string(buf.data(), end));
+}
 
 const char* table_sql(LimiterLog log, const char* calls, const char* starts) {
   return log == LimiterLog::kCalls ? calls : starts;
@@ -168,6 +179,26 @@ class PgLimiterTables final : public LimiterTables {
   void journal_end_lease(const std::string& owner, const std::string& instance) override {
     session_.run("DELETE FROM ratchet_limiter_leases WHERE owner = $1 AND instance = $2",
                  {p(owner), p(instance)});
+  }
+
+  std::vector<TurnRow> turn_rows(const std::string& name) override {
+    Rows r = session_.run("SELECT owner, pass, weight, until_us FROM ratchet_limiter_turns WHERE name = $1",
+                          {p(name)});
+    std::vector<TurnRow> out;
+    for (int i = 0; i < r.size(); ++i) {
+      out.push_back({text(r, i, 0), std::stod(text(r, i, 1)), std::stod(text(r, i, 2)), i64(r, i, 3)});
+    }
+    return out;
+  }
+  void put_turn_row(const std::string& name, const TurnRow& row) override {
+    session_.run(
+        "INSERT INTO ratchet_limiter_turns (name, owner, pass, weight, until_us) VALUES ($1, $2, $3, $4, $5) "
+        "ON CONFLICT (name, owner) DO UPDATE SET pass = excluded.pass, weight = excluded.weight, "
+        "until_us = excluded.until_us",
+        {p(name), p(row.owner), exact(row.pass), exact(row.weight), p(row.until)});
+  }
+  void prune_turn_rows(const std::string& name, std::int64_t before) override {
+    session_.run("DELETE FROM ratchet_limiter_turns WHERE name = $1 AND until_us < $2", {p(name), p(before)});
   }
 
   std::string meta_value(const std::string& name, const std::string& value) override {

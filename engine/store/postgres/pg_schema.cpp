@@ -124,6 +124,18 @@ CREATE TABLE ratchet_database_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE INDEX ratchet_job_errors_at ON ratchet_job_errors (at_us);
 CREATE TABLE ratchet_engine_reports (worker TEXT PRIMARY KEY, updated_us BIGINT NOT NULL, report TEXT NOT NULL);
 )sql"},
+      // The turns that processes sharing a database-scope limit take
+      // between their keys (limit/turn_shares.hpp).
+      {4, R"sql(
+CREATE TABLE ratchet_limiter_turns (
+  name TEXT NOT NULL,
+  owner TEXT NOT NULL,
+  pass DOUBLE PRECISION NOT NULL,
+  weight DOUBLE PRECISION NOT NULL,
+  until_us BIGINT NOT NULL,
+  PRIMARY KEY (name, owner)
+);
+)sql"},
   };
   return kMigrations;
 }

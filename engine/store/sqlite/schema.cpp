@@ -131,6 +131,12 @@ CREATE INDEX job_errors_at ON job_errors(at_us);
 CREATE TABLE engine_reports (worker TEXT PRIMARY KEY, updated_us INTEGER NOT NULL, report TEXT NOT NULL)
   WITHOUT ROWID;
 )sql"},
+      // The turns that processes sharing a database-scope limit take
+      // between their keys (limit/turn_shares.hpp).
+      {9, R"sql(
+CREATE TABLE limiter_turns (name TEXT NOT NULL, owner TEXT NOT NULL, pass REAL NOT NULL, weight REAL NOT NULL,
+  until_us INTEGER NOT NULL, PRIMARY KEY (name, owner)) WITHOUT ROWID;
+)sql"},
   };
   return kMigrations;
 }

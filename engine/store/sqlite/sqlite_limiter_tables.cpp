@@ -208,6 +208,35 @@ class SqliteLimiterTables final : public LimiterTables {
     q->exec();
   }
 
+  std::vector<TurnRow> turn_rows(const std::string& name) override {
+    Use q(stmt("SELECT owner, pass, weight, until_us FROM limiter_turns WHERE name = ?"));
+    q->bind(1, name);
+    std::vector<TurnRow> out;
+    while (q->executeStep()) {
+      out.push_back({q->getColumn(0).getString(), q->getColumn(1).getDouble(), q->getColumn(2).getDouble(),
+                     q->getColumn(3).getInt64()});
+    }
+    return out;
+  }
+
+  void put_turn_row(const std::string& name, const TurnRow& row) override {
+    Use q(stmt(
+        "INSERT OR REPLACE INTO limiter_turns(name, owner, pass, weight, until_us) VALUES(?, ?, ?, ?, ?)"));
+    q->bind(1, name);
+    q->bind(2, row.owner);
+    q->bind(3, row.pass);
+    q->bind(4, row.weight);
+    q->bind(5, row.until);
+    q->exec();
+  }
+
+  void prune_turn_rows(const std::string& name, std::int64_t before) override {
+    Use q(stmt("DELETE FROM limiter_turns WHERE name = ? AND until_us < ?"));
+    q->bind(1, name);
+    q->bind(2, before);
+    q->exec();
+  }
+
   std::string meta_value(const std::string& name, const std::string& value) override {
     {
       Use q(stmt("INSERT OR IGNORE INTO database_meta (name, value) VALUES (?, ?)"));
