@@ -1,6 +1,7 @@
 #include "retry/call_gate.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <span>
 
 #include "common/duration.hpp"
@@ -198,11 +199,20 @@ CallGate::Admission CallGate::admit(CallState& step, TimePoint now) {
   // otherwise says how the step waits.
   auto take_turn = [&](std::size_t own_first, std::size_t own_count) -> std::optional<Admission> {
     if (!step.turn_) step.turn_since_ = now;
-    auto granted = parts_.turns->ask(
-        step.turn_,
-        TurnQueue::Ask{step.keys_.empty() ? std::string() : step.keys_[0], step.turn_weight_,
-                       stack.limiters(), own_first, own_count, units_of(step), step.wake_},
-        now);
+    TurnQueue::Ask ask;
+    ask.key = step.keys_.empty() ? std::string() : step.keys_[0];
+    ask.weight = step.turn_weight_;
+    ask.limiters = stack.limiters();
+    ask.own_first = own_first;
+    ask.own_count = own_count;
+    ask.units = units_of(step);
+    ask.wake = step.wake_;
+    if (step.learned_units_ > 0 && step.units_ == 0 && step.declared_units_ == 0) {
+      ask.in_flight = in_flight_;
+      ask.excess = expected_cost() - step.learned_units_;
+      ask.adopt = &step.excess_hold_;
+    }
+    auto granted = parts_.turns->ask(step.turn_, std::move(ask), now);
     if (!granted) return Fail{granted.error().with_context("rate limiter")};
     if (!*granted) {
       // Counted as waited once granted; max_wait bounds it meanwhile.
@@ -349,6 +359,14 @@ std::int64_t CallGate::learned_cost() const {
   return std::max<std::int64_t>(1, *std::ranges::min_element(costs_));
 }
 
+std::int64_t CallGate::expected_cost() const {
+  std::lock_guard lock(cost_mu_);
+  if (costs_.empty()) return 0;
+  double sum = 0;
+  for (std::int64_t c : costs_) sum += static_cast<double>(c);
+  return std::llround(sum / static_cast<double>(costs_.size()));
+}
+
 void CallGate::settle_units(CallState& step) {
   if (step.units_ > 0 || step.declared_units_ > 0 || step.learned_units_ > 0) return;
   step.learned_units_ = std::min(learned_cost(), config::kMaxCost);
@@ -370,6 +388,8 @@ void CallGate::replied(TimePoint now) {
 CallGate::Verdict CallGate::record(CallState& step, Ticket ticket, const Outcome& outcome,
                                    std::span<const limit::HttpHeader> headers, TimePoint now,
                                    limit::PaceHint* hint_out) {
+  // Its reply came: what it cost is counted now, if its plugin said.
+  step.excess_hold_.release();
   int status = outcome.http_status;
   if (outcome.kind == OutcomeKind::kThrottled) status = 429;
   limit::PaceHint hint = limit::read_rate_headers(headers, status, now, parts_.headers);

@@ -199,8 +199,11 @@ class CallState {
   std::int64_t declared_units_ = 0;  // read from the job by the gate's cost template (bind_keys)
   std::int64_t learned_units_ = 0;   // fixed at its first admit from the gate's learned costs
   std::shared_ptr<Turn> turn_;       // its place in turn for the shared limits
-  TimePoint turn_since_{};           // asked for its turn since
-  double turn_weight_ = 1;           // its key's weight there (bind_keys)
+  // Admitted at a learned cost: what its call is expected to cost beyond
+  // that, counted until its reply comes (TurnQueue, "Costs in flight").
+  UnitsInFlight::Hold excess_hold_;
+  TimePoint turn_since_{};  // asked for its turn since
+  double turn_weight_ = 1;  // its key's weight there (bind_keys)
   std::function<void(TimePoint)> wake_;
   bool further_request_ = false;
 };
@@ -302,7 +305,10 @@ class CallGate {
   // its slot is granted shortly before it comes, after the corrections of
   // the calls before it. Sized at their least, a call is mostly corrected
   // upwards, an overdraft the next grants see at once; a refund behind a
-  // slot already granted would free room nobody takes. Until the first:
+  // slot already granted would free room nobody takes. Until its reply
+  // comes it also counts what it is expected to cost beyond that (their
+  // mean, expected_cost()) as in flight, and the next steps are granted
+  // only with room for it (TurnQueue, "Costs in flight"). Until the first:
   // the declared cost, in the order asked.
   void learn_cost(std::int64_t units);
   // A reply to one of a call's requests came: the opening hold of the
@@ -311,6 +317,9 @@ class CallGate {
   void replied(TimePoint now);
   // The least of the costs remembered (0: nothing learned yet).
   std::int64_t learned_cost() const;
+  // Their mean, rounded (0: nothing learned yet): what a call admitted at
+  // learned_cost() is expected to cost.
+  std::int64_t expected_cost() const;
 
   const CallGateParts& parts() const { return parts_; }
 
@@ -336,6 +345,8 @@ class CallGate {
   static constexpr std::size_t kCostMemory = 32;
   mutable std::mutex cost_mu_;
   std::deque<std::int64_t> costs_;
+  // What the calls admitted at a learned cost may still add (see excess_hold_).
+  std::shared_ptr<UnitsInFlight> in_flight_ = std::make_shared<UnitsInFlight>();
 };
 
 // The learned paces of a plugin's keys: AdaptivePacers over `floor` (the

@@ -143,6 +143,17 @@ std::size_t TurnQueue::grant_locked(std::int64_t now_us, Woken& woken) {
       next_us_ = limit::to_micros(*earliest) - horizon_us_;
       break;
     }
+    if (earliest && head->in_flight_) {
+      // Room for what its call is expected to cost, beside what the calls
+      // granted before it may still add.
+      if (const std::int64_t extra = head->excess_ + head->in_flight_->units(); extra > 0) {
+        auto roomy = limit::LimiterStack::earliest_of(head->shared_, now, head->units_ + extra);
+        if (roomy && limit::to_micros(*roomy) - now_us > horizon_us_) {
+          next_us_ = std::min(limit::to_micros(*roomy) - horizon_us_, now_us + kInFlightPollUs);
+          break;
+        }
+      }
+    }
     if (earliest &&
         !my_turn(limit::to_micros(*earliest), now_us, active_.size() > 1 || ks.queue.size() > 1)) {
       next_us_ = now_us + kSharePollUs;  // another process's turn: it takes the slot meanwhile
@@ -159,6 +170,7 @@ std::size_t TurnQueue::grant_locked(std::int64_t now_us, Woken& woken) {
         }
         last_grant_us_ = std::max(last_grant_us_, at_us);
         head->slot_ = std::move(*slot);
+        head->hold_ = UnitsInFlight::hold(head->in_flight_, head->excess_);
       } else {
         head->error_ = slot.error();
       }
@@ -258,6 +270,7 @@ Result<std::optional<limit::Reservation>> TurnQueue::ask(std::shared_ptr<Turn>& 
         failed = *turn->error_;
       } else if (same(*turn)) {
         out = std::move(turn->slot_);
+        if (ask.adopt) *ask.adopt = std::move(turn->hold_);
       }
       turn.reset();
     };
@@ -279,6 +292,8 @@ Result<std::optional<limit::Reservation>> TurnQueue::ask(std::shared_ptr<Turn>& 
         turn->shared_.insert(turn->shared_.end(), own_end, ask.limiters.end());
         turn->limiters_ = ask.limiters;
         turn->units_ = ask.units;
+        turn->in_flight_ = std::move(ask.in_flight);
+        turn->excess_ = std::max<std::int64_t>(0, ask.excess);
         turn->asked_ = now;
         enqueue(turn, limit::to_micros(now));
       }

@@ -25,6 +25,16 @@
 // driven by whoever asks and by a keeper that calls it at next_grant()
 // (pipeline/turn_keeper.hpp).
 //
+// Costs in flight. A step whose cost is learned from replies is admitted at
+// the least its operation's calls cost, and corrected when its reply says
+// what it cost. Granted at that least, a whole window's worth of calls
+// could be granted before the first of them is corrected, and the
+// overdraft of their corrections would move the later ones on (a second
+// park each) or reach the server. So each such grant also counts what the
+// call is expected to cost beyond its slot (UnitsInFlight), until its
+// reply comes, and a step is granted only when the limits have room for
+// its slot and for what the calls granted before it may still add.
+//
 // Between processes. When the limits the keys share are kept in a shared
 // database (scope = "database"), the processes sharing it take turns too
 // (limit/turn_shares.hpp, share_with): a process grants the next slot only
@@ -60,6 +70,52 @@
 
 namespace ratchet::retry {
 
+// The units that calls granted in turn may still add to the limits beyond
+// their slots (see "Costs in flight"), shared by an operation's steps.
+class UnitsInFlight {
+ public:
+  std::int64_t units() const { return units_.load(std::memory_order_acquire); }
+
+  // Counts `units` while it lives (moved, the count goes with it).
+  class Hold {
+   public:
+    Hold() = default;
+    Hold(Hold&& other) noexcept : owner_(std::move(other.owner_)), units_(std::exchange(other.units_, 0)) {}
+    Hold& operator=(Hold&& other) noexcept {
+      if (this != &other) {
+        release();
+        owner_ = std::move(other.owner_);
+        units_ = std::exchange(other.units_, 0);
+      }
+      return *this;
+    }
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
+    ~Hold() { release(); }
+    void release() {
+      if (owner_ && units_ > 0) owner_->units_.fetch_sub(units_, std::memory_order_acq_rel);
+      owner_.reset();
+      units_ = 0;
+    }
+
+   private:
+    friend class UnitsInFlight;
+    std::shared_ptr<UnitsInFlight> owner_;
+    std::int64_t units_ = 0;
+  };
+  static Hold hold(const std::shared_ptr<UnitsInFlight>& self, std::int64_t units) {
+    Hold h;
+    if (!self || units <= 0) return h;
+    self->units_.fetch_add(units, std::memory_order_acq_rel);
+    h.owner_ = self;
+    h.units_ = units;
+    return h;
+  }
+
+ private:
+  std::atomic<std::int64_t> units_{0};
+};
+
 // One step's place in its key's queue, kept by its CallState across parks.
 class Turn {
  public:
@@ -74,6 +130,9 @@ class Turn {
   std::vector<std::shared_ptr<limit::Limiter>> own_;       // its keys' (a part of limiters_)
   std::vector<std::shared_ptr<limit::Limiter>> shared_;    // the rest
   std::int64_t units_ = 1;
+  std::shared_ptr<UnitsInFlight> in_flight_;  // see Ask
+  std::int64_t excess_ = 0;
+  UnitsInFlight::Hold hold_;  // its excess, from its grant until its step takes it
   TimePoint asked_{};
   std::function<void(TimePoint)> wake_;
   // Guarded by the queue's lock.
@@ -100,6 +159,13 @@ class TurnQueue {
     std::int64_t units = 1;
     // Called once when a turn queued here is granted, with its slot's time.
     std::function<void(TimePoint)> wake;
+    // A call whose cost is learned from replies ("Costs in flight"): it is
+    // granted only with room beside its slot for the units `in_flight`
+    // counts, and once granted counts `excess` there itself, held by
+    // `*adopt` when its step takes the slot (until its reply comes).
+    std::shared_ptr<UnitsInFlight> in_flight;
+    std::int64_t excess = 0;
+    UnitsInFlight::Hold* adopt = nullptr;
   };
   // The step's slot in all of `ask.limiters`, when its turn has come (now,
   // or granted since it asked; the slot is then taken out of `turn`).
@@ -136,6 +202,9 @@ class TurnQueue {
 
   // While another process has the turn, a process asks again this often.
   static constexpr std::int64_t kSharePollUs = 25'000;
+  // While the costs of calls in flight may take the room, a grant is
+  // tried again this often (their replies correct the limits meanwhile).
+  static constexpr std::int64_t kInFlightPollUs = 5'000;
 
  private:
   // A key's steps in the order they asked: a vector holding one step in

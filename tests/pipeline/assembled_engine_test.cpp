@@ -601,11 +601,14 @@ steps = [{ name = "imdb", call = "imdb.get_rating", args = { name = "{{args.name
   EXPECT_EQ(stats.throttled, 0) << stats.requests << " requests";
   // The most arrivals within 400 ms: a window's quota at once, where a pace
   // spread over the window (255 ms apart) puts two after the opening's few.
-  // An instrumented build sends a burst more slowly.
+  // An instrumented build sends a burst more slowly: within 1 s, where a
+  // pace puts at most five, it was seen to put six of the seven at once.
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
   constexpr std::int64_t kSpan = 1'000'000;
+  constexpr std::size_t kBurst = 6;
 #else
   constexpr std::int64_t kSpan = 400'000;
+  constexpr std::size_t kBurst = 7;
 #endif
   const auto requests = server_->requests();
   std::size_t most = 0;
@@ -616,7 +619,7 @@ steps = [{ name = "imdb", call = "imdb.get_rating", args = { name = "{{args.name
     }
     most = std::max(most, n);
   }
-  EXPECT_GE(most, 7u) << "what remained of a window after its first call went at once";
+  EXPECT_GE(most, kBurst) << "what remained of a window after its first call went at once";
 }
 
 // Weighted calls end to end: each query costs the portal 1 to 6 units of
@@ -711,12 +714,16 @@ TEST_P(WeightedParksTest, EachCallParksAboutOnce) {
     EXPECT_LE(most, 1) << parks << " parks for " << s.requests << " requests";
     EXPECT_EQ(s.throttled, 0);
   } else {
-    // Halfway to the two parks a call admitted at one unit takes. Costs
-    // reported after the slots were granted move some slots a window on,
-    // and a few of those calls park again: 1.05 to 1.38 parks a call in
-    // twenty runs.
-    EXPECT_LE(per_call, 1.5) << parks << " parks for " << s.requests << " requests, at most " << most << ":\n"
+    // Admitted at the least cost its operation's replies reported (one
+    // unit), each call is granted only with room beside it for what the
+    // calls granted before it may still add (TurnQueue, "Costs in flight"),
+    // so their corrections seldom move a granted slot: 0.78 to 1.07 parks
+    // a call in twenty runs, where 1.05 to 1.38 were seen without.
+    EXPECT_LE(per_call, 1.2) << parks << " parks for " << s.requests << " requests, at most " << most << ":\n"
                              << worst << " throttled " << s.throttled;
+    // A correction's overdraft may reach the server (semantics point 7:
+    // within one call's largest overdraft); 0 to 3 were seen, 3 to 7 without.
+    EXPECT_LE(s.throttled, 5) << s.requests << " requests";
   }
 }
 

@@ -84,9 +84,18 @@ struct Bed {
   }
   void ask(Process& p, Process::Step& s) {
     Process::Step* sp = &s;
-    auto got = p.queue.ask(
-        s.turn, TurnQueue::Ask{s.key, s.weight, {p.limiter}, 0, 0, 1, [sp](TimePoint) { sp->woken = true; }},
-        clock.now());
+    auto got = p.queue.ask(s.turn,
+                           TurnQueue::Ask{s.key,
+                                          s.weight,
+                                          {p.limiter},
+                                          0,
+                                          0,
+                                          1,
+                                          [sp](TimePoint) { sp->woken = true; },
+                                          nullptr,
+                                          0,
+                                          nullptr},
+                           clock.now());
     ASSERT_TRUE(got) << got.error().to_string();
     s.woken = false;
     if (!*got) return;

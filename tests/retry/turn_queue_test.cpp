@@ -61,9 +61,10 @@ struct Bed {
   void take(Step& s, double weight = 1) {
     auto limiters = limiters_of(s.key);
     const std::size_t own_count = limiters.size() - 1;
-    auto got = queue.ask(
-        s.turn, TurnQueue::Ask{s.key, weight, limiters, 1, own_count, 1, [&s](TimePoint) { ++s.woken; }},
-        clock.now());
+    auto got = queue.ask(s.turn,
+                         TurnQueue::Ask{s.key, weight, limiters, 1, own_count, 1,
+                                        [&s](TimePoint) { ++s.woken; }, nullptr, 0, nullptr},
+                         clock.now());
     ASSERT_TRUE(got) << got.error().to_string();
     if (*got) {
       EXPECT_LE(got->value().at() - clock.now(), 50ms) << "a slot granted beyond the horizon";
@@ -197,7 +198,9 @@ TEST(TurnQueue, TheOnlyStepOfAKeyAskingAgainForOtherUnits_IsGrantedOnceAndTheGra
   for (int i = 0; i < 3; ++i) bed.ask("bob");
   int woken = 0;
   auto got = bed.queue.ask(
-      again.turn, TurnQueue::Ask{"alice", 1, {bed.shared}, 1, 0, 2, [&woken](TimePoint) { ++woken; }},
+      again.turn,
+      TurnQueue::Ask{
+          "alice", 1, {bed.shared}, 1, 0, 2, [&woken](TimePoint) { ++woken; }, nullptr, 0, nullptr},
       bed.clock.now());
   ASSERT_TRUE(got) << got.error().to_string();
   ASSERT_FALSE(got->has_value());
@@ -238,6 +241,79 @@ TEST(TurnQueue, NextGrantIsWhenTheHeadsSlotComesWithinTheHorizon) {
   EXPECT_EQ(bed.queue.grant(bed.clock.now()), 1u);
   EXPECT_EQ(second.woken, 1);
   EXPECT_FALSE(bed.queue.next_grant().has_value());  // nobody waits
+}
+
+// Costs in flight: calls admitted at their operation's least cost (1 unit)
+// but expected to cost 3 are granted only while the limit has room for
+// what those granted before them may still add. Ten steps asking at once
+// into a budget of 10 units a second get three slots, not ten; and once
+// each reply has corrected its call to 3 units, the next grants wait for
+// room, so no second ever holds more than 10 units.
+TEST(TurnQueue, CostsInFlight_AGrantLeavesRoomForWhatTheCallsBeforeItMayAdd) {
+  FakeClock clock;
+  config::LimitSpec spec;
+  spec.algorithm = config::LimitAlgorithm::kSlidingWindow;
+  spec.rate = 10;
+  spec.per = 1s;
+  auto made = limit::make_limiter(spec, "portal/weighted");
+  ASSERT_TRUE(made) << made.error().to_string();
+  std::shared_ptr<limit::Limiter> shared = *made;
+  TurnQueue queue{50ms};
+  auto in_flight = std::make_shared<UnitsInFlight>();
+  struct Step {
+    std::shared_ptr<Turn> turn;
+    UnitsInFlight::Hold hold;
+    std::optional<limit::Reservation> slot;
+    bool woken = false;
+    bool replied = false;
+  };
+  std::vector<std::unique_ptr<Step>> steps;
+  std::vector<std::pair<TimePoint, std::int64_t>> spent;  // (start, units) of every call
+  auto take = [&](Step& s) {
+    auto got = queue.ask(
+        s.turn,
+        TurnQueue::Ask{"", 1, {shared}, 1, 0, 1, [&s](TimePoint) { s.woken = true; }, in_flight, 2, &s.hold},
+        clock.now());
+    ASSERT_TRUE(got) << got.error().to_string();
+    if (!*got) return;
+    s.slot = std::move(**got);
+  };
+  for (int i = 0; i < 10; ++i) {
+    steps.push_back(std::make_unique<Step>());
+    take(*steps.back());
+  }
+  int granted = 0;
+  for (auto& s : steps) granted += s->slot ? 1 : 0;
+  EXPECT_EQ(granted, 3) << "granted before any reply";
+  EXPECT_EQ(in_flight->units(), 6);
+  // Every 10 ms: the calls whose slots came start; each replies 10 ms later
+  // with its cost of 3 units, and its hold goes (as CallGate::record does).
+  limit::LimiterStack stack({shared});
+  for (int tick = 0; tick < 500; ++tick) {
+    clock.advance(10ms);
+    queue.grant(clock.now());
+    for (auto& s : steps) {
+      if (s->woken && !s->slot) take(*s);
+      if (!s->slot || s->replied) continue;
+      if (!s->slot->started()) {
+        if (s->slot->at() > clock.now()) continue;
+        auto started = stack.start(*s->slot, clock.now());
+        ASSERT_TRUE(started && *started);
+        continue;
+      }
+      ASSERT_TRUE(stack.adjust(*s->slot, 3, clock.now()));
+      s->hold.release();
+      s->replied = true;
+      spent.emplace_back(s->slot->counted_at(), 3);
+    }
+  }
+  ASSERT_EQ(spent.size(), 10u) << "every step was granted in the end";
+  EXPECT_EQ(in_flight->units(), 0);
+  for (const auto& [from, units] : spent) {
+    std::int64_t in_second = 0;
+    for (const auto& [at, u] : spent) in_second += at >= from && at < from + 1s ? u : 0;
+    EXPECT_LE(in_second, 10) << "units spent in the second from a start";
+  }
 }
 
 }  // namespace
