@@ -38,7 +38,8 @@ Result<std::shared_ptr<DatabaseTurnShares>> DatabaseTurnShares::open(std::string
       new DatabaseTurnShares(std::move(name), std::move(owner), std::move(*tables)));
 }
 
-Result<bool> DatabaseTurnShares::take(double weight, std::int64_t now_us, bool anyway, bool stays) {
+Result<TurnShares::Taken> DatabaseTurnShares::take(double weight, std::int64_t now_us, bool anyway,
+                                                   bool stays) {
   return decide(weight, now_us, true, anyway, stays ? now_us + kLiveUs : now_us - 1);
 }
 
@@ -48,10 +49,11 @@ Status DatabaseTurnShares::join(double weight, std::int64_t now_us) {
   return {};
 }
 
-Result<bool> DatabaseTurnShares::decide(double weight, std::int64_t now_us, bool grant, bool anyway,
-                                        std::int64_t until) {
+Result<TurnShares::Taken> DatabaseTurnShares::decide(double weight, std::int64_t now_us, bool grant,
+                                                     bool anyway, std::int64_t until) {
   weight = std::max(weight, 1e-9);
   bool mine = false;
+  bool alone = true;
   std::lock_guard lock(tables_->mu);
   store::LimiterTables& db = *tables_->db;
   auto st = db.transact(name_, (grant ? "take a turn on " : "join the turns on ") + name_, [&] {
@@ -75,6 +77,7 @@ Result<bool> DatabaseTurnShares::decide(double weight, std::int64_t now_us, bool
     mine = true;
     for (const auto& r : rows) {
       if (r.owner == kLatest || r.owner == owner_ || r.until < now_us || r.weight <= 0) continue;
+      alone = false;
       const double theirs = at_least(r.pass, r.weight);
       if (theirs < pass || (theirs == pass && r.owner < owner_)) mine = false;
     }
@@ -87,7 +90,7 @@ Result<bool> DatabaseTurnShares::decide(double weight, std::int64_t now_us, bool
     if (stale) db.prune_turn_rows(name_, now_us - kForgetUs);
   });
   if (!st) return fail(st.error());
-  return mine;
+  return Taken{mine, alone};
 }
 
 Status DatabaseTurnShares::leave(std::int64_t now_us) {

@@ -38,11 +38,17 @@ class TurnShares {
   static constexpr std::int64_t kLiveUs = 1'000'000;
 
   virtual ~TurnShares() = default;
+  struct Taken {
+    // It is this process's turn (or `anyway`), and its pass moved on by
+    // 1/weight; false: another process's turn.
+    bool mine = false;
+    // No other process takes part now.
+    bool alone = false;
+  };
   // This process has keys of total weight `weight` (> 0) waiting, and a
-  // slot to grant. True: it is its turn (or `anyway`), and its pass moved
-  // on by 1/weight; false: another process's turn. `stays`: keys still wait
-  // here after this slot (false: this process leaves the turns with it).
-  [[nodiscard]] virtual Result<bool> take(double weight, std::int64_t now_us, bool anyway, bool stays) = 0;
+  // slot to grant. `stays`: keys still wait here after this slot (false:
+  // this process leaves the turns with it).
+  [[nodiscard]] virtual Result<Taken> take(double weight, std::int64_t now_us, bool anyway, bool stays) = 0;
   // This process has keys of total weight `weight` waiting: the others
   // leave it its turns from now on (and for kLiveUs after the last call).
   [[nodiscard]] virtual Status join(double weight, std::int64_t now_us) = 0;
@@ -62,7 +68,7 @@ class DatabaseTurnShares final : public TurnShares {
                                                                         const ConnectionFactory& connect,
                                                                         std::string owner = {});
 
-  Result<bool> take(double weight, std::int64_t now_us, bool anyway, bool stays) override;
+  Result<Taken> take(double weight, std::int64_t now_us, bool anyway, bool stays) override;
   Status join(double weight, std::int64_t now_us) override;
   Status leave(std::int64_t now_us) override;
 
@@ -72,8 +78,8 @@ class DatabaseTurnShares final : public TurnShares {
   // if it was not taking part), whether it is the lowest of those taking
   // part, and (grant) the grant; its row is written with `weight` and
   // counts until `until`.
-  [[nodiscard]] Result<bool> decide(double weight, std::int64_t now_us, bool grant, bool anyway,
-                                    std::int64_t until);
+  [[nodiscard]] Result<Taken> decide(double weight, std::int64_t now_us, bool grant, bool anyway,
+                                     std::int64_t until);
 
   const std::string name_;
   const std::string owner_;

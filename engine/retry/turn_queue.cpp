@@ -198,7 +198,7 @@ std::size_t TurnQueue::grant_locked(std::int64_t now_us, Woken& woken) {
 }
 
 bool TurnQueue::my_turn(std::int64_t at_us, std::int64_t now_us, bool stays) {
-  if (!shares_ || active_weight_ <= 0) return true;
+  if (!shares_ || active_weight_ <= 0 || now_us < alone_until_us_) return true;
   // A slot about to pass unused goes to whoever asks: the process whose
   // turn it is was slow to take it, or is gone.
   const bool anyway = at_us - now_us <= horizon_us_ / 4;
@@ -207,7 +207,9 @@ bool TurnQueue::my_turn(std::int64_t at_us, std::int64_t now_us, bool stays) {
   shared_weight_ = active_weight_;
   shared_us_ = now_us;
   // Without the shared table, each process grants alone: the limits still hold.
-  return !took || *took;
+  if (!took) return true;
+  if (took->alone) alone_until_us_ = now_us + kAloneUs;
+  return took->mine;
 }
 
 void TurnQueue::update_share(std::int64_t now_us) {
@@ -232,6 +234,7 @@ void TurnQueue::update_share(std::int64_t now_us) {
 void TurnQueue::share_with(std::shared_ptr<limit::TurnShares> shares) {
   std::lock_guard lock(mu_);
   if (sharing_ && shares_ != shares) (void)shares_->leave(0);
+  alone_until_us_ = 0;
   sharing_ = false;
   shares_ = std::move(shares);
 }

@@ -202,6 +202,10 @@ class TurnQueue {
 
   // While another process has the turn, a process asks again this often.
   static constexpr std::int64_t kSharePollUs = 25'000;
+  // A process that found itself alone in the shared turns grants without
+  // asking the database again for this long (a newcomer waits that much
+  // longer for its first turn; a call each would be a transaction each).
+  static constexpr std::int64_t kAloneUs = 50'000;
   // While the costs of calls in flight may take the room, a grant is
   // tried again this often (their replies correct the limits meanwhile).
   static constexpr std::int64_t kInFlightPollUs = 5'000;
@@ -314,6 +318,7 @@ class TurnQueue {
   bool sharing_ = false;
   std::int64_t shared_weight_ = 0;
   std::int64_t shared_us_ = 0;
+  std::int64_t alone_until_us_ = 0;  // no other process took part at the last look
 };
 
 }  // namespace ratchet::retry

@@ -316,5 +316,51 @@ TEST(TurnQueue, CostsInFlight_AGrantLeavesRoomForWhatTheCallsBeforeItMayAdd) {
   }
 }
 
+// Shared turns (limit/turn_shares.hpp): a process that finds itself alone
+// in them grants without asking the database again for kAloneUs, so a
+// plugin whose calls seldom wait pays a transaction each 50 ms, not one a
+// call; while another process takes part, every grant asks.
+TEST(TurnQueue, SharedTurns_AProcessAloneAsksTheDatabaseOnceIn50ms) {
+  struct CountingShares final : limit::TurnShares {
+    bool alone = true;
+    int takes = 0;
+    Result<Taken> take(double, std::int64_t, bool, bool) override {
+      ++takes;
+      return Taken{true, alone};
+    }
+    Status join(double, std::int64_t) override { return {}; }
+    Status leave(std::int64_t) override { return {}; }
+  };
+  for (const bool alone : {true, false}) {
+    FakeClock clock;
+    config::LimitSpec spec;
+    spec.algorithm = config::LimitAlgorithm::kSlidingWindow;
+    spec.rate = 10'000;
+    spec.per = 1s;
+    auto made = limit::make_limiter(spec, "portal/roomy");
+    ASSERT_TRUE(made) << made.error().to_string();
+    std::shared_ptr<limit::Limiter> shared = *made;
+    auto shares = std::make_shared<CountingShares>();
+    shares->alone = alone;
+    TurnQueue queue{50ms};
+    queue.share_with(shares);
+    // 100 calls 1 ms apart, each granted as it asks.
+    for (int i = 0; i < 100; ++i) {
+      std::shared_ptr<Turn> turn;
+      auto got = queue.ask(
+          turn,
+          TurnQueue::Ask{"k" + std::to_string(i % 3), 1, {shared}, 1, 0, 1, nullptr, nullptr, 0, nullptr},
+          clock.now());
+      ASSERT_TRUE(got && *got);
+      clock.advance(1ms);
+    }
+    if (alone) {
+      EXPECT_LE(shares->takes, 3) << "asked the database about every call while alone";
+    } else {
+      EXPECT_EQ(shares->takes, 100);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ratchet::retry
