@@ -31,6 +31,17 @@ std::shared_ptr<limit::Limiter> paced() {
   return *l;
 }
 
+// A sliding window of `rate` calls (units) a second.
+std::shared_ptr<limit::Limiter> sliding(std::int64_t rate, const std::string& key) {
+  config::LimitSpec spec;
+  spec.algorithm = config::LimitAlgorithm::kSlidingWindow;
+  spec.rate = rate;
+  spec.per = 1s;
+  auto l = limit::make_limiter(spec, key);
+  EXPECT_TRUE(l) << (l ? "" : l.error().to_string());
+  return l ? *l : nullptr;
+}
+
 // Steps of several keys asking for turns; every grant is written down.
 struct Bed {
   FakeClock clock;
@@ -251,13 +262,8 @@ TEST(TurnQueue, NextGrantIsWhenTheHeadsSlotComesWithinTheHorizon) {
 // room, so no second ever holds more than 10 units.
 TEST(TurnQueue, CostsInFlight_AGrantLeavesRoomForWhatTheCallsBeforeItMayAdd) {
   FakeClock clock;
-  config::LimitSpec spec;
-  spec.algorithm = config::LimitAlgorithm::kSlidingWindow;
-  spec.rate = 10;
-  spec.per = 1s;
-  auto made = limit::make_limiter(spec, "portal/weighted");
-  ASSERT_TRUE(made) << made.error().to_string();
-  std::shared_ptr<limit::Limiter> shared = *made;
+  std::shared_ptr<limit::Limiter> shared = sliding(10, "portal/weighted");
+  ASSERT_TRUE(shared);
   TurnQueue queue{50ms};
   auto in_flight = std::make_shared<UnitsInFlight>();
   struct Step {
@@ -333,13 +339,8 @@ TEST(TurnQueue, SharedTurns_AProcessAloneAsksTheDatabaseOnceIn50ms) {
   };
   for (const bool alone : {true, false}) {
     FakeClock clock;
-    config::LimitSpec spec;
-    spec.algorithm = config::LimitAlgorithm::kSlidingWindow;
-    spec.rate = 10'000;
-    spec.per = 1s;
-    auto made = limit::make_limiter(spec, "portal/roomy");
-    ASSERT_TRUE(made) << made.error().to_string();
-    std::shared_ptr<limit::Limiter> shared = *made;
+    std::shared_ptr<limit::Limiter> shared = sliding(10'000, "portal/roomy");
+    ASSERT_TRUE(shared);
     auto shares = std::make_shared<CountingShares>();
     shares->alone = alone;
     TurnQueue queue{50ms};
