@@ -388,7 +388,7 @@ void AdaptivePacer::count_remaining_locked(std::int64_t remaining, std::int64_t 
   std::int64_t to_come = quota_pending_ + outstanding_;
   for (auto it = spent_.rbegin(); it != spent_.rend() && it->first > from_us; ++it) to_come += it->second;
   const std::int64_t left = remaining - to_come;
-  if (window_us < kQuotaBurstWindow || window_us > kQuotaBurstSpan) {
+  if ((window_us < kQuotaBurstWindow && exact_window_locked() > 0) || window_us > kQuotaBurstSpan) {
     // A window of a second or so is kept by an even pace: in a steady
     // stream of calls the pace uses it whole, where bursts at its starts
     // lose units to replies that come back out of order (each counted
@@ -396,7 +396,10 @@ void AdaptivePacer::count_remaining_locked(std::int64_t remaining, std::int64_t 
     // their way) and to probes (the oscar benchmark's learned row: 1.05
     // times the bound paced, 1.14 to 1.35 in bursts). A long one (an hour's
     // quota) is kept by the pace too. Neither is counted here; between them
-    // the window's end is placed by its phase (window_phase.hpp).
+    // the window's end is placed by its phase (window_phase.hpp). A time to
+    // a reset under 1.5 s, the window's length not known, may be the tail
+    // of a longer window: what remains of it is counted (a two-second
+    // window's first reply, 0.1 s from its end, says one second).
     quota_until_us_ = 0;
     return;
   }

@@ -40,7 +40,8 @@
 //   - What remains of the server's window (a reply's Remaining and its
 //     reset), with no limit declared: the calls started after the replying
 //     one, and the slots granted, count against it, for windows of 1.5 s
-//     to 10 s (shorter and longer ones are kept by the pace, see
+//     to 10 s, and for any window up to 10 s whose length is not known
+//     exactly yet (shorter and longer ones are kept by the pace, see
 //     count_remaining_locked). While some remains, slots
 //     are granted at once, unspaced, so that each window's quota goes at
 //     its start as the server allows (an even pace would leave a fixed

@@ -142,5 +142,19 @@ TEST(AdaptivePacer_Phase, FixedWindowsOfTwoSecondsAreUsedFromTheirStartOnceTheir
   }
 }
 
+TEST(AdaptivePacer_Phase, AFirstWindowThatEndsWithinASecondIsUsedWhole) {
+  // The first reply of a two-second window 0.1 s from its end says it
+  // resets in a second: no more is known of the window's length, and what
+  // remains of it goes at once, as in any window. Kept by an even pace, as
+  // a window of a second is, 52 calls took 1.97 times the bound.
+  FixedWindowServer server{2 * kSecond, 700'000, 20, 9'000};
+  const std::int64_t t0 = 1'700'000'000 * kSecond + 600'000;
+  const PacedRun run = run_against(server, 52, t0, 8);
+  const double makespan = static_cast<double>(run.last_arrival - run.first_arrival) / 1e6;
+  const double bound = bound_s(server, run.first_arrival, 52);
+  EXPECT_EQ(run.refused, 0);
+  EXPECT_LE(makespan, 1.15 * bound) << makespan << " s against " << bound;
+}
+
 }  // namespace
 }  // namespace ratchet::limit
