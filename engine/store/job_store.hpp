@@ -81,6 +81,12 @@ struct ClaimRequest {
   // A job is dead once its lease expired this often while it ran alone
   // (store/quarantine.hpp); expiries beside other jobs make it a suspect.
   int max_lease_expiries = 3;
+  // A job another process parked is claimed only once it has been due this
+  // long: the process that parked it holds the slot it waits for (a
+  // reserved limiter slot lives in that process), and taken by another it
+  // would wait for a slot of its own while the one reserved goes unused.
+  // A process stopped or gone leaves its parked jobs to the others after it.
+  Micros others_parked_after = 1'000'000;
 };
 
 // A job handed to a worker with everything it needs to resume.

@@ -264,6 +264,47 @@ TEST_P(JobStoreTest, Park_SchedulesAtUntilKeepsAttemptAndRecordsTimeline) {
   EXPECT_EQ(c.jobs[0].attempt, 1);
 }
 
+// The process that parked a job holds the limiter slot it waits for: it
+// takes the job back when it falls due, and another process only once it
+// has been due a second (its parker stopped or gone), each told when.
+TEST_P(JobStoreTest, Claim_AJobParkedByAnotherProcessGoesToItFirstAndToOthersASecondLater) {
+  JobId parked = add();
+  claim("a", kT0);
+  ASSERT_TRUE(
+      store_->write([&](JobStore& s) {
+              return s.park(parked, {"a", 1}, kT0 + 5 * kSec, "limiter", kT0);
+            })
+          .value()
+          .held);
+  JobId fresh = add("t", kT0 + 7 * kSec);
+  auto b_early = claim("b", kT0 + kSec);
+  EXPECT_TRUE(b_early.jobs.empty());
+  ASSERT_TRUE(b_early.next_run_at);
+  EXPECT_EQ(*b_early.next_run_at, kT0 + 6 * kSec) << "to b, the parked job falls due a second after its time";
+  auto a_early = claim("a", kT0 + kSec);
+  ASSERT_TRUE(a_early.next_run_at);
+  EXPECT_EQ(*a_early.next_run_at, kT0 + 5 * kSec) << "to a, at its time";
+  EXPECT_TRUE(claim("b", kT0 + 5 * kSec + kSec / 2).jobs.empty()) << "due half a second: still a's";
+  auto b_late = claim("b", kT0 + 6 * kSec);
+  ASSERT_EQ(b_late.jobs.size(), 1u) << "due a second: a is stopped or gone, b takes it";
+  EXPECT_EQ(b_late.jobs[0].id, parked);
+  EXPECT_TRUE(b_late.jobs[0].resumed);
+  // Claimed, it is nobody's parked job any more: a fresh job, or one parked
+  // again, goes to whoever asks at its time.
+  ASSERT_TRUE(store_
+                  ->write([&](JobStore& s) {
+                    return s.park(parked, {"b", 2}, kT0 + 7 * kSec, "limiter", kT0 + 6 * kSec);
+                  })
+                  .value()
+                  .held);
+  auto a_at_seven = claim("a", kT0 + 7 * kSec);
+  ASSERT_EQ(a_at_seven.jobs.size(), 1u);
+  EXPECT_EQ(a_at_seven.jobs[0].id, fresh);
+  auto b_at_seven = claim("b", kT0 + 7 * kSec);
+  ASSERT_EQ(b_at_seven.jobs.size(), 1u);
+  EXPECT_EQ(b_at_seven.jobs[0].id, parked);
+}
+
 // A step parked for its turn is parked a few seconds at a time and moved on
 // while its process lives: a move goes only later, only for the attempt
 // that parked, and never undoes a resume to a sooner time.

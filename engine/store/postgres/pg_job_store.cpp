@@ -138,12 +138,14 @@ ClaimResult PgJobStore::claim(const ClaimRequest& req) {
       "  WHERE state IN ('scheduled', 'available', 'retryable') AND suspect = 0 AND run_at_us <= $3"
       "  AND type IN (SELECT jsonb_array_elements_text($4::jsonb))"
       "  AND ($5::jsonb IS NULL OR queue IN (SELECT jsonb_array_elements_text($5::jsonb)))"
+      "  AND (parked_by IS NULL OR parked_by = $1 OR run_at_us <= $8)"
       "  ORDER BY priority, resume DESC, run_at_us, id LIMIT $6 FOR UPDATE SKIP LOCKED), "
       // The suspect is locked already (next_suspect).
       "picked AS (SELECT id, priority, resume, run_at_us FROM ratchet_jobs WHERE id = ANY($7::bigint[]) "
       "  UNION ALL SELECT id, priority, resume, run_at_us FROM due) "
       "UPDATE ratchet_jobs j SET state = 'running', attempt = j.attempt + 1 - j.resume, resume = 0, "
-      "lease_owner = $1, lease_token = j.lease_token + 1, lease_expires_us = $2, updated_us = $3 "
+      "parked_by = NULL, lease_owner = $1, lease_token = j.lease_token + 1, lease_expires_us = $2, "
+      "updated_us = $3 "
       "FROM picked WHERE j.id = picked.id "
       "RETURNING j.id, j.type, j.queue, j.args, j.attempt, j.max_attempts, j.cancel_requested, "
       "j.lease_token, picked.resume, picked.priority, picked.run_at_us, "
@@ -152,7 +154,8 @@ ClaimResult PgJobStore::claim(const ClaimRequest& req) {
       "EXISTS (SELECT 1 FROM ratchet_steps s WHERE s.job_id = j.id AND s.state = 'completed')",
       {p(req.owner), p(req.lease_until), p(req.now), p(json_array(req.types)), queues_param(req.queues),
        p(std::int64_t{std::max(room, 0)}),
-       p(suspect.empty() ? std::string("{}") : "{" + std::to_string(suspect.front()) + "}")});
+       p(suspect.empty() ? std::string("{}") : "{" + std::to_string(suspect.front()) + "}"),
+       p(req.now - req.others_parked_after)});
   struct Row {
     bool suspect;
     std::int64_t priority;
@@ -193,10 +196,13 @@ ClaimResult PgJobStore::claim(const ClaimRequest& req) {
     }
     result.jobs.push_back(std::move(row.job));
   }
+  // Due for this process at its time, or, parked by another, that much later.
   Rows next = s_.run(
-      "SELECT min(run_at_us) FROM ratchet_jobs WHERE state IN ('scheduled', 'available', 'retryable') AND "
-      "run_at_us > $1",
-      {p(req.now)});
+      "SELECT LEAST((SELECT min(run_at_us) FROM ratchet_jobs WHERE state IN ('scheduled', 'available', "
+      "'retryable') AND run_at_us > $1 AND (parked_by IS NULL OR parked_by = $2)), "
+      "(SELECT min(run_at_us) + $3 FROM ratchet_jobs WHERE state IN ('scheduled', 'available', 'retryable') "
+      "AND run_at_us > $1::bigint - $3::bigint AND parked_by <> $2))",
+      {p(req.now), p(req.owner), p(req.others_parked_after)});
   result.next_run_at = opt_i64(next, 0, 0);
   return result;
 }
@@ -291,7 +297,7 @@ LeaseWrite PgJobStore::park(JobId id, const Fence& fence, Micros until, const st
   params.push_back(p(until));
   Rows r = s_.run(
       "UPDATE ratchet_jobs SET state = 'scheduled', run_at_us = $5, resume = 1, lease_owner = NULL, "
-      "lease_expires_us = NULL, updated_us = $4" RATCHET_FENCED,
+      "parked_by = $2, lease_expires_us = NULL, updated_us = $4" RATCHET_FENCED,
       params);
   if (r.affected() != 1) return {};
   add_timeline(id, now, "parked", reason);

@@ -136,6 +136,10 @@ CREATE TABLE ratchet_limiter_turns (
   PRIMARY KEY (name, owner)
 );
 )sql"},
+      // Which process parked a job (ClaimRequest::others_parked_after).
+      {5, R"sql(
+ALTER TABLE ratchet_jobs ADD COLUMN parked_by TEXT;
+)sql"},
   };
   return kMigrations;
 }

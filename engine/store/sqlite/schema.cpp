@@ -137,6 +137,10 @@ CREATE TABLE engine_reports (worker TEXT PRIMARY KEY, updated_us INTEGER NOT NUL
 CREATE TABLE limiter_turns (name TEXT NOT NULL, owner TEXT NOT NULL, pass REAL NOT NULL, weight REAL NOT NULL,
   until_us INTEGER NOT NULL, PRIMARY KEY (name, owner)) WITHOUT ROWID;
 )sql"},
+      // Which process parked a job (ClaimRequest::others_parked_after).
+      {10, R"sql(
+ALTER TABLE jobs ADD COLUMN parked_by TEXT;
+)sql"},
   };
   return kMigrations;
 }

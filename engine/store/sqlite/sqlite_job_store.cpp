@@ -143,6 +143,7 @@ std::vector<std::pair<JobId, bool>> SqliteJobStore::due_ids(const ClaimRequest& 
              "AND priority = ?1 AND resume = ?2 AND run_at_us <= ?3 AND suspect = 0 "
              "AND type IN (SELECT value FROM json_each(?4)) "
              "AND (?5 IS NULL OR queue IN (SELECT value FROM json_each(?5))) "
+             "AND (parked_by IS NULL OR parked_by = ?7 OR run_at_us <= ?8) "
              "ORDER BY run_at_us, id LIMIT ?6"));
   const std::string types = string_array(req.types).dump();
   const std::string queues = string_array(req.queues).dump();
@@ -160,6 +161,8 @@ std::vector<std::pair<JobId, bool>> SqliteJobStore::due_ids(const ClaimRequest& 
         q->bind(5, queues);
       }
       q->bind(6, room);
+      q->bind(7, req.owner);
+      q->bind(8, req.now - req.others_parked_after);
       while (q->executeStep()) ids.emplace_back(q->getColumn(0).getInt64(), resume == 1);
       q->reset();
     }
@@ -167,20 +170,33 @@ std::vector<std::pair<JobId, bool>> SqliteJobStore::due_ids(const ClaimRequest& 
   return ids;
 }
 
-std::optional<Micros> SqliteJobStore::next_run_at(Micros now, const std::vector<std::int64_t>& priorities) {
+std::optional<Micros> SqliteJobStore::next_run_at(const ClaimRequest& req,
+                                                  const std::vector<std::int64_t>& priorities) {
   std::optional<Micros> next;
-  Use q(stmt("SELECT min(run_at_us) " RATCHET_PENDING "AND priority = ? AND resume = ? AND run_at_us > ?"));
+  const auto sooner = [&](Micros at) {
+    if (!next || at < *next) next = at;
+  };
+  // Due for this process at its time, or, parked by another, that much later.
+  Use q(stmt("SELECT run_at_us " RATCHET_PENDING
+             "AND priority = ?1 AND resume = ?2 AND run_at_us > ?3 AND (parked_by IS NULL OR parked_by = ?4) "
+             "ORDER BY run_at_us LIMIT 1"));
+  Use o(stmt("SELECT run_at_us " RATCHET_PENDING
+             "AND priority = ?1 AND resume = 1 AND run_at_us > ?2 AND parked_by <> ?3 "
+             "ORDER BY run_at_us LIMIT 1"));
   for (std::int64_t priority : priorities) {
     for (int resume : {1, 0}) {
       q->bind(1, priority);
       q->bind(2, resume);
-      q->bind(3, now);
-      if (q->executeStep() && !q->getColumn(0).isNull()) {
-        const Micros at = q->getColumn(0).getInt64();
-        if (!next || at < *next) next = at;
-      }
+      q->bind(3, req.now);
+      q->bind(4, req.owner);
+      if (q->executeStep()) sooner(q->getColumn(0).getInt64());
       q->reset();
     }
+    o->bind(1, priority);
+    o->bind(2, req.now - req.others_parked_after);
+    o->bind(3, req.owner);
+    if (o->executeStep()) sooner(o->getColumn(0).getInt64() + req.others_parked_after);
+    o->reset();
   }
   return next;
 }
@@ -200,10 +216,11 @@ ClaimResult SqliteJobStore::claim(const ClaimRequest& req) {
     --rest.limit;
   }
   for (const auto& d : due_ids(rest, priorities)) due.push_back(d);
-  result.next_run_at = next_run_at(req.now, priorities);
+  result.next_run_at = next_run_at(req, priorities);
   for (const auto& [id, resumed] : due) {
     Use u(stmt(
-        "UPDATE jobs SET state = 'running', attempt = attempt + 1 - resume, resume = 0, lease_owner = ?, "
+        "UPDATE jobs SET state = 'running', attempt = attempt + 1 - resume, resume = 0, parked_by = NULL, "
+        "lease_owner = ?, "
         "lease_token = lease_token + 1, lease_expires_us = ?, updated_us = ? WHERE id = ? "
         "RETURNING type, queue, args, attempt, max_attempts, cancel_requested, lease_token"));
     u->bind(1, req.owner);
@@ -349,9 +366,9 @@ LeaseWrite SqliteJobStore::fail_attempt(const AttemptFailure& f) {
 
 LeaseWrite SqliteJobStore::park(JobId id, const Fence& fence, Micros until, const std::string& reason,
                                 Micros now) {
-  Use u(
-      stmt("UPDATE jobs SET state = 'scheduled', run_at_us = ?5, resume = 1, lease_owner = NULL, "
-           "lease_expires_us = NULL, updated_us = ?4" RATCHET_FENCED));
+  Use u(stmt(
+      "UPDATE jobs SET state = 'scheduled', run_at_us = ?5, resume = 1, lease_owner = NULL, parked_by = ?2, "
+      "lease_expires_us = NULL, updated_us = ?4" RATCHET_FENCED));
   bind_fence(*u, id, fence, now);
   u->bind(5, until);
   if (u->exec() != 1) return {};

@@ -63,7 +63,7 @@ class SqliteJobStore final : public JobStore {
   // each with whether it is a resumed one.
   std::vector<std::pair<JobId, bool>> due_ids(const ClaimRequest& req,
                                               const std::vector<std::int64_t>& priorities);
-  std::optional<Micros> next_run_at(Micros now, const std::vector<std::int64_t>& priorities);
+  std::optional<Micros> next_run_at(const ClaimRequest& req, const std::vector<std::int64_t>& priorities);
   std::map<std::string, nlohmann::json> load_checkpoints(JobId id);
 
   SQLite::Database& db_;
