@@ -1018,7 +1018,15 @@ TEST(Fault, SigstopThenSigkillOfAProcessTakingTurns_TheOtherGoesOnAtTheLimit) {
   const double least = kSanitized ? 0.5 : 0.75;
   EXPECT_GE(share_together, least) << "two processes on one limit use less of it than one would";
   EXPECT_GE(share_alone, least) << "the stopped process stalls the other";
-  expect_limit(w, "shared turns stop and kill", "imdb", kRate);
+  // Counted where the limit holds, at the server: A may be stopped between
+  // logging a request's send and writing it, then killed, so its log can
+  // name a send that never left (expect_limit counts the logs too).
+  const auto at_server = w.server().stats().portals.at("imdb").max_in_window;
+  std::printf("[fault] shared turns stop and kill: imdb max %lld requests in any 1000 ms at the server\n",
+              static_cast<long long>(at_server));
+  if (!server_count_tolerated(at_server, kRate)) {
+    EXPECT_LE(at_server, kRate) << "imdb limit at the server";
+  }
   Invariants inv = w.check(kImdbStep);
   print_invariants("shared turns stop and kill", inv);
   expect_sound(inv, jobs);
