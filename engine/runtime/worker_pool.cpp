@@ -76,6 +76,10 @@ void WorkerPool::stop(std::chrono::steady_clock::duration grace) {
     std::unique_lock lock(held_.mu);
     held_.idle_cv.wait(lock, [&] { return held_.running == 0; });
   }
+  // Nothing parked here comes back here: the other processes take it at its
+  // time, not a second later.
+  auto w = env_.run.store->write([&](store::JobStore& s) { return s.disown_parked(env_.run.owner); });
+  if (!w) spdlog::warn("handing parked jobs to other processes failed: {}", w.error().to_string());
 }
 
 }  // namespace ratchet::runtime

@@ -85,7 +85,8 @@ struct ClaimRequest {
   // long: the process that parked it holds the slot it waits for (a
   // reserved limiter slot lives in that process), and taken by another it
   // would wait for a slot of its own while the one reserved goes unused.
-  // A process stopped or gone leaves its parked jobs to the others after it.
+  // A process stopped by a signal or gone leaves its parked jobs to the
+  // others after it; one that stops cleanly hands them over (disown_parked).
   Micros others_parked_after = 1'000'000;
 };
 
@@ -205,6 +206,10 @@ class JobStore {
   // `until`: what it waits for has no known end, and the process that
   // parked it, still alive, resumes it when it comes. A process that dies
   // stops moving them, so they wake soon after. Returns how many moved.
+  // The jobs `owner` parked fall due for any process at their time, not a
+  // second later (ClaimRequest::others_parked_after): it stops, and will
+  // claim none of them. Returns how many it had parked.
+  virtual std::int64_t disown_parked(const std::string& owner) = 0;
   virtual std::int64_t extend_parked(const std::vector<std::pair<JobId, int>>& jobs, Micros until,
                                      Micros now) = 0;
   // Gives a running job back (engine stopping) without using up its attempt.

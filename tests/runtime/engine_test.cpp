@@ -484,6 +484,35 @@ TEST_F(EngineFixture, Stop_WithinGrace_StepFinishesAndJobIsReleasedAtTheBoundary
   EXPECT_EQ(j->timeline.back().kind, "released");
 }
 
+// A parked job falls due for another process a second after its time, so
+// that the process holding its slot takes it first; one that stops hands
+// its parked jobs over, and another engine runs them at their time.
+TEST_F(EngineFixture, Stop_JobsItParkedFallDueForAnotherEngineAtTheirTime) {
+  std::atomic<int> calls{0};
+  caller_->on("slow.get", [&](const runtime::StepCall&) {
+    if (++calls == 1) return runtime::CallOutcome::park_until(clock_->now() + 30s, "limiter slow: 1/min");
+    return runtime::CallOutcome::ok(1);
+  });
+  auto handler = [&](StepContext& ctx) { return ctx.call("one", "slow.get", {}); };
+  JobId id = 0;
+  {
+    auto e = open(1);
+    ASSERT_TRUE(e->define("slow_job", handler));
+    id = *e->enqueue("slow_job", nlohmann::json::object());
+    ASSERT_TRUE(e->start());
+    wait_state(*e, id, JobState::kScheduled);
+    e->stop();
+  }
+  auto other = open(1);
+  ASSERT_TRUE(other->define("slow_job", handler));
+  ASSERT_TRUE(other->start());
+  clock_->advance(30s);
+  EngineAccess::impl(*other).wake();
+  auto j = wait_state(*other, id, JobState::kCompleted);
+  EXPECT_EQ(j.attempt, 1);
+  EXPECT_EQ(calls.load(), 2);
+}
+
 TEST_F(EngineFixture, LeaseExpired_JobOfAVanishedWorker_IsTakenOverAndResumesAfterItsCheckpoint) {
   std::atomic<int> a_runs{0};
   auto e = open();

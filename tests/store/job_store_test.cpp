@@ -305,6 +305,29 @@ TEST_P(JobStoreTest, Claim_AJobParkedByAnotherProcessGoesToItFirstAndToOthersASe
   EXPECT_EQ(b_at_seven.jobs[0].id, parked);
 }
 
+// A process that stops hands the jobs it parked to the others: they fall
+// due for any process at their time.
+TEST_P(JobStoreTest, DisownParked_TheJobsAStoppingProcessParkedFallDueForAnyAtTheirTime) {
+  JobId mine = add();
+  JobId theirs = add();
+  claim("a", kT0, 1);
+  claim("c", kT0, 1);
+  ASSERT_TRUE(store_
+                  ->write([&](JobStore& s) {
+                    return s.park(mine, {"a", 1}, kT0 + 5 * kSec, "limiter", kT0).held &&
+                           s.park(theirs, {"c", 1}, kT0 + 5 * kSec, "limiter", kT0).held;
+                  })
+                  .value());
+  auto disowned = store_->write([&](JobStore& s) { return s.disown_parked("a"); });
+  ASSERT_TRUE(disowned);
+  EXPECT_EQ(*disowned, 1);
+  auto b = claim("b", kT0 + 5 * kSec);
+  ASSERT_EQ(b.jobs.size(), 1u) << "a's parked job, at its time; c's is still c's";
+  EXPECT_EQ(b.jobs[0].id, mine);
+  ASSERT_TRUE(b.next_run_at);
+  EXPECT_EQ(*b.next_run_at, kT0 + 6 * kSec);
+}
+
 // A step parked for its turn is parked a few seconds at a time and moved on
 // while its process lives: a move goes only later, only for the attempt
 // that parked, and never undoes a resume to a sooner time.

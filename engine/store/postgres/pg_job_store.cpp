@@ -312,6 +312,10 @@ bool PgJobStore::resume_parked(JobId id, int attempt, Micros now) {
   return r.affected() == 1;
 }
 
+std::int64_t PgJobStore::disown_parked(const std::string& owner) {
+  return s_.run("UPDATE ratchet_jobs SET parked_by = NULL WHERE parked_by = $1", {p(owner)}).affected();
+}
+
 std::int64_t PgJobStore::extend_parked(const std::vector<std::pair<JobId, int>>& jobs, Micros until,
                                        Micros now) {
   if (jobs.empty()) return 0;

@@ -139,6 +139,7 @@ CREATE TABLE ratchet_limiter_turns (
       // Which process parked a job (ClaimRequest::others_parked_after).
       {5, R"sql(
 ALTER TABLE ratchet_jobs ADD COLUMN parked_by TEXT;
+CREATE INDEX ratchet_jobs_parked_by ON ratchet_jobs (parked_by) WHERE parked_by IS NOT NULL;
 )sql"},
   };
   return kMigrations;

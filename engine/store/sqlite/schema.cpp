@@ -140,6 +140,7 @@ CREATE TABLE limiter_turns (name TEXT NOT NULL, owner TEXT NOT NULL, pass REAL N
       // Which process parked a job (ClaimRequest::others_parked_after).
       {10, R"sql(
 ALTER TABLE jobs ADD COLUMN parked_by TEXT;
+CREATE INDEX jobs_parked_by ON jobs(parked_by) WHERE parked_by IS NOT NULL;
 )sql"},
   };
   return kMigrations;

@@ -388,6 +388,12 @@ bool SqliteJobStore::resume_parked(JobId id, int attempt, Micros now) {
   return u->exec() == 1;
 }
 
+std::int64_t SqliteJobStore::disown_parked(const std::string& owner) {
+  Use u(stmt("UPDATE jobs SET parked_by = NULL WHERE parked_by = ?"));
+  u->bind(1, owner);
+  return u->exec();
+}
+
 std::int64_t SqliteJobStore::extend_parked(const std::vector<std::pair<JobId, int>>& jobs, Micros until,
                                            Micros now) {
   std::int64_t moved = 0;

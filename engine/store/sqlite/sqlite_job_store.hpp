@@ -34,6 +34,7 @@ class SqliteJobStore final : public JobStore {
   LeaseWrite fail_attempt(const AttemptFailure& failure) override;
   LeaseWrite park(JobId id, const Fence& fence, Micros until, const std::string& reason, Micros now) override;
   bool resume_parked(JobId id, int attempt, Micros now) override;
+  std::int64_t disown_parked(const std::string& owner) override;
   std::int64_t extend_parked(const std::vector<std::pair<JobId, int>>& jobs, Micros until,
                              Micros now) override;
   LeaseWrite release(JobId id, const Fence& fence, const std::string& reason, Micros now) override;
