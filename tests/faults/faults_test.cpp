@@ -1028,15 +1028,9 @@ TEST(Fault, SigstopThenSigkillOfAProcessTakingTurns_TheOtherGoesOnAtTheLimit) {
     EXPECT_GE(share_alone, 0.75) << "the stopped process stalls the other";
     EXPECT_GE(share_later, 0.75) << "the stopped process stalls the other";
   }
-  // Counted where the limit holds, at the server: A may be stopped between
-  // logging a request's send and writing it, then killed, so its log can
-  // name a send that never left (expect_limit counts the logs too).
-  const auto at_server = w.server().stats().portals.at("imdb").max_in_window;
-  std::printf("[fault] shared turns stop and kill: imdb max %lld requests in any 1000 ms at the server\n",
-              static_cast<long long>(at_server));
-  if (!server_count_tolerated(at_server, kRate)) {
-    EXPECT_LE(at_server, kRate) << "imdb limit at the server";
-  }
+  // A may be stopped between logging a request's send and writing it, then
+  // killed: counted at the server.
+  expect_limit_at_server(w, "shared turns stop and kill", "imdb", kRate);
   Invariants inv = w.check(kImdbStep);
   print_invariants("shared turns stop and kill", inv);
   expect_sound(inv, jobs);

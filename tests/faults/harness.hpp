@@ -141,6 +141,11 @@ bool server_count_tolerated(std::int64_t max, int declared);
 // Expects `portal`'s declared limit (per the server's window) kept at
 // ratchet's send times and at the server, printing both counts.
 void expect_limit(Workbench& w, const std::string& test, const std::string& portal, int declared);
+// The same at the server only, where a request counts once it arrived: the
+// runs' logs can name a send that never left (a process stopped between
+// the log line and the write, then killed) or one send twice (a transfer
+// tried again after its first connection failed unsent).
+void expect_limit_at_server(Workbench& w, const std::string& test, const std::string& portal, int declared);
 
 std::string ratchet_binary();
 std::int64_t wall_us();

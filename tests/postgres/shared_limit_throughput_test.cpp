@@ -3,8 +3,8 @@
 // scope = "database"` limit, more jobs than the limit lets through in the
 // time measured. Counted at the mock portal over four whole seconds, the
 // processes together get at least three quarters of what the limit allows,
-// and never more (at ratchet's send times exactly, at the server exactly in
-// the default build: expect_limit in tests/faults).
+// and never more (at the server, exactly in the default build:
+// expect_limit_at_server in tests/faults).
 //
 // A parked step holds a slot reserved in its own process: taken by another
 // process when it fell due, it waited for a slot of its own while the one
@@ -117,7 +117,9 @@ TEST_P(PgSharedLimitThroughput, ProcessesOnOneLimit_TogetherUseItAllAndNeverMore
       static_cast<double>(parks) / jobs);
   // Under a sanitizer each process is slower of itself: half is asked then.
   EXPECT_GE(share, kSanitized ? 0.5 : 0.75) << test << " on one limit use less of it than one process would";
-  expect_limit(w, "pg-throughput " + test, "imdb", kRate);
+  // Counted at the server: a run's log can name one send twice (one CI run:
+  // 141 sends logged for 140 requests that arrived, 21 of them in a second).
+  expect_limit_at_server(w, "pg-throughput " + test, "imdb", kRate);
   EXPECT_EQ(count(*c, "SELECT COUNT(*) FROM ratchet_jobs WHERE state = 'completed'"), jobs);
 }
 
