@@ -62,6 +62,27 @@ void print_trace(const TrialResult& r) {
   std::cout << "      arrivals per 250 ms:";
   for (int b : bins) std::cout << ' ' << b;
   std::cout << "\n";
+  const auto& s = r.server;
+  if (!s.fixed_window() || r.arrived_at_us.empty()) return;
+  // Each of the server's windows: what it counted, when (ms into it), and
+  // its answers other than 200. A request counts once its latency is over.
+  const std::int64_t w = std::chrono::duration_cast<std::chrono::microseconds>(s.window).count();
+  const std::int64_t shift =
+      std::chrono::duration_cast<std::chrono::microseconds>(s.latency - s.window_offset).count();
+  std::int64_t current = -1;
+  std::int64_t base = 0;
+  for (std::size_t i = 0; i < r.arrived_at_us.size(); ++i) {
+    const std::int64_t t = r.arrived_at_us[i] + shift;
+    const std::int64_t k = t / w;
+    if (current < 0) base = k;
+    if (k != current) {
+      std::cout << (current < 0 ? "" : "\n") << "      window " << (k - base) << ":";
+      current = k;
+    }
+    std::cout << ' ' << (t - k * w) / 1000;
+    if (r.statuses[i] != 200) std::cout << '/' << r.statuses[i];
+  }
+  std::cout << "\n";
 }
 
 nlohmann::json to_json(const TrialResult& r) {

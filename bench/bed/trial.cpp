@@ -91,6 +91,8 @@ TrialResult run_trial(const TrialSetup& setup, const BedServer& s) {
   const auto stats = (*server)->stats().portals.at("imdb");
   for (const auto& rec : (*server)->requests()) {
     r.arrivals_us.push_back(rec.arrived_us);
+    r.arrived_at_us.push_back(rec.arrived_us);
+    r.statuses.push_back(rec.status);
   }
   if (!r.arrivals_us.empty()) {
     const auto first = r.arrivals_us.front();

@@ -27,6 +27,9 @@ struct TrialResult {
   // Arrivals at the portal, in microseconds from the first (behind nginx:
   // the ones nginx let through).
   std::vector<std::int64_t> arrivals_us;
+  // The same arrivals' Unix microseconds and answers' statuses.
+  std::vector<std::int64_t> arrived_at_us;
+  std::vector<int> statuses;
 
   double share_429() const;
   double ratio() const;  // makespan over bound

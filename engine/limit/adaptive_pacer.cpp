@@ -137,6 +137,7 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
     const std::int64_t reset_in =
         hint.reset_in ? to_micros(*hint.reset_in) : to_micros(*hint.resume_at) - now_us;
     std::int64_t until = now_us + std::max<std::int64_t>(0, reset_in);
+    phase_.ends_by(to_micros(*call_started), until);
     const std::int64_t known = window_locked();
     const std::int64_t window = known > 0 ? known : reset_in;
     // As for a spent quota below: the server's windows, as learned, place
@@ -154,6 +155,7 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
       // exactly than a reset in whole seconds (rounded up, so up to a
       // second late, read against a Date rounded down).
       const std::int64_t started = to_micros(*call_started);
+      phase_.ends_by(started, resume);
       if (const std::int64_t end = window_end_locked(started, now_us, window_locked()); end > 0) {
         resume = std::min(resume, end);
       }
@@ -355,11 +357,11 @@ TimePoint AdaptivePacer::resume_at() const {
   return from_micros(resume_us_);
 }
 
-std::int64_t AdaptivePacer::earliest_locked(std::int64_t t, std::int64_t units) const {
+std::int64_t AdaptivePacer::earliest_locked(std::int64_t t, std::int64_t units, bool demand_fits) const {
   t = std::max(t, resume_us_);
   if (awaiting_reply_ && hold_until_us_ > 0) t = std::max(t, hold_until_us_);
   if (from_quota_locked(t, units)) {
-    const std::int64_t probe = probe_at_locked(t, units);
+    const std::int64_t probe = probe_at_locked(t, units, demand_fits);
     return probe > 0 ? probe : t;
   }
   if (quota_until_us_ > t && quota_ < units) t = quota_until_us_;  // none left before the reset
@@ -457,6 +459,20 @@ std::int64_t AdaptivePacer::window_end_locked(std::int64_t started_us, std::int6
   return window_start_us_ + windows * window + kBoundaryGuard;
 }
 
+void AdaptivePacer::waiting(std::int64_t calls, std::int64_t now_us) {
+  std::lock_guard lock(mu_);
+  waiting_calls_ = calls;
+  waiting_at_us_ = now_us;
+}
+
+bool AdaptivePacer::demand_fits_locked(std::int64_t now_us, std::int64_t units) const {
+  // Every call waiting fits in what remains of the window: none would wait
+  // for the next one, so no boundary after this window needs placing, and
+  // the last units go now rather than as probes at the window's end (the
+  // last calls of a run would wait for it).
+  return waiting_at_us_ == now_us && waiting_calls_ > 0 && waiting_calls_ * units <= quota_;
+}
+
 std::int64_t AdaptivePacer::probes_wanted_locked() const {
   if (quota_until_us_ <= 0) return 0;
   const std::int64_t doubt = phase_.doubt(quota_until_us_ - kBoundaryGuard);
@@ -466,15 +482,17 @@ std::int64_t AdaptivePacer::probes_wanted_locked() const {
   return std::min({halvings, std::int64_t{4}, std::max<std::int64_t>(1, quota_limit_ / 10)});
 }
 
-std::int64_t AdaptivePacer::probe_at_locked(std::int64_t t, std::int64_t units) const {
+std::int64_t AdaptivePacer::probe_at_locked(std::int64_t t, std::int64_t units, bool demand_fits) const {
   // The window's last units, while the phase is wider than its resolution:
   // sent inside it, each shows on which side of the boundary it landed.
-  if (quota_until_us_ <= t || quota_ > probes_wanted_locked() * units) return 0;
+  if (demand_fits || quota_until_us_ <= t || quota_ > probes_wanted_locked() * units) return 0;
   // One at a time: the next goes where the last one's reply leaves the
   // middle. (A probe whose reply never came is given up after a while.)
   if (probe_slot_us_ > 0 && t < probe_slot_us_ + kProbeReplyUs) return quota_until_us_;
-  const std::int64_t probe = phase_.probe_before(quota_until_us_ - kBoundaryGuard);
-  return probe > 0 && probe < quota_until_us_ ? std::max(probe, t) : 0;
+  const std::int64_t end = quota_until_us_ - kBoundaryGuard;
+  const std::int64_t probe = phase_.probe_before(end);
+  if (probe <= 0 || probe >= quota_until_us_) return 0;
+  return std::max(probe, t);
 }
 
 std::int64_t AdaptivePacer::window_locked() const {
@@ -525,7 +543,7 @@ Result<std::int64_t> AdaptivePacer::earliest_units(std::int64_t now_us, std::int
   // against what remains of the server's window.
   std::lock_guard lock(mu_);
   ramp_locked(now_us);
-  return earliest_locked(std::max(now_us, t_us), units);
+  return earliest_locked(std::max(now_us, t_us), units, demand_fits_locked(now_us, units));
 }
 
 Result<Slot> AdaptivePacer::reserve_units(std::int64_t now_us, std::int64_t t_us, std::int64_t units) {
@@ -533,7 +551,8 @@ Result<Slot> AdaptivePacer::reserve_units(std::int64_t now_us, std::int64_t t_us
   ramp_locked(now_us);
   Slot s;
   s.units = units;
-  s.at_us = earliest_locked(std::max(now_us, t_us), units);
+  const bool fits = demand_fits_locked(now_us, units);
+  s.at_us = earliest_locked(std::max(now_us, t_us), units, fits);
   s.generation = generation_;
   if (from_quota_locked(s.at_us, units)) {
     if (quota_ <= probes_wanted_locked() * units) probe_slot_us_ = s.at_us;

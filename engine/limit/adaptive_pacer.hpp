@@ -130,6 +130,7 @@ class AdaptivePacer final : public Limiter {
   [[nodiscard]] Result<UseResult> restart(Slot& slot, std::int64_t now_us) override;
   [[nodiscard]] Status cancel(const Slot& slot) override;
   [[nodiscard]] Status adjust(Slot& slot, std::int64_t units, std::int64_t now_us) override;
+  void waiting(std::int64_t calls, std::int64_t now_us) override;
   // A key's learned pace (limit/keyed_limiters.hpp) is dropped once its
   // server has said nothing for kForgetAfter and no pause runs: by then the
   // next reply is as good a teacher as the old ones.
@@ -146,7 +147,7 @@ class AdaptivePacer final : public Limiter {
                                            std::int64_t units) override;
 
  private:
-  std::int64_t earliest_locked(std::int64_t t, std::int64_t units) const;
+  std::int64_t earliest_locked(std::int64_t t, std::int64_t units, bool demand_fits) const;
   // Whether a slot of `units` at `t` comes from what the server said remains.
   bool from_quota_locked(std::int64_t t, std::int64_t units) const;
   // What remains of the server's window, from a reply to a call started at
@@ -222,10 +223,15 @@ class AdaptivePacer final : public Limiter {
   // the phase to its resolution, at most four, and fewer for a small quota
   // (a probe that lands in the next window loses the old window's units
   // still held for probes).
-  std::int64_t probe_at_locked(std::int64_t t, std::int64_t units) const;
+  std::int64_t probe_at_locked(std::int64_t t, std::int64_t units, bool demand_fits) const;
   std::int64_t probes_wanted_locked() const;
   std::int64_t quota_limit_ = 0;    // the server's quota, as it last said
   std::int64_t probe_slot_us_ = 0;  // a probe granted, its reply not in (zero: none)
+  // Calls waiting for a slot, as the turn queue last said (waiting()), and
+  // when: a window's last units go as probes only while those fill it.
+  std::int64_t waiting_calls_ = 0;
+  std::int64_t waiting_at_us_ = 0;
+  bool demand_fits_locked(std::int64_t now_us, std::int64_t units) const;
   static constexpr std::int64_t kProbeReplyUs = 2'000'000;
   // 429s within this long of a decrease belong to the same overload: they
   // lengthen the pause instead of slowing the pace again.
@@ -262,8 +268,8 @@ class AdaptivePacer final : public Limiter {
   // slots granted from it since (may go below zero: none left).
   std::int64_t quota_ = 0;
   std::int64_t quota_until_us_ = 0;
-  std::int64_t quota_from_us_ = 0;  // start of the call whose reply said it
   std::int64_t quota_pending_ = 0;  // units of slots granted from it, not yet started
+  std::int64_t quota_from_us_ = 0;  // start of the call whose reply said it
   std::vector<std::pair<std::int64_t, std::int64_t>> spent_;  // recent starts: (time, units)
   static constexpr std::int64_t kSpentSpan = 10'000'000;
   static constexpr std::int64_t kQuotaBurstSpan = 10'000'000;

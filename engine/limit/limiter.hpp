@@ -129,6 +129,16 @@ class Limiter {
   // pace) ignore it.
   virtual void count_started(std::span<const std::int64_t> starts_us) { (void)starts_us; }
 
+  // How many calls wait for a slot in this limiter, the next one's
+  // included, as the queue that grants them in turn (retry/turn_queue.hpp)
+  // counts them just before it reserves that slot at now_us. A hint: the
+  // learned pace holds a window's last units back as probes of the
+  // window's end only while more calls wait than the window still holds.
+  virtual void waiting(std::int64_t calls, std::int64_t now_us) {
+    (void)calls;
+    (void)now_us;
+  }
+
   // Whether the limiter, as of now_us, holds nothing a new one would not:
   // no start that still counts, no slot held. A keyed limit drops such a
   // key's limiter (limit/keyed_limiters.hpp). Limiters that keep their state

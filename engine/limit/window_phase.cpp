@@ -94,6 +94,19 @@ void WindowPhase::refused(std::int64_t started_us) {
   }
 }
 
+void WindowPhase::ends_by(std::int64_t started_us, std::int64_t end_us) {
+  if (!known_) return;
+  const std::int64_t k = index(started_us);
+  const std::int64_t into = started_us - lo_ - k * window_us_;
+  // A call inside the interval may have come before or after its boundary:
+  // which one ends its window is not known.
+  if (into > 0 && into < width()) return;
+  const std::int64_t end = end_after(started_us);
+  // A stated end before the interval's start contradicts what the calls
+  // showed (a clock step, a server that moved its windows): the calls win.
+  if (end_us < end && end_us - (end - hi_) > lo_) hi_ = end_us - (end - hi_);
+}
+
 std::int64_t WindowPhase::end_after(std::int64_t started_us) const {
   const std::int64_t k = index(started_us);
   const std::int64_t into = started_us - lo_ - k * window_us_;
@@ -102,16 +115,28 @@ std::int64_t WindowPhase::end_after(std::int64_t started_us) const {
   return hi_ + (into == 0 ? k : k + 1) * window_us_;
 }
 
+std::pair<std::int64_t, std::int64_t> WindowPhase::span_before(std::int64_t end_us) const {
+  // The first interval that ends at or after end_us: a window's end is
+  // placed no later than the phase allows (AdaptivePacer), so this is the
+  // boundary that ends it.
+  const std::int64_t k = -floor_div(hi_ - end_us, window_us_);
+  const std::int64_t from = lo_ + k * window_us_;
+  return {from, std::max(from, std::min(end_us, hi_ + k * window_us_))};
+}
+
 std::int64_t WindowPhase::doubt(std::int64_t end_us) const {
-  if (known_) return width();
+  if (known_) {
+    const auto [from, to] = span_before(end_us);
+    return to - from;
+  }
   return pending_lo_ > 0 && end_us > pending_lo_ ? end_us - pending_lo_ : 0;
 }
 
 std::int64_t WindowPhase::probe_before(std::int64_t end_us) const {
   if (doubt(end_us) <= kResolution) return 0;
   if (!known_) return pending_lo_ + (end_us - pending_lo_) / 2;
-  const std::int64_t k = floor_div(end_us - hi_, window_us_);
-  return lo_ + k * window_us_ + width() / 2;
+  const auto [from, to] = span_before(end_us);
+  return from + (to - from) / 2;
 }
 
 }  // namespace ratchet::limit

@@ -33,6 +33,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <utility>
 
 namespace ratchet::limit {
 
@@ -56,6 +57,9 @@ class WindowPhase {
   void counted(std::int64_t started_us);
   // ... and it was refused: its window was spent.
   void refused(std::int64_t started_us);
+  // A reply to a call started at `started_us` said its window ends by
+  // `end_us` (a reset rounded up to whole seconds is never early).
+  void ends_by(std::int64_t started_us, std::int64_t end_us);
 
   // The latest the window of a call started at `started_us` can end.
   std::int64_t end_after(std::int64_t started_us) const;
@@ -69,6 +73,9 @@ class WindowPhase {
  private:
   // The boundary interval's index for a start at `t`, and how far into it.
   std::int64_t index(std::int64_t t) const;
+  // The part of the boundary interval at or before `end_us` that lies
+  // before it: (first, second].
+  std::pair<std::int64_t, std::int64_t> span_before(std::int64_t end_us) const;
   std::int64_t corrected(std::int64_t started_us, std::int64_t replied_us) const;
 
   std::int64_t window_us_ = 0;

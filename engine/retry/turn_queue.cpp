@@ -159,6 +159,7 @@ std::size_t TurnQueue::grant_locked(std::int64_t now_us, Woken& woken) {
       break;
     }
     if (earliest) {
+      for (const auto& l : head->shared_) l->waiting(static_cast<std::int64_t>(queued_), now_us);
       limit::LimiterStack stack(head->limiters_);
       auto slot = stack.reserve(now, head->units_);
       if (slot) {

@@ -4,7 +4,8 @@
 // arrives there, `latency_us` after its start; a refused call is tried
 // again. The server is any type with `latency_us`, `refused` (how many it
 // refused) and `PaceHint answer(std::int64_t arrival_us)`, as the fixed
-// window below.
+// window below. Before each slot it tells the pacer how many calls wait, as
+// the engine's turn queue does.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include <climits>
 #include <cstdint>
 #include <map>
+#include <vector>
 
 #include "limit/adaptive_pacer.hpp"
 #include "limit/micros.hpp"
@@ -29,14 +31,17 @@ struct PacedRun {
 
 // A fixed-window server: counts a call when it arrives, `latency` after it
 // started, and replies then. It says what remains and when it resets, in
-// whole seconds of its Unix time, as X-RateLimit-* does; or, `bare`, it
-// says nothing and refuses the rest of a spent window with a bare 429.
+// whole seconds of its Unix time, as X-RateLimit-* does; or, `ietf`, in
+// whole seconds from now, with its window in a policy, as RateLimit and
+// RateLimit-Policy do; or, `bare`, it says nothing and refuses the rest of
+// a spent window with a bare 429.
 struct FixedWindowServer {
   std::int64_t window_us;
   std::int64_t offset_us;
   std::int64_t limit;
   std::int64_t latency_us;
   bool bare = false;
+  bool ietf = false;
   std::int64_t index = -1;
   std::int64_t count = 0;
   int refused = 0;
@@ -61,11 +66,13 @@ struct FixedWindowServer {
     const std::int64_t end = (i + 1) * window_us + offset_us;
     const std::int64_t reset_s = (end + kSecond - 1) / kSecond;  // Unix seconds, rounded up
     const std::int64_t date_s = arrival_us / kSecond;            // Date, rounded down
-    h.source = HintSource::kXRateLimit;
+    h.source = ietf ? HintSource::kIetfRateLimit : HintSource::kXRateLimit;
     h.limit = limit;
     h.remaining = std::max<std::int64_t>(0, limit - count);
-    h.reset_epoch_ms = reset_s * 1000;
-    const auto reset_in = std::chrono::seconds(reset_s - date_s);
+    if (ietf) h.window = std::chrono::microseconds(window_us);
+    if (!ietf) h.reset_epoch_ms = reset_s * 1000;
+    const auto reset_in =
+        std::chrono::seconds(ietf ? (end - arrival_us + kSecond - 1) / kSecond : reset_s - date_s);
     const TimePoint now = from_micros(arrival_us);
     if (count > limit) {
       h.throttled = true;
@@ -90,9 +97,11 @@ PacedRun run_against(Server& server, int jobs, std::int64_t t0, int workers = IN
   PacedRun run;
   while (done < jobs) {
     while (waiting > 0 && static_cast<int>(in_flight.size()) < workers) {
+      pacer.waiting(waiting, now);  // as the engine's turn queue tells it
       auto at = pacer.earliest(now, now);
       EXPECT_TRUE(at);
       if (!at || *at > now) break;
+      pacer.waiting(waiting, now);
       auto slot = pacer.reserve(now, now);
       EXPECT_TRUE(slot);
       if (!slot || slot->at_us > now) {
@@ -125,6 +134,72 @@ PacedRun run_against(Server& server, int jobs, std::int64_t t0, int workers = IN
       pacer.observe(h, from_micros(arrival), from_micros(started));
       if (h.throttled) {
         ++waiting;
+      } else {
+        ++done;
+      }
+    }
+  }
+  run.refused = server.refused;
+  return run;
+}
+
+// As run_against, but the way the engine uses a limiter: every job waiting
+// holds a slot reserved when it came (parked without a worker, the pacer
+// sees it waiting), and starts it once its time has come and a worker is
+// free (a slot whose pace changed under it gets a new time from ready_at).
+template <typename Server>
+PacedRun run_reserving(Server& server, int jobs, std::int64_t t0, int workers = INT_MAX) {
+  AdaptivePacer pacer(plugin_pacing(Duration::zero()));
+  std::multimap<std::int64_t, std::int64_t> in_flight;  // arrival -> start
+  std::vector<Slot> held;
+  auto reserve = [&](std::int64_t now) {
+    auto slot = pacer.reserve(now, now);
+    EXPECT_TRUE(slot);
+    if (slot) held.push_back(*slot);
+  };
+  for (int j = 0; j < jobs; ++j) reserve(t0);
+  int done = 0;
+  std::int64_t now = t0;
+  PacedRun run;
+  while (done < jobs) {
+    std::sort(held.begin(), held.end(), [](const Slot& a, const Slot& b) { return a.at_us < b.at_us; });
+    for (auto it = held.begin(); it != held.end() && static_cast<int>(in_flight.size()) < workers;) {
+      if (it->at_us > now) break;
+      auto ready = pacer.ready_at(*it, now);
+      EXPECT_TRUE(ready);
+      if (!ready || *ready > now) {
+        if (ready) it->at_us = *ready;
+        ++it;
+        continue;
+      }
+      auto used = pacer.start(*it, now);
+      EXPECT_TRUE(used);
+      if (!used || *used == UseResult::kMoved) {
+        ++it;
+        continue;
+      }
+      in_flight.emplace(now + server.latency_us, now);
+      ++run.requests;
+      it = held.erase(it);
+    }
+    std::int64_t next = in_flight.empty() ? INT64_MAX : in_flight.begin()->first;
+    if (static_cast<int>(in_flight.size()) < workers) {
+      for (const Slot& s : held) next = std::min(next, std::max(s.at_us, now + 1));
+    }
+    if (next == INT64_MAX) {
+      ADD_FAILURE() << "nothing in flight and nothing held";
+      break;
+    }
+    now = std::max(now + 1, next);
+    while (!in_flight.empty() && in_flight.begin()->first <= now) {
+      const auto [arrival, started] = *in_flight.begin();
+      in_flight.erase(in_flight.begin());
+      if (run.first_arrival == 0) run.first_arrival = arrival;
+      run.last_arrival = std::max(run.last_arrival, arrival);
+      const PaceHint h = server.answer(arrival);
+      pacer.observe(h, from_micros(arrival), from_micros(started));
+      if (h.throttled) {
+        reserve(arrival);
       } else {
         ++done;
       }

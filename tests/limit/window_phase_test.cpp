@@ -53,6 +53,34 @@ TEST(WindowPhase, AProbeOnEitherSideHalvesTheInterval) {
   EXPECT_EQ(phase.end_after(second), second + kSecond);
 }
 
+TEST(WindowPhase, AStatedResetNarrowsWhereTheWindowEnds) {
+  // A two-second window's first call says only that a boundary came at or
+  // before it; its reply's reset (whole seconds, rounded up: never early)
+  // says the window ends within 1.2 s, so the boundary is known to 1.2 s,
+  // and the probe goes into that span, not into the whole window.
+  WindowPhase phase;
+  phase.set_window(2 * kSecond);
+  phase.replied(100'000, 130'000);
+  phase.opened(100'000, 130'000);
+  EXPECT_EQ(phase.width(), 2 * kSecond);
+  phase.ends_by(100'000, 1'300'000);
+  EXPECT_EQ(phase.width(), 1'200'000);
+  EXPECT_EQ(phase.end_after(100'000), 1'300'000);
+  EXPECT_EQ(phase.probe_before(1'300'000), 100'000 + 600'000);
+  // A later reset that says no more, or a call inside the span (which
+  // boundary ends its window is not known), changes nothing.
+  phase.ends_by(100'000, 2'100'000);
+  phase.started(900'000);
+  phase.ends_by(900'000, 1'000'000);
+  EXPECT_EQ(phase.width(), 1'200'000);
+  // Nor does a reset before what the calls showed (a server that moved
+  // its windows): the phase is relearned from refusals, not from it.
+  phase.counted(900'000);
+  phase.ends_by(100'000, 800'000);
+  EXPECT_EQ(phase.width(), 400'000);
+  EXPECT_EQ(phase.end_after(100'000), 1'300'000);
+}
+
 TEST(WindowPhase, BeforeTheWindowsLengthIsKnown_TheCurrentWindowsEndIsProbed) {
   WindowPhase phase;
   phase.opened(0, 0);  // the length unknown (one reset seen): nothing learned yet
@@ -154,6 +182,28 @@ TEST(AdaptivePacer_Phase, AFirstWindowThatEndsWithinASecondIsUsedWhole) {
   const double bound = bound_s(server, run.first_arrival, 52);
   EXPECT_EQ(run.refused, 0);
   EXPECT_LE(makespan, 1.15 * bound) << makespan << " s against " << bound;
+}
+
+TEST(AdaptivePacer_Phase, AWindowsStatedResetAndTheCallsWaitingPlaceItsProbes) {
+  // RateLimit-Policy gives the window (2 s); the first reply says the
+  // window resets in one or two seconds. Two things keep 56 calls within
+  // 1.1 times the bound, at every alignment:
+  //   - the stated reset narrows where the window ends (without it, 1.14
+  //     times the bound at offset 0);
+  //   - a window's last units go as probes of its end only while more calls
+  //     wait than it holds: the last window, holding every call left, sends
+  //     them at once (without it, 1.60 times at offset 250 ms, its last
+  //     call held for a probe at the window's end).
+  for (const std::int64_t offset : {0, 250'000, 530'000, 900'000}) {
+    FixedWindowServer server{2 * kSecond, offset, 20, 31'000};
+    server.ietf = true;
+    const std::int64_t t0 = 1'700'000'000 * kSecond + 1'000'000;
+    const PacedRun run = run_against(server, 56, t0, 8);
+    const double makespan = static_cast<double>(run.last_arrival - run.first_arrival) / 1e6;
+    const double bound = bound_s(server, run.first_arrival, 56);
+    EXPECT_EQ(run.refused, 0) << "offset " << offset;
+    EXPECT_LE(makespan, 1.1 * bound) << "offset " << offset << ": " << makespan << " s against " << bound;
+  }
 }
 
 }  // namespace

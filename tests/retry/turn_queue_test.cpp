@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <string>
@@ -103,6 +104,60 @@ struct Bed {
     EXPECT_EQ(queue.waiting(), 0u);
   }
 };
+
+// A limiter that writes down what the queue says is waiting before each
+// slot it reserves, and otherwise is the limiter it wraps.
+class WaitingRecorder final : public limit::Limiter {
+ public:
+  explicit WaitingRecorder(std::shared_ptr<limit::Limiter> inner) : inner_(std::move(inner)) {}
+  std::vector<std::int64_t> told;  // waiting() before each reserve
+
+  void waiting(std::int64_t calls, std::int64_t now_us) override {
+    last_ = calls;
+    last_at_ = now_us;
+  }
+  Result<limit::UseResult> start(limit::Slot& slot, std::int64_t now_us) override {
+    return inner_->start(slot, now_us);
+  }
+  Status cancel(const limit::Slot& slot) override { return inner_->cancel(slot); }
+  Status adjust(limit::Slot& slot, std::int64_t units, std::int64_t now_us) override {
+    return inner_->adjust(slot, units, now_us);
+  }
+  std::string describe() const override { return inner_->describe(); }
+
+ protected:
+  Result<std::int64_t> earliest_units(std::int64_t now_us, std::int64_t t_us, std::int64_t units) override {
+    return inner_->earliest(now_us, t_us, units);
+  }
+  Result<limit::Slot> reserve_units(std::int64_t now_us, std::int64_t t_us, std::int64_t units) override {
+    told.push_back(last_at_ == now_us ? last_ : -1);
+    return inner_->reserve(now_us, t_us, units);
+  }
+
+ private:
+  std::shared_ptr<limit::Limiter> inner_;
+  std::int64_t last_ = -1;
+  std::int64_t last_at_ = -1;
+};
+
+TEST(TurnQueue, ALimitSharedByTheTurnsHearsHowManyCallsWaitBeforeEachSlot) {
+  // The learned pace holds a window's last units back to probe its end
+  // only while more calls wait than the window holds: it must be told.
+  Bed bed;
+  auto recorder = std::make_shared<WaitingRecorder>(paced());
+  bed.shared = recorder;
+  for (int i = 0; i < 5; ++i) bed.ask("alice");
+  bed.ask("bob");
+  bed.drain();
+  // Every slot was reserved just after the count (a stack reserves again
+  // when its limiter answers later than asked: the same count holds).
+  ASSERT_FALSE(recorder->told.empty());
+  for (const std::int64_t n : recorder->told) EXPECT_GE(n, 1) << "a slot reserved with no count";
+  std::vector<std::int64_t> counts = recorder->told;
+  counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
+  // The first asked alone; the others waited together, fewer at each grant.
+  EXPECT_EQ(counts, (std::vector<std::int64_t>{1, 5, 4, 3, 2, 1}));
+}
 
 TEST(TurnQueue, AKeyWithAFewCallsIsNotQueuedBehindAKeyWithMany) {
   Bed bed;

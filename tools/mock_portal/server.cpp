@@ -93,13 +93,16 @@ struct MockPortalServer::Impl {
   std::pair<std::size_t, std::int64_t> arrive(const std::string& portal, const std::string& movie) {
     std::lock_guard lock(mu);
     ++in_flight;
-    log.push_back({portal, movie, wall_us(), 0});
+    log.push_back({portal, movie, wall_us(), 0, 0});
     return {log.size() - 1, ++sequence[portal]};
   }
-  void answered(std::size_t index) {
+  void answered(std::size_t index, int status) {
     std::lock_guard lock(mu);
     --in_flight;
-    if (index < log.size()) log[index].answered_us = wall_us();
+    if (index < log.size()) {
+      log[index].answered_us = wall_us();
+      log[index].status = status;
+    }
   }
 
   void note_connection(const httplib::Request& req) {
@@ -159,8 +162,9 @@ void MockPortalServer::Impl::install_routes() {
         struct Answered {
           Impl* impl;
           std::size_t index;
-          ~Answered() { impl->answered(index); }
-        } on_exit{this, index};
+          const httplib::Response& res;
+          ~Answered() { impl->answered(index, res.status); }
+        } on_exit{this, index, res};
         const bool faulty = o.fault != Fault::kNone && number % o.fault_every == 0;
         pause(faulty && o.fault == Fault::kHang ? std::chrono::milliseconds(60000) : o.latency);
         // An account over its own limit is refused before the portal counts it.

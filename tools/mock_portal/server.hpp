@@ -34,6 +34,7 @@ struct RequestRecord {
   std::string movie;
   std::int64_t arrived_us = 0;
   std::int64_t answered_us = 0;
+  int status = 0;  // the answer's HTTP status (0 while being answered)
 };
 
 class MockPortalServer {
