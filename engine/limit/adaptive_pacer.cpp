@@ -125,6 +125,7 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
   const bool stale = !opened && call_started && to_micros(*call_started) < window_start_us_;
   if (opened) window_start_us_ = to_micros(*call_started);
   if (call_started) {
+    replied_locked(to_micros(*call_started));
     learn_phase_locked(hint, to_micros(*call_started), now_us, opened);
     if (probe_slot_us_ > 0 && to_micros(*call_started) >= probe_slot_us_) probe_slot_us_ = 0;
   }
@@ -145,7 +146,7 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
     if (const std::int64_t end = window_end_locked(to_micros(*call_started), now_us, window); end > 0) {
       until = std::min(until, end);
     }
-    count_remaining_locked(*hint.remaining, until, to_micros(*call_started), now_us, window, opened);
+    count_remaining_locked(*hint.remaining, until, now_us, window, opened);
   }
   if (hint.resume_at && !stale) {
     std::int64_t resume = to_micros(*hint.resume_at);
@@ -381,15 +382,17 @@ bool AdaptivePacer::from_quota_locked(std::int64_t t, std::int64_t units) const 
   return quota_until_us_ > t && quota_until_us_ - t <= kQuotaBurstSpan && quota_ >= units;
 }
 
-void AdaptivePacer::count_remaining_locked(std::int64_t remaining, std::int64_t until_us,
-                                           std::int64_t from_us, std::int64_t now_us, std::int64_t window_us,
-                                           bool opened) {
-  // The server counted the replying call and those that reached it first;
-  // the calls started after it, and the slots granted and not yet started,
-  // are still to come out of what it said remains.
+void AdaptivePacer::count_remaining_locked(std::int64_t remaining, std::int64_t until_us, std::int64_t now_us,
+                                           std::int64_t window_us, bool opened) {
+  // The server counted the replying call and every call whose reply came
+  // before it. The calls still on their way (no reply yet: counted or not,
+  // in an order nobody knows; one started a second ago has arrived, and
+  // its count is in later replies) and the slots granted and not yet
+  // started are still to come out of what it said remains.
   std::int64_t to_come = quota_pending_ + outstanding_;
-  for (auto it = spent_.rbegin(); it != spent_.rend() && it->first > from_us; ++it) to_come += it->second;
-  const std::int64_t left = remaining - to_come;
+  for (auto it = spent_.rbegin(); it != spent_.rend() && it->first > now_us - kInFlightSpan; ++it) {
+    to_come += it->second;
+  }
   if ((window_us < kQuotaBurstWindow && exact_window_locked() > 0) || window_us > kQuotaBurstSpan) {
     // A window of a second or so is kept by an even pace: in a steady
     // stream of calls the pace uses it whole, where bursts at its starts
@@ -405,25 +408,21 @@ void AdaptivePacer::count_remaining_locked(std::int64_t remaining, std::int64_t 
     quota_until_us_ = 0;
     return;
   }
-  // Calls started together reach the server in any order, so their replies
-  // say more or less remains in no order, and one that reached it first
-  // knows nothing of those started just before it that came later. Within
-  // one window of the server only the least is believed; a reset well
-  // past the window's (or the window gone by) is the next one.
+  // Calls started together reach the server in any order, and their
+  // replies come back in any order: within one window of the server the
+  // least it said remains is its latest count, and what is still to come
+  // shrinks as the calls on their way reply (a reply that came before
+  // those of calls counted ahead of it takes nothing for good). A reset
+  // well past the window's (or the window gone by) is the next one.
   const bool next_window = opened || quota_until_us_ <= now_us || until_us > quota_until_us_ + window_us / 2;
   if (next_window) {
-    quota_ = left;
+    least_remaining_ = remaining;
     quota_until_us_ = until_us;
   } else {
-    quota_ = std::min(quota_, left);
+    least_remaining_ = std::min(least_remaining_, remaining);
     quota_until_us_ = std::min(quota_until_us_, until_us);  // resets are rounded up: the earliest is nearest
   }
-  if (from_us > quota_from_us_) {
-    quota_from_us_ = from_us;
-    // Starts before the latest replying call's matter to no later reply.
-    auto stale = std::find_if(spent_.begin(), spent_.end(), [&](const auto& e) { return e.first > from_us; });
-    spent_.erase(spent_.begin(), stale);
-  }
+  quota_ = least_remaining_ - to_come;
   // None left: no slot is granted before the reset (earliest_locked). The
   // slots already granted go: they are what spent it.
 }
@@ -613,17 +612,32 @@ Result<UseResult> AdaptivePacer::restart(Slot& slot, std::int64_t now_us) {
     if (started_tat_ == slot.started_after_us) started_tat_ = slot.started_before_us;
     auto seen = std::find(starts_.rbegin(), starts_.rend(), slot.at_us);
     if (seen != starts_.rend()) starts_.erase(std::next(seen).base());
+    replied_locked(slot.at_us);  // counted again at its new start
     outstanding_ += slot.units;  // a slot held again, until start_locked uses it
     slot.started = false;
   }
   return start_locked(slot, now_us);
 }
 
+void AdaptivePacer::replied_locked(std::int64_t started_us) {
+  // Its start, or, recounted when its request left later than counted
+  // (restart), the first start after it still waiting: one reply, one call
+  // less to come.
+  auto waiting = [](const auto& e) { return e.second > 0; };
+  auto it = std::find_if(spent_.begin(), spent_.end(),
+                         [&](const auto& e) { return e.first == started_us && waiting(e); });
+  if (it == spent_.end()) {
+    it = std::find_if(spent_.begin(), spent_.end(),
+                      [&](const auto& e) { return e.first > started_us && waiting(e); });
+  }
+  if (it != spent_.end()) it->second = 0;
+}
+
 void AdaptivePacer::note_start_locked(std::int64_t now_us, std::int64_t units) {
   starts_.push_back(now_us);
   while (!starts_.empty() && starts_.front() <= now_us - kObservedSpan) starts_.pop_front();
   phase_.started(now_us);
-  // Kept until a reply of a call started after them, or for kSpentSpan.
+  // Kept for kSpentSpan; its units are zero once its reply came.
   spent_.emplace_back(now_us, units);
   if (spent_.size() >= 64 && spent_[spent_.size() / 2].first <= now_us - kSpentSpan) {
     auto stale = std::find_if(spent_.begin(), spent_.end(),
@@ -685,6 +699,7 @@ UseResult AdaptivePacer::start_locked(Slot& slot, std::int64_t now_us) {
 Status AdaptivePacer::cancel(const Slot& slot) {
   std::lock_guard lock(mu_);
   if (awaiting_reply_ && first_start_us_ == 0) hold_until_us_ = 0;  // the first call never went
+  if (slot.started) replied_locked(slot.at_us);                     // it never went: nothing to come of it
   if (slot.quota_until_us > 0) {
     if (slot.at_us == probe_slot_us_) probe_slot_us_ = 0;
     if (!slot.started) quota_pending_ = std::max<std::int64_t>(0, quota_pending_ - slot.units);

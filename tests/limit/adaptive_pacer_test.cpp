@@ -337,6 +337,30 @@ TEST(AdaptivePacer_Quota, CallsStartedAfterTheReplyingOneCountAgainstWhatRemains
       << "none left once the six arrive: nothing before the reset";
 }
 
+TEST(AdaptivePacer_Quota, RepliesInAnotherOrderThanTheServerCountedLoseNothingOfTheWindow) {
+  // Eight calls started together reach the server in one order and reply
+  // in another: the one it counted last replies first, saying 1 remains
+  // while the seven started after it have not replied. Once they have
+  // (each counted before it), one unit is still left in the window, and it
+  // goes before the window's end (as the probe of that end), not after.
+  FakeClock clock;
+  AdaptivePacer p(plugin_pacing(Duration::zero()));
+  const TimePoint t0 = clock.now();
+  next_slot(p, t0);
+  clock.advance(20ms);
+  p.observe(window_reply(9, 2s), clock.now(), t0);  // the window's first call
+  std::vector<TimePoint> started;
+  for (int i = 0; i < 8; ++i) {
+    started.push_back(clock.now());
+    EXPECT_EQ(next_slot(p, clock.now()), to_micros(clock.now()));
+    clock.advance(1ms);
+  }
+  clock.advance(30ms);
+  p.observe(window_reply(1, 2s), clock.now(), started[0]);
+  for (int i = 7; i >= 1; --i) p.observe(window_reply(1 + i, 2s), clock.now(), started[i]);
+  EXPECT_LT(next_slot(p, clock.now()), to_micros(t0 + 2s)) << "the window's last unit was lost";
+}
+
 TEST(AdaptivePacer_Quota, AWindowKnownToLastASecondIsKeptByThePace) {
   FakeClock clock;
   AdaptivePacer p(plugin_pacing(Duration::zero()));
