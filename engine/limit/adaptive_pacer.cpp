@@ -396,10 +396,9 @@ void AdaptivePacer::count_remaining_locked(std::int64_t remaining, std::int64_t 
   if ((window_us < kQuotaBurstWindow && exact_window_locked() > 0) || window_us > kQuotaBurstSpan) {
     // A window of a second or so is kept by an even pace: in a steady
     // stream of calls the pace uses it whole, where bursts at its starts
-    // lose units to replies that come back out of order (each counted
-    // against what remains as if the calls started after it were still on
-    // their way) and to probes (the oscar benchmark's learned row: 1.05
-    // times the bound paced, 1.14 to 1.35 in bursts). A long one (an hour's
+    // lose units to probes and to each boundary still in doubt (the oscar
+    // benchmark's learned row: 1.02 times the bound paced, 1.05 to 1.13 in
+    // bursts; a few dozen calls, though, finish sooner in bursts). A long one (an hour's
     // quota) is kept by the pace too. Neither is counted here; between them
     // the window's end is placed by its phase (window_phase.hpp). A time to
     // a reset under 1.5 s, the window's length not known, may be the tail

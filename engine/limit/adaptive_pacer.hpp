@@ -46,8 +46,9 @@
 //     are granted at once, unspaced, so that each window's quota goes at
 //     its start as the server allows (an even pace would leave a fixed
 //     window's first stretch unused); with none left, nothing starts before
-//     the reset. Within one of the server's windows the least count is
-//     kept: replies of calls started together come back in any order.
+//     the reset. Within one of the server's windows the least it said
+//     remains is its latest count, less the calls still on their way
+//     (replies of calls started together come back in any order).
 //   - The reset, in whole seconds, is up to a second late (two, read
 //     against a Date): once the window's length is known exactly, its
 //     phase is learned (window_phase.hpp) and places every reset instead,
