@@ -15,7 +15,6 @@
 #include <climits>
 #include <cstdint>
 #include <map>
-#include <vector>
 
 #include "limit/adaptive_pacer.hpp"
 #include "limit/micros.hpp"
@@ -134,72 +133,6 @@ PacedRun run_against(Server& server, int jobs, std::int64_t t0, int workers = IN
       pacer.observe(h, from_micros(arrival), from_micros(started));
       if (h.throttled) {
         ++waiting;
-      } else {
-        ++done;
-      }
-    }
-  }
-  run.refused = server.refused;
-  return run;
-}
-
-// As run_against, but the way the engine uses a limiter: every job waiting
-// holds a slot reserved when it came (parked without a worker, the pacer
-// sees it waiting), and starts it once its time has come and a worker is
-// free (a slot whose pace changed under it gets a new time from ready_at).
-template <typename Server>
-PacedRun run_reserving(Server& server, int jobs, std::int64_t t0, int workers = INT_MAX) {
-  AdaptivePacer pacer(plugin_pacing(Duration::zero()));
-  std::multimap<std::int64_t, std::int64_t> in_flight;  // arrival -> start
-  std::vector<Slot> held;
-  auto reserve = [&](std::int64_t now) {
-    auto slot = pacer.reserve(now, now);
-    EXPECT_TRUE(slot);
-    if (slot) held.push_back(*slot);
-  };
-  for (int j = 0; j < jobs; ++j) reserve(t0);
-  int done = 0;
-  std::int64_t now = t0;
-  PacedRun run;
-  while (done < jobs) {
-    std::sort(held.begin(), held.end(), [](const Slot& a, const Slot& b) { return a.at_us < b.at_us; });
-    for (auto it = held.begin(); it != held.end() && static_cast<int>(in_flight.size()) < workers;) {
-      if (it->at_us > now) break;
-      auto ready = pacer.ready_at(*it, now);
-      EXPECT_TRUE(ready);
-      if (!ready || *ready > now) {
-        if (ready) it->at_us = *ready;
-        ++it;
-        continue;
-      }
-      auto used = pacer.start(*it, now);
-      EXPECT_TRUE(used);
-      if (!used || *used == UseResult::kMoved) {
-        ++it;
-        continue;
-      }
-      in_flight.emplace(now + server.latency_us, now);
-      ++run.requests;
-      it = held.erase(it);
-    }
-    std::int64_t next = in_flight.empty() ? INT64_MAX : in_flight.begin()->first;
-    if (static_cast<int>(in_flight.size()) < workers) {
-      for (const Slot& s : held) next = std::min(next, std::max(s.at_us, now + 1));
-    }
-    if (next == INT64_MAX) {
-      ADD_FAILURE() << "nothing in flight and nothing held";
-      break;
-    }
-    now = std::max(now + 1, next);
-    while (!in_flight.empty() && in_flight.begin()->first <= now) {
-      const auto [arrival, started] = *in_flight.begin();
-      in_flight.erase(in_flight.begin());
-      if (run.first_arrival == 0) run.first_arrival = arrival;
-      run.last_arrival = std::max(run.last_arrival, arrival);
-      const PaceHint h = server.answer(arrival);
-      pacer.observe(h, from_micros(arrival), from_micros(started));
-      if (h.throttled) {
-        reserve(arrival);
       } else {
         ++done;
       }
