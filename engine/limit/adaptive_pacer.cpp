@@ -361,11 +361,13 @@ TimePoint AdaptivePacer::resume_at() const {
 std::int64_t AdaptivePacer::earliest_locked(std::int64_t t, std::int64_t units, bool demand_fits) const {
   t = std::max(t, resume_us_);
   if (awaiting_reply_ && hold_until_us_ > 0) t = std::max(t, hold_until_us_);
-  if (from_quota_locked(t, units)) {
+  if (from_quota_locked(t, units, demand_fits)) {
     const std::int64_t probe = probe_at_locked(t, units, demand_fits);
     return probe > 0 ? probe : t;
   }
-  if (quota_until_us_ > t && quota_ < units) t = quota_until_us_;  // none left before the reset
+  // None left before the reset (a window kept by the pace places its resets
+  // by the pace and its phase).
+  if (!quota_paced_ && quota_until_us_ > t && quota_ < units) t = quota_until_us_;
   return interval_us_ > 0 ? std::max(t, tat_ - burst_tau_locked()) : t;
 }
 
@@ -376,10 +378,12 @@ std::int64_t AdaptivePacer::burst_tau_locked() const {
   return (static_cast<std::int64_t>(burst_units_) - 1) * interval_us_;
 }
 
-bool AdaptivePacer::from_quota_locked(std::int64_t t, std::int64_t units) const {
+bool AdaptivePacer::from_quota_locked(std::int64_t t, std::int64_t units, bool demand_fits) const {
   // Only what remains of a window counted (count_remaining_locked) goes
-  // at once, and only in the last ten seconds before a reset.
-  return quota_until_us_ > t && quota_until_us_ - t <= kQuotaBurstSpan && quota_ >= units;
+  // at once, and only in the last ten seconds before a reset; of a window
+  // kept by the pace, only when every call waiting fits in it.
+  return quota_until_us_ > t && quota_until_us_ - t <= kQuotaBurstSpan && quota_ >= units &&
+         (!quota_paced_ || demand_fits);
 }
 
 void AdaptivePacer::count_remaining_locked(std::int64_t remaining, std::int64_t until_us, std::int64_t now_us,
@@ -393,20 +397,26 @@ void AdaptivePacer::count_remaining_locked(std::int64_t remaining, std::int64_t 
   for (auto it = spent_.rbegin(); it != spent_.rend() && it->first > now_us - kInFlightSpan; ++it) {
     to_come += it->second;
   }
-  if ((window_us < kQuotaBurstWindow && exact_window_locked() > 0) || window_us > kQuotaBurstSpan) {
-    // A window of a second or so is kept by an even pace: in a steady
-    // stream of calls the pace uses it whole, where bursts at its starts
-    // lose units to probes and to each boundary still in doubt (the oscar
-    // benchmark's learned row: 1.02 times the bound paced, 1.05 to 1.13 in
-    // bursts; a few dozen calls, though, finish sooner in bursts). A long one (an hour's
-    // quota) is kept by the pace too. Neither is counted here; between them
-    // the window's end is placed by its phase (window_phase.hpp). A time to
-    // a reset under 1.5 s, the window's length not known, may be the tail
-    // of a longer window: what remains of it is counted (a two-second
-    // window's first reply, 0.1 s from its end, says one second).
+  if (window_us > kQuotaBurstSpan) {
+    // A long window (an hour's quota) is kept by the pace alone.
     quota_until_us_ = 0;
     return;
   }
+  // A window of a second or so is kept by an even pace: in a steady stream
+  // of calls the pace uses it whole, where bursts at its starts lose units
+  // to probes and to each boundary still in doubt (the oscar benchmark's
+  // learned row: 1.02 to 1.06 times the bound paced, 1.05 to 1.13 in bursts). What
+  // remains of it is still counted, for the calls of a run's end: when all
+  // that wait fit in it, they go at once (from_quota_locked) rather than a
+  // window's pace apart. What the first window has left goes at once too:
+  // paced, it would be spread over a whole window from the first reply,
+  // and the part of it after the window's end lost; its end is probed like
+  // a longer window's. A time to a reset under 1.5 s, the
+  // window's length not known, may be the tail of a longer window: that
+  // one goes in bursts (a two-second window's first reply, 0.1 s from its
+  // end, says one second).
+  if (first_until_us_ == 0) first_until_us_ = until_us;
+  quota_paced_ = window_us < kQuotaBurstWindow && exact_window_locked() > 0 && now_us >= first_until_us_;
   // Calls started together reach the server in any order, and their
   // replies come back in any order: within one window of the server the
   // least it said remains is its latest count, and what is still to come
@@ -552,7 +562,7 @@ Result<Slot> AdaptivePacer::reserve_units(std::int64_t now_us, std::int64_t t_us
   const bool fits = demand_fits_locked(now_us, units);
   s.at_us = earliest_locked(std::max(now_us, t_us), units, fits);
   s.generation = generation_;
-  if (from_quota_locked(s.at_us, units)) {
+  if (from_quota_locked(s.at_us, units, fits)) {
     if (quota_ <= probes_wanted_locked() * units) probe_slot_us_ = s.at_us;
     quota_ -= units;
     quota_pending_ += units;

@@ -41,8 +41,9 @@
 //     reset), with no limit declared: the calls started after the replying
 //     one, and the slots granted, count against it, for windows of 1.5 s
 //     to 10 s, and for any window up to 10 s whose length is not known
-//     exactly yet (shorter and longer ones are kept by the pace, see
-//     count_remaining_locked). While some remains, slots
+//     exactly yet (longer ones are kept by the pace; shorter ones too after
+//     the first, except for calls that all fit in what a window has left:
+//     see count_remaining_locked). While some remains, slots
 //     are granted at once, unspaced, so that each window's quota goes at
 //     its start as the server allows (an even pace would leave a fixed
 //     window's first stretch unused); with none left, nothing starts before
@@ -152,7 +153,7 @@ class AdaptivePacer final : public Limiter {
  private:
   std::int64_t earliest_locked(std::int64_t t, std::int64_t units, bool demand_fits) const;
   // Whether a slot of `units` at `t` comes from what the server said remains.
-  bool from_quota_locked(std::int64_t t, std::int64_t units) const;
+  bool from_quota_locked(std::int64_t t, std::int64_t units, bool demand_fits) const;
   // What remains of the server's window, from a reply that left
   // `remaining` units until `until_us`; `opened`: the replying call was the
   // first of a window.
@@ -271,7 +272,10 @@ class AdaptivePacer final : public Limiter {
   // slots granted from it since (may go below zero: none left).
   std::int64_t quota_ = 0;
   std::int64_t quota_until_us_ = 0;
-  std::int64_t quota_pending_ = 0;    // units of slots granted from it, not yet started
+  std::int64_t quota_pending_ = 0;  // units of slots granted from it, not yet started
+  // The window is kept by the pace: only calls that all fit go from its quota.
+  bool quota_paced_ = false;
+  std::int64_t first_until_us_ = 0;   // the end of the first window counted
   std::int64_t least_remaining_ = 0;  // the least the server said remains of its current window
   // Recent starts: (time, units), the units zero once the call replied.
   std::vector<std::pair<std::int64_t, std::int64_t>> spent_;

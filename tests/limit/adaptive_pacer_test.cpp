@@ -361,7 +361,10 @@ TEST(AdaptivePacer_Quota, RepliesInAnotherOrderThanTheServerCountedLoseNothingOf
   EXPECT_LT(next_slot(p, clock.now()), to_micros(t0 + 2s)) << "the window's last unit was lost";
 }
 
-TEST(AdaptivePacer_Quota, AWindowKnownToLastASecondIsKeptByThePace) {
+TEST(AdaptivePacer_Quota, AWindowKnownToLastASecondIsKeptByThePaceAfterTheFirst) {
+  // What remains of the first window goes at once, as in any window (the
+  // bound of a run counts the first window's quota at its start); the
+  // windows after it are kept by the pace.
   FakeClock clock;
   AdaptivePacer p(plugin_pacing(Duration::zero()));
   const TimePoint t0 = clock.now();
@@ -370,6 +373,13 @@ TEST(AdaptivePacer_Quota, AWindowKnownToLastASecondIsKeptByThePace) {
   PaceHint h = window_reply(9, 1s);
   h.window = 1s;  // RateLimit-Policy's w: the window's length, not only the time to its end
   p.observe(h, clock.now(), t0);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(next_slot(p, clock.now()), to_micros(clock.now())) << "the first window's slot " << i;
+  }
+  clock.advance(1100ms);
+  const std::int64_t opener = next_slot(p, clock.now());
+  clock.set(from_micros(opener) + 20ms);
+  p.observe(h, clock.now(), from_micros(opener));  // the first call of the next window
   const auto a = next_slot(p, clock.now());
   EXPECT_EQ(next_slot(p, clock.now()) - a, 102'000) << "a second over 10, with the 2 % margin";
 }

@@ -206,5 +206,24 @@ TEST(AdaptivePacer_Phase, AWindowsStatedResetAndTheCallsWaitingPlaceItsProbes) {
   }
 }
 
+TEST(AdaptivePacer_Phase, TheCallsOfARunsLastSecondWindowGoAtOnce) {
+  // A window of a second is kept by an even pace, its quota spread over
+  // it; the calls left at a run's end that all fit in what remains of the
+  // window go at once instead, a pace apart they would take most of it.
+  for (const std::int64_t offset : {0, 215'000, 689'000}) {
+    for (const bool ietf : {true, false}) {
+      FixedWindowServer server{kSecond, offset, 13, 39'000};
+      server.ietf = ietf;
+      const std::int64_t t0 = 1'700'000'000 * kSecond + 400'000;
+      const PacedRun run = run_against(server, 58, t0, 8);
+      const double makespan = static_cast<double>(run.last_arrival - run.first_arrival) / 1e6;
+      const double bound = bound_s(server, run.first_arrival, 58);
+      EXPECT_EQ(run.refused, 0) << "offset " << offset << (ietf ? " ietf" : " x-ratelimit");
+      EXPECT_LE(makespan, 1.1 * bound) << "offset " << offset << (ietf ? " ietf" : " x-ratelimit") << ": "
+                                       << makespan << " s against " << bound;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ratchet::limit
