@@ -55,8 +55,8 @@
 //     phase is learned (window_phase.hpp) and places every reset instead,
 //     and the last units of each window (probes_wanted_locked) go one at a
 //     time inside the span of the phase still in doubt, while more calls
-//     wait than the window holds (waiting(): a run's last window sends
-//     its calls at once, none held for a probe at its end).
+//     are to come than the window holds (waiting(): a run's last window
+//     sends its calls at once, none held for a probe at its end).
 // A bare 429 while the declared pace is kept, the first in ten seconds, is
 // taken as arrival jitter at the server: a pause of one interval, no decrease.
 // Learned pace never goes faster than `floor` (the tightest declared limit's

@@ -129,11 +129,11 @@ class Limiter {
   // pace) ignore it.
   virtual void count_started(std::span<const std::int64_t> starts_us) { (void)starts_us; }
 
-  // How many calls wait for a slot in this limiter, the next one's
-  // included, as the queue that grants them in turn (retry/turn_queue.hpp)
-  // counts them just before it reserves that slot at now_us. A hint: the
-  // learned pace holds a window's last units back as probes of the
-  // window's end only while more calls wait than the window still holds.
+  // Calls waiting for a slot here (the next one's included) and the jobs the
+  // engine holds behind them, as the queue that grants turns counts them
+  // (retry/turn_queue.hpp) just before it reserves that slot at now_us. A
+  // hint: the learned pace holds a window's last units back as probes of
+  // its end only while more calls are to come than the window still holds.
   virtual void waiting(std::int64_t calls, std::int64_t now_us) {
     (void)calls;
     (void)now_us;

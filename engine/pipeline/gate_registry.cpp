@@ -274,8 +274,10 @@ Result<std::shared_ptr<retry::CallGate>> GateRegistry::gate(const std::string& p
   // learned, or costs still being corrected, would move a slot granted
   // further ahead.
   const Duration ahead = gp.keyed.empty() ? config_->engine.park_threshold : kTurnsAhead;
-  if (!p.turns)
+  if (!p.turns) {
     p.turns = std::make_shared<retry::TurnQueue>(std::max<Duration>(ahead, config_->engine.park_threshold));
+    p.turns->set_backlog(backlog_);
+  }
   gp.turns = p.turns;
   if (!gp.keyed.empty()) {
     // Between keys, the processes sharing the database take turns on the
@@ -300,6 +302,16 @@ Result<std::shared_ptr<retry::CallGate>> GateRegistry::gate(const std::string& p
   auto gate = std::make_shared<retry::CallGate>(std::move(gp));
   p.gates.emplace(operation, gate);
   return gate;
+}
+
+void GateRegistry::set_backlog(retry::TurnQueue::Backlog backlog) {
+  std::lock_guard lock(mu_);
+  backlog_ = std::move(backlog);
+  for (auto* parts : {&plugins_, &replaced_}) {
+    for (auto& [name, p] : *parts) {
+      if (p.turns) p.turns->set_backlog(backlog_);
+    }
+  }
 }
 
 std::vector<LimiterView> GateRegistry::limiters(std::int64_t now_us) {

@@ -69,6 +69,10 @@ class GateRegistry {
   // Switches to a new config; see the header comment for what is kept.
   void reconfigure(config::ConfigPtr config);
 
+  // The calls still to come beside those waiting for turns, for every
+  // plugin's turns (retry::TurnQueue::set_backlog).
+  void set_backlog(retry::TurnQueue::Backlog backlog);
+
   // Every limiter built so far, with its next free start time as of now_us.
   std::vector<LimiterView> limiters(std::int64_t now_us);
 
@@ -117,7 +121,8 @@ class GateRegistry {
   std::shared_ptr<const Clock> clock_;
   std::map<std::string, PluginParts> plugins_;
   std::map<std::string, PluginParts> replaced_;  // by a reload; their state moves to the rebuilt parts
-  std::optional<std::string> key_salt_;          // read on the first keyed limit
+  retry::TurnQueue::Backlog backlog_;
+  std::optional<std::string> key_salt_;  // read on the first keyed limit
 };
 
 // A stable text of everything in a plugin's policies that shapes its gates.

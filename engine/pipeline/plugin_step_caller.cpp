@@ -77,6 +77,8 @@ void PluginStepCaller::set_extend(Extend extend) {
   extend_ = std::move(extend);
 }
 
+void PluginStepCaller::set_backlog(Backlog backlog) { gates_.set_backlog(std::move(backlog)); }
+
 void PluginStepCaller::extend_turn_parks(TimePoint now) {
   std::lock_guard lock(mu_);
   if (!extend_ || now < next_extend_) return;

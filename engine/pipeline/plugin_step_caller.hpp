@@ -49,6 +49,7 @@ class PluginStepCaller final : public runtime::StepCaller {
   void forget(JobId job, int attempt) override;
   void set_resume(Resume resume) override;
   void set_extend(Extend extend) override;
+  void set_backlog(Backlog backlog) override;
   // A step parked for its turn is parked this long at a time, and its park
   // moved on while this process lives (set_extend): after a crash it wakes
   // that soon. Moved every kTurnParkEvery.

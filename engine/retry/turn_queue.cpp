@@ -26,6 +26,11 @@ void TurnQueue::on_waiting(std::function<void()> notify) {
   notify_ = std::move(notify);
 }
 
+void TurnQueue::set_backlog(Backlog backlog) {
+  std::lock_guard lock(mu_);
+  backlog_ = std::move(backlog);
+}
+
 std::size_t TurnQueue::waiting() const {
   std::lock_guard lock(mu_);
   return queued_;
@@ -159,7 +164,9 @@ std::size_t TurnQueue::grant_locked(std::int64_t now_us, Woken& woken) {
       break;
     }
     if (earliest) {
-      for (const auto& l : head->shared_) l->waiting(static_cast<std::int64_t>(queued_), now_us);
+      const std::int64_t to_come =
+          static_cast<std::int64_t>(queued_) + (backlog_ ? std::max<std::int64_t>(0, backlog_()) : 0);
+      for (const auto& l : head->shared_) l->waiting(to_come, now_us);
       limit::LimiterStack stack(head->limiters_);
       auto slot = stack.reserve(now, head->units_);
       if (slot) {

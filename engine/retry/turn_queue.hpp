@@ -196,6 +196,15 @@ class TurnQueue {
 
   std::size_t waiting() const;
 
+  // How many more calls may come than wait here: the jobs the engine holds
+  // that no worker runs yet, and more when its last claim found the
+  // database fuller than it could take. Told to the limits with the count
+  // that waits (Limiter::waiting), so a learned pace does not take a run's
+  // steady stream for its end. Empty: none. Called under the queue's lock:
+  // it must not block.
+  using Backlog = std::function<std::int64_t()>;
+  void set_backlog(Backlog backlog);
+
   // Takes turns with the other processes through `shares` from now on
   // (null: alone again).
   void share_with(std::shared_ptr<limit::TurnShares> shares);
@@ -309,6 +318,7 @@ class TurnQueue {
   std::int64_t last_grant_us_ = 0;
   double spacing_us_ = 0;
   std::function<void()> notify_;
+  Backlog backlog_;
   // Turns between processes: the weight of the keys active, in 1/kWeightScale.
   static constexpr double kWeightScale = 64;
   std::shared_ptr<limit::TurnShares> shares_;

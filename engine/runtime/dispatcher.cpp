@@ -111,8 +111,9 @@ void Dispatcher::dispatch_loop(std::stop_token stop) {
     }
     publish_expired_leases(*env_.events, claimed->expired);
     std::size_t got = claimed->jobs.size();
-    if (got > 0) {
+    {
       std::lock_guard lock(held_.mu);
+      held_.more_in_store = claimed->more_due;
       for (auto& j : claimed->jobs) {
         // A resumed job often holds a reserved limiter slot that is only good
         // around its time: it goes ahead of fresh jobs already waiting here.
@@ -122,6 +123,7 @@ void Dispatcher::dispatch_loop(std::stop_token stop) {
         j.claim_seq = ++held_.claim_seq;
         held_.ready.insert(at, std::move(j));
       }
+      held_.publish_backlog();
     }
     // Wake as many workers as there are new jobs, not every idle one.
     if (got >= static_cast<std::size_t>(options_.workers)) {

@@ -237,6 +237,8 @@ Status Engine::start() {
             if (impl->scheduler) impl->scheduler->wake_at(*later);
           });
     });
+    impl_->caller->set_backlog(
+        [backlog = impl_->scheduler->backlog()] { return backlog->load(std::memory_order_relaxed); });
     impl_->caller->set_extend([impl](std::vector<std::pair<JobId, int>> jobs, TimePoint until) {
       const store::Micros now = store::to_micros(impl->clock->now());
       const store::Micros to = store::to_micros(until);
@@ -264,6 +266,7 @@ void Engine::stop() {
     if (impl_->caller) {
       impl_->caller->set_resume({});
       impl_->caller->set_extend({});
+      impl_->caller->set_backlog({});
     }
     impl_->reports.stop();
   }

@@ -10,14 +10,16 @@
 //
 // Ownership: owned by the Scheduler, borrowed by its roles; the runs in
 // `active` live on their workers' stacks. Thread-safety: every member but
-// `batch` under `mu`.
+// `batch` and `backlog` under `mu`.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <utility>
 
@@ -39,6 +41,16 @@ struct HeldJobs {
   }
 
   const std::size_t batch;  // one claim's worth: as many jobs as workers
+
+  // The jobs in `ready`, and one batch more when the last claim left
+  // more due in the database: calls still to come, for the step caller's
+  // limits (StepCaller::set_backlog). Read without mu.
+  void publish_backlog() {
+    const std::size_t jobs = ready.size() + (more_in_store ? batch : 0);
+    backlog->store(static_cast<std::int64_t>(jobs), std::memory_order_relaxed);
+  }
+  const std::shared_ptr<std::atomic<std::int64_t>> backlog = std::make_shared<std::atomic<std::int64_t>>(0);
+  bool more_in_store = false;
 
   std::mutex mu;
   std::condition_variable work_cv;      // ready gained a job, or stopping

@@ -44,6 +44,8 @@ class Scheduler {
   void wake();
   // A job of this engine becomes due at `at` (Dispatcher::wake_at).
   void wake_at(TimePoint at);
+  // The jobs held that no worker runs yet (HeldJobs::publish_backlog).
+  std::shared_ptr<const std::atomic<std::int64_t>> backlog() const { return held_.backlog; }
 
  private:
   SchedulerOptions options_;

@@ -105,6 +105,12 @@ class StepCaller {
   // moves each listed attempt, still parked and due sooner, to `until`.
   using Extend = std::function<void(std::vector<std::pair<JobId, int>> jobs, TimePoint until)>;
   virtual void set_extend(Extend /*extend*/) {}
+  // How many jobs the engine holds that no worker runs yet, more when the
+  // database holds more than its last claim took: the calls a caller's
+  // limits may still see beside those waiting now (a learned pace keeps
+  // probing a window's end while they come). Must not block. Empty: none.
+  using Backlog = std::function<std::int64_t()>;
+  virtual void set_backlog(Backlog /*backlog*/) {}
   // The park of `attempt` of `job` has committed: a resume from now on finds
   // the job parked in the database.
   virtual void parked(JobId /*job*/, int /*attempt*/) {}

@@ -24,6 +24,7 @@ void WorkerPool::worker_loop() {
       if (held_.stopping) return;
       job = std::move(held_.ready.front());
       held_.ready.pop_front();
+      held_.publish_backlog();
       ++held_.running;
       wanted = held_.claim_wanted();
     }

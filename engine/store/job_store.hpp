@@ -126,6 +126,10 @@ struct ClaimResult {
   // When the next pending job (of any type or queue) falls due after `now`;
   // nullopt: none is scheduled ahead.
   std::optional<Micros> next_run_at;
+  // The claim took its limit and more jobs it could take were due: the
+  // engine's limits hear that calls are still to come (StepCaller::set_backlog).
+  // Looked for only when the claim took its limit.
+  bool more_due = false;
 };
 
 // Result of a write made under a lease.

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -157,6 +158,28 @@ TEST(TurnQueue, ALimitSharedByTheTurnsHearsHowManyCallsWaitBeforeEachSlot) {
   counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
   // The first asked alone; the others waited together, fewer at each grant.
   EXPECT_EQ(counts, (std::vector<std::int64_t>{1, 5, 4, 3, 2, 1}));
+}
+
+TEST(TurnQueue, TheCallsTheEngineStillHoldsAddToTheCountTheLimitHears) {
+  // Three calls wait here; the engine holds ten more jobs behind them
+  // (set_backlog): the pace must not take the three for a run's end.
+  Bed bed;
+  auto recorder = std::make_shared<WaitingRecorder>(paced());
+  bed.shared = recorder;
+  std::atomic<std::int64_t> backlog{10};
+  bed.queue.set_backlog([&backlog] { return backlog.load(); });
+  for (int i = 0; i < 3; ++i) bed.ask("alice");
+  bed.drain();
+  ASSERT_FALSE(recorder->told.empty());
+  std::vector<std::int64_t> counts = recorder->told;
+  counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
+  EXPECT_EQ(counts, (std::vector<std::int64_t>{11, 12, 11})) << "the first asked alone, then two waited";
+  backlog = 0;
+  recorder->told.clear();
+  bed.ask("alice");
+  bed.drain();
+  ASSERT_FALSE(recorder->told.empty());
+  for (const std::int64_t n : recorder->told) EXPECT_EQ(n, 1) << "with none held, only the call itself";
 }
 
 TEST(TurnQueue, AKeyWithAFewCallsIsNotQueuedBehindAKeyWithMany) {

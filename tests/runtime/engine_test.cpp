@@ -85,6 +85,36 @@ TEST_F(EngineFixture, Handler_TwoSteps_RunOnceAndResultStored) {
   EXPECT_EQ(a_runs.load(), 1);
 }
 
+TEST_F(EngineFixture, Backlog_EachCallHearsOfTheJobsBehindItAndTheLastOfNone) {
+  // A learned pace holds a window's last units back to probe where the
+  // window ends only while more calls are to come (limit/adaptive_pacer):
+  // the jobs claimed that no worker runs yet, and the database's beyond.
+  auto e = open(/*workers=*/1);
+  std::mutex mu;
+  std::vector<std::int64_t> heard;
+  ASSERT_TRUE(
+      e->define("ask", [&](StepContext& ctx) { return ctx.call("q", "p.op", nlohmann::json::object()); }));
+  caller_->on("p.op", [&](const runtime::StepCall&) {
+    std::lock_guard lock(mu);
+    heard.push_back(caller_->backlog().value_or(-1));
+    return runtime::CallOutcome::ok(1);
+  });
+  constexpr int kJobs = 7;
+  for (int i = 0; i < kJobs; ++i) ASSERT_TRUE(e->enqueue("ask", nlohmann::json::object()));
+  EXPECT_FALSE(caller_->backlog()) << "told before the engine runs";
+  ASSERT_TRUE(e->start());
+  ASSERT_TRUE(e->drain(20s));
+  e->stop();
+  EXPECT_FALSE(caller_->backlog()) << "still told once the engine stopped";
+  std::lock_guard lock(mu);
+  ASSERT_EQ(heard.size(), static_cast<std::size_t>(kJobs));
+  // One worker: the first call has the other six behind it, claimed or in
+  // the database; the last has none.
+  EXPECT_GE(heard.front(), 1) << "the first call heard of no job behind it";
+  EXPECT_EQ(heard.back(), 0) << "the last call heard of jobs still to come";
+  for (const std::int64_t n : heard) EXPECT_GE(n, 0);
+}
+
 TEST_F(EngineFixture, Handler_NextStepStarts_EveryEarlierCheckpointIsAlreadyCommitted) {
   auto e = open();
   const auto path = options().database;

@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +41,17 @@ class FakeCaller final : public runtime::StepCaller {
     return script(c);
   }
 
+  void set_backlog(Backlog backlog) override {
+    std::lock_guard lock(mu_);
+    backlog_ = std::move(backlog);
+  }
+  // What the engine's backlog says now; nullopt: it gave none.
+  std::optional<std::int64_t> backlog() {
+    std::lock_guard lock(mu_);
+    if (!backlog_) return std::nullopt;
+    return backlog_();
+  }
+
   void forget(JobId job, int attempt) override {
     std::lock_guard lock(mu_);
     forgotten_.emplace_back(job, attempt);
@@ -72,6 +84,7 @@ class FakeCaller final : public runtime::StepCaller {
   std::map<std::string, nlohmann::json> last_args_;
   std::map<std::string, std::string> last_keys_;
   std::vector<std::pair<JobId, int>> forgotten_;
+  Backlog backlog_;
 };
 
 }  // namespace ratchet::testing

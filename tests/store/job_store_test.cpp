@@ -119,6 +119,22 @@ TEST_P(JobStoreTest, Claim_SaysWhenTheNextPendingJobFallsDue) {
   EXPECT_FALSE(none.next_run_at);
 }
 
+TEST_P(JobStoreTest, Claim_TakingItsLimit_SaysWhetherMoreOfItsJobsAreDue) {
+  add("t", kT0, 1);
+  add("t", kT0, 0);
+  add("t", kT0 + 9 * kSec, 0);  // not due yet
+  add("other", kT0, 0);         // not of the types asked for
+  auto first = claim("w", kT0, 1);
+  ASSERT_EQ(first.jobs.size(), 1u);
+  EXPECT_TRUE(first.more_due) << "a second job of type t was due";
+  auto last = claim("w", kT0, 1);
+  ASSERT_EQ(last.jobs.size(), 1u);
+  EXPECT_FALSE(last.more_due) << "the only jobs left are not due, or of another type";
+  auto none = claim("w", kT0, 1);
+  EXPECT_TRUE(none.jobs.empty());
+  EXPECT_FALSE(none.more_due);
+}
+
 TEST_P(JobStoreTest, Claim_ManyJobsAheadInSeveralPriorities_ClaimsTheDueOneAndNamesTheNext) {
   ASSERT_TRUE(store_->write([&](JobStore& s) {
     for (int i = 0; i < 20000; ++i) s.insert({"t", "default", "{}", i % 3, kT0 + (i + 1) * kSec, 3, ""}, kT0);

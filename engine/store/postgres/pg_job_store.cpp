@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <tuple>
+#include <utility>
 
 #include "store/postgres/arrays.hpp"
 #include "store/stored_json.hpp"
@@ -195,6 +196,18 @@ ClaimResult PgJobStore::claim(const ClaimRequest& req) {
       row.job.checkpoints = std::move(found->second);
     }
     result.jobs.push_back(std::move(row.job));
+  }
+  if (req.limit > 0 && std::cmp_greater_equal(result.jobs.size(), req.limit)) {
+    // The jobs taken are running now: another still due is one more.
+    Rows more = s_.run(
+        "SELECT EXISTS (SELECT 1 FROM ratchet_jobs"
+        "  WHERE state IN ('scheduled', 'available', 'retryable') AND suspect = 0 AND run_at_us <= $2"
+        "  AND type IN (SELECT jsonb_array_elements_text($3::jsonb))"
+        "  AND ($4::jsonb IS NULL OR queue IN (SELECT jsonb_array_elements_text($4::jsonb)))"
+        "  AND (parked_by IS NULL OR parked_by = $1 OR run_at_us <= $5))",
+        {p(req.owner), p(req.now), p(json_array(req.types)), queues_param(req.queues),
+         p(req.now - req.others_parked_after)});
+    result.more_due = more.size() > 0 && more.get_text(0, 0) == "t";
   }
   // Due for this process at its time, or, parked by another, that much later.
   Rows next = s_.run(

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <map>
 #include <string_view>
+#include <utility>
 
 #include "store/sqlite/quarantine.hpp"
 #include "store/sqlite/statement_use.hpp"
@@ -244,6 +245,12 @@ ClaimResult SqliteJobStore::claim(const ClaimRequest& req) {
     result.jobs.push_back(std::move(j));
   }
   for (auto& j : result.jobs) j.checkpoints = load_checkpoints(j.id);
+  if (req.limit > 0 && std::cmp_greater_equal(result.jobs.size(), req.limit)) {
+    // The jobs taken are running now: another still due is one more.
+    ClaimRequest more = req;
+    more.limit = 1;
+    result.more_due = !due_ids(more, priorities).empty();
+  }
   return result;
 }
 
