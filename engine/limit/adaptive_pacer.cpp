@@ -487,7 +487,13 @@ std::int64_t AdaptivePacer::probes_wanted_locked() const {
   if (doubt <= WindowPhase::kResolution) return 0;
   const auto halvings =
       static_cast<std::int64_t>(std::ceil(std::log2(static_cast<double>(doubt) / WindowPhase::kResolution)));
-  return std::min({halvings, std::int64_t{4}, std::max<std::int64_t>(1, quota_limit_ / 10)});
+  // Before the phase is known, the probes scan the span from its start, and
+  // the first to land in the next window loses the old window's units
+  // still held: more probes find the boundary sooner, each held one may be
+  // lost. A span of up to two seconds (a reset read against a Date) is
+  // found soonest, for a quota a second, at about a quarter of it held.
+  const std::int64_t share = phase_.known() ? 10 : 4;
+  return std::min({halvings, std::int64_t{4}, std::max<std::int64_t>(1, quota_limit_ / share)});
 }
 
 std::int64_t AdaptivePacer::probe_at_locked(std::int64_t t, std::int64_t units, bool demand_fits) const {
@@ -498,7 +504,7 @@ std::int64_t AdaptivePacer::probe_at_locked(std::int64_t t, std::int64_t units, 
   // middle. (A probe whose reply never came is given up after a while.)
   if (probe_slot_us_ > 0 && t < probe_slot_us_ + kProbeReplyUs) return quota_until_us_;
   const std::int64_t end = quota_until_us_ - kBoundaryGuard;
-  const std::int64_t probe = phase_.probe_before(end);
+  const std::int64_t probe = phase_.probe_before(end, quota_ / std::max<std::int64_t>(1, units));
   if (probe <= 0 || probe >= quota_until_us_) return 0;
   return std::max(probe, t);
 }

@@ -132,9 +132,9 @@ std::int64_t WindowPhase::doubt(std::int64_t end_us) const {
   return pending_lo_ > 0 && end_us > pending_lo_ ? end_us - pending_lo_ : 0;
 }
 
-std::int64_t WindowPhase::probe_before(std::int64_t end_us) const {
+std::int64_t WindowPhase::probe_before(std::int64_t end_us, std::int64_t probes) const {
   if (doubt(end_us) <= kResolution) return 0;
-  if (!known_) return pending_lo_ + (end_us - pending_lo_) / 2;
+  if (!known_) return pending_lo_ + (end_us - pending_lo_) / (std::max<std::int64_t>(1, probes) + 1);
   const auto [from, to] = span_before(end_us);
   return from + (to - from) / 2;
 }

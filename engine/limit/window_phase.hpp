@@ -24,9 +24,10 @@
 // Only calls started inside the interval narrow it. The pacer sends a
 // window's last units one at a time (the probes) at its middle, each
 // halving it, until it is narrower than kResolution.
-// Before the window's length is known, the end of the current window is
-// probed the same way, between the latest call counted in it and the end
-// its reset states; the first window's end found so starts the phase.
+// Before the phase is known, the end of the current window is probed
+// between the latest call counted in it and the end its reset states, the
+// probes spread evenly from the early side; the first window's end found
+// so starts the phase.
 //
 // Not thread-safe: the pacer calls it under its own lock.
 #pragma once
@@ -67,8 +68,12 @@ class WindowPhase {
   // the end a reset states) may still lie in.
   std::int64_t doubt(std::int64_t end_us) const;
   // When to send the probe for that boundary, or zero when it is known
-  // closely enough.
-  std::int64_t probe_before(std::int64_t end_us) const;
+  // closely enough. Before the phase is known, `probes` (this one
+  // included) scan the span from its start, evenly: each one counted in the
+  // old window moves the span's start on, and the first in the new window
+  // ends the search (halving the span would send the first probe to its
+  // middle, however early the boundary).
+  std::int64_t probe_before(std::int64_t end_us, std::int64_t probes = 1) const;
 
  private:
   // The boundary interval's index for a start at `t`, and how far into it.

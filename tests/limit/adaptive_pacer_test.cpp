@@ -287,14 +287,15 @@ TEST(AdaptivePacer_Quota, WhatRemainsOfAWindowGoesAtOnceThenNothingBeforeItsRese
   next_slot(p, t0);
   clock.advance(20ms);
   p.observe(window_reply(9, 2s), clock.now(), t0);  // the window's first call
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < 7; ++i) {
     EXPECT_EQ(next_slot(p, clock.now()), to_micros(clock.now())) << "call " << i + 2 << " of the window";
   }
-  // The last goes inside the window, to find where it ends
-  // (window_phase.hpp): halfway to the end its reset states.
-  EXPECT_EQ(next_slot(p, clock.now()), to_micros(t0 + 1s));
-  // Then, spent, the next waits for the window's end (placed by its first
-  // call): not spaced over the window nor at once.
+  // The last two go inside the window, one at a time, to find where it
+  // ends (window_phase.hpp): its phase not known, they scan the span to the
+  // end its reset states from the span's start, the first a third of the way.
+  EXPECT_EQ(next_slot(p, clock.now()), to_micros(t0) + 2'000'000 / 3);
+  // Then, with that probe's reply not in, the next waits for the window's
+  // end (placed by its first call): not spaced over the window nor at once.
   EXPECT_EQ(next_slot(p, clock.now()), to_micros(t0 + 2s + 10ms));
 }
 
@@ -338,11 +339,11 @@ TEST(AdaptivePacer_Quota, CallsStartedAfterTheReplyingOneCountAgainstWhatRemains
 }
 
 TEST(AdaptivePacer_Quota, RepliesInAnotherOrderThanTheServerCountedLoseNothingOfTheWindow) {
-  // Eight calls started together reach the server in one order and reply
-  // in another: the one it counted last replies first, saying 1 remains
-  // while the seven started after it have not replied. Once they have
-  // (each counted before it), one unit is still left in the window, and it
-  // goes before the window's end (as the probe of that end), not after.
+  // Seven calls started together reach the server in one order and reply
+  // in another: the one it counted last replies first, saying 2 remain
+  // while the six started after it have not replied. Once they have (each
+  // counted before it), two units are still left in the window, and they
+  // go before the window's end (as probes of that end), not after.
   FakeClock clock;
   AdaptivePacer p(plugin_pacing(Duration::zero()));
   const TimePoint t0 = clock.now();
@@ -350,14 +351,14 @@ TEST(AdaptivePacer_Quota, RepliesInAnotherOrderThanTheServerCountedLoseNothingOf
   clock.advance(20ms);
   p.observe(window_reply(9, 2s), clock.now(), t0);  // the window's first call
   std::vector<TimePoint> started;
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < 7; ++i) {
     started.push_back(clock.now());
     EXPECT_EQ(next_slot(p, clock.now()), to_micros(clock.now()));
     clock.advance(1ms);
   }
   clock.advance(30ms);
-  p.observe(window_reply(1, 2s), clock.now(), started[0]);
-  for (int i = 7; i >= 1; --i) p.observe(window_reply(1 + i, 2s), clock.now(), started[i]);
+  p.observe(window_reply(2, 2s), clock.now(), started[0]);
+  for (int i = 6; i >= 1; --i) p.observe(window_reply(2 + i, 2s), clock.now(), started[i]);
   EXPECT_LT(next_slot(p, clock.now()), to_micros(t0 + 2s)) << "the window's last unit was lost";
 }
 

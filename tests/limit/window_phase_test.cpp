@@ -30,6 +30,22 @@ TEST(WindowPhase, AWindowsFirstCallAndTheCallsAfterItBoundTheNextBoundary) {
   EXPECT_EQ(phase.probe_before(100'000 + kSecond), 130'000 + (kSecond - 30'000) / 2);
 }
 
+TEST(WindowPhase, BeforeThePhaseIsKnownProbesScanTheWindowsEndFromTheEarlySide) {
+  // No window length yet: the end of the current window lies after the
+  // latest call counted in it and by the end its reset states.
+  WindowPhase phase;
+  phase.replied(100'000, 120'000);
+  phase.opened(100'000, 120'000);
+  phase.counted(160'000);
+  ASSERT_FALSE(phase.known());
+  const std::int64_t end = 2'160'000;  // a reset two seconds on, read against a Date
+  EXPECT_EQ(phase.probe_before(end, 3), 160'000 + 500'000) << "three probes: the first a quarter in";
+  EXPECT_EQ(phase.probe_before(end), 160'000 + 1'000'000) << "one probe: halfway";
+  phase.started(660'000);
+  phase.counted(660'000);  // the first probe was counted in the old window: the scan moves on
+  EXPECT_EQ(phase.probe_before(end, 2), 660'000 + 500'000);
+}
+
 TEST(WindowPhase, AProbeOnEitherSideHalvesTheInterval) {
   WindowPhase phase;
   phase.set_window(kSecond);
@@ -222,6 +238,24 @@ TEST(AdaptivePacer_Phase, TheCallsOfARunsLastSecondWindowGoAtOnce) {
       EXPECT_LE(makespan, 1.1 * bound) << "offset " << offset << (ietf ? " ietf" : " x-ratelimit") << ": "
                                        << makespan << " s against " << bound;
     }
+  }
+}
+
+TEST(AdaptivePacer_Phase, TheFirstWindowsEndIsFoundByProbesFromTheEarlySide) {
+  // X-RateLimit-Reset in whole seconds read against a Date in whole
+  // seconds: the first window's end is known to within two seconds. Its
+  // last units scan that span from its start, so the next window is found
+  // soon after it opens: 1.03 to 1.07 times the bound here, where one
+  // probe at the span's middle, landing up to a second into the next
+  // window however early it opened, took 1.05 to 1.13.
+  for (const std::int64_t offset : {215'000, 500'000, 900'000}) {
+    FixedWindowServer server{kSecond, offset, 14, 39'000};
+    const std::int64_t t0 = 1'700'000'000 * kSecond + 820'000;
+    const PacedRun run = run_against(server, 50, t0, 8);
+    const double makespan = static_cast<double>(run.last_arrival - run.first_arrival) / 1e6;
+    const double bound = bound_s(server, run.first_arrival, 50);
+    EXPECT_EQ(run.refused, 0) << "offset " << offset;
+    EXPECT_LE(makespan, 1.1 * bound) << "offset " << offset << ": " << makespan << " s against " << bound;
   }
 }
 
