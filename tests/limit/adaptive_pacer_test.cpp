@@ -280,13 +280,20 @@ PaceHint window_reply(std::int64_t remaining, Duration reset_in) {
   return h;
 }
 
-TEST(AdaptivePacer_Quota, WhatRemainsOfAWindowGoesAtOnceThenNothingBeforeItsReset) {
-  FakeClock clock;
-  AdaptivePacer p(plugin_pacing(Duration::zero()));
+// The pacer's first call starts at t0 and, 20 ms later, replies as the
+// first call of a 10-unit window that resets in two seconds. Returns t0.
+TimePoint open_window(AdaptivePacer& p, FakeClock& clock) {
   const TimePoint t0 = clock.now();
   next_slot(p, t0);
   clock.advance(20ms);
-  p.observe(window_reply(9, 2s), clock.now(), t0);  // the window's first call
+  p.observe(window_reply(9, 2s), clock.now(), t0);
+  return t0;
+}
+
+TEST(AdaptivePacer_Quota, WhatRemainsOfAWindowGoesAtOnceThenNothingBeforeItsReset) {
+  FakeClock clock;
+  AdaptivePacer p(plugin_pacing(Duration::zero()));
+  const TimePoint t0 = open_window(p, clock);  // the window's first call
   for (int i = 0; i < 7; ++i) {
     EXPECT_EQ(next_slot(p, clock.now()), to_micros(clock.now())) << "call " << i + 2 << " of the window";
   }
@@ -302,10 +309,7 @@ TEST(AdaptivePacer_Quota, WhatRemainsOfAWindowGoesAtOnceThenNothingBeforeItsRese
 TEST(AdaptivePacer_Quota, ALateReplyOfTheWindowBefore_LeavesTheNewWindowsQuotaAlone) {
   FakeClock clock;
   AdaptivePacer p(plugin_pacing(Duration::zero()));
-  const TimePoint t0 = clock.now();
-  next_slot(p, t0);
-  clock.advance(20ms);
-  p.observe(window_reply(9, 2s), clock.now(), t0);        // the first window's first call
+  const TimePoint t0 = open_window(p, clock);             // the window's first call
   for (int i = 0; i < 8; ++i) next_slot(p, clock.now());  // all but the probe
   // The next window's first call, started at its end, replies before the
   // last call of the window before, which had spent it.
@@ -346,10 +350,7 @@ TEST(AdaptivePacer_Quota, RepliesInAnotherOrderThanTheServerCountedLoseNothingOf
   // go before the window's end (as probes of that end), not after.
   FakeClock clock;
   AdaptivePacer p(plugin_pacing(Duration::zero()));
-  const TimePoint t0 = clock.now();
-  next_slot(p, t0);
-  clock.advance(20ms);
-  p.observe(window_reply(9, 2s), clock.now(), t0);  // the window's first call
+  const TimePoint t0 = open_window(p, clock);  // the window's first call
   std::vector<TimePoint> started;
   for (int i = 0; i < 7; ++i) {
     started.push_back(clock.now());
@@ -416,10 +417,7 @@ TEST(AdaptivePacer_Quota, ALongWindowsQuotaStaysSpacedByThePace) {
 TEST(AdaptivePacer_Quota, ARefusalEndsTheBurst) {
   FakeClock clock;
   AdaptivePacer p(plugin_pacing(Duration::zero()));
-  const TimePoint t0 = clock.now();
-  next_slot(p, t0);
-  clock.advance(20ms);
-  p.observe(window_reply(9, 2s), clock.now(), t0);
+  open_window(p, clock);
   next_slot(p, clock.now());
   PaceHint refused;  // another client spent the window
   refused.throttled = true;
