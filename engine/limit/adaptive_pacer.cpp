@@ -125,12 +125,15 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
   const bool stale = !opened && call_started && to_micros(*call_started) < window_start_us_;
   if (opened) window_start_us_ = to_micros(*call_started);
   if (call_started) {
+    // How long replies take: fast to grow, slow to shrink.
+    const std::int64_t took = std::max<std::int64_t>(0, now_us - to_micros(*call_started));
+    reply_took_us_ = took > reply_took_us_ ? took : reply_took_us_ - (reply_took_us_ - took) / 8;
     replied_locked(to_micros(*call_started));
     learn_phase_locked(hint, to_micros(*call_started), now_us, opened);
     if (probe_slot_us_ > 0 && to_micros(*call_started) >= probe_slot_us_) probe_slot_us_ = 0;
   }
   if (hint.limit) quota_limit_ = *hint.limit;
-  end_hold_locked(now_us);
+  end_hold_locked(now_us, call_started ? to_micros(*call_started) : 0);
   if (hint.throttled) {
     quota_until_us_ = 0;  // refused: the pause below says when to go on
   } else if (options_.floor == Duration::zero() && hint.remaining && call_started && !stale &&
@@ -252,7 +255,10 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
       // every such 429 would end far below its limit; waiting longer each
       // time rides the window out instead.
       pause_us_ = std::clamp<std::int64_t>(2 * pause_us_, std::max<std::int64_t>(interval_us_, 1), max_us);
-      if (!hint.resume_at) resume_us_ = std::max(resume_us_, now_us + pause_us_);
+      if (!hint.resume_at) {
+        resume_us_ = std::max(resume_us_, now_us + pause_us_);
+        hold_after_pause_locked();
+      }
       decreased_at_us_ = now_us;
       admitted_since_decrease_ = false;
     } else if (!in_flight_at_decrease && at_declared_pace_locked(now_us) &&
@@ -301,7 +307,10 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
       admitted_since_decrease_ = false;
       // Retry-After already says when to resume; a bare 429 pauses (one
       // interval, at least min_pause).
-      if (!hint.resume_at) resume_us_ = std::max(resume_us_, now_us + pause_us_);
+      if (!hint.resume_at) {
+        resume_us_ = std::max(resume_us_, now_us + pause_us_);
+        hold_after_pause_locked();
+      }
     }
     return;
   }
@@ -331,11 +340,37 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
   }
 }
 
-void AdaptivePacer::end_hold_locked(std::int64_t now_us) {
+void AdaptivePacer::hold_after_pause_locked() {
+  // A bare 429 says neither when the window renews nor how much it holds:
+  // the first call after the pause finds out alone. Several at once would
+  // all be refused while the window is still spent (a pause doubling from
+  // 50 ms takes a few tries to ride out a window of seconds), each a 429.
+  // Not with a limit declared: the server's own pace is known there.
+  if (options_.floor != Duration::zero() || options_.opening_hold <= Duration::zero()) return;
+  awaiting_reply_ = true;
+  hold_until_us_ = 0;
+  hold_from_us_ = std::max<std::int64_t>(1, resume_us_);
+}
+
+std::int64_t AdaptivePacer::hold_span_locked() const {
+  const std::int64_t most = to_micros(options_.opening_hold);
+  if (hold_from_us_ == 0 || reply_took_us_ <= 0) return most;
+  // After a pause, for about as long as replies take: the steps held are
+  // granted their slots then, in time to be woken for them, rather than
+  // only once the reply came (a parked step takes a while to wake). A reply
+  // later than that lets a second call go before it.
+  return std::min(most, reply_took_us_ + reply_took_us_ / 2 + kBoundaryGuard);
+}
+
+void AdaptivePacer::end_hold_locked(std::int64_t now_us, std::int64_t started_us) {
   if (!awaiting_reply_) return;
-  // The first reply: the steps held for it go now, at the opening's pace or
-  // at what it said.
+  // After a pause, only the reply of a call started since it ends the hold:
+  // those of the calls in flight at the refusal tell of the window it ended.
+  if (hold_from_us_ > 0 && started_us < hold_from_us_) return;
+  // The reply awaited: the steps held for it go now, at the pace or at what
+  // it said.
   awaiting_reply_ = false;
+  hold_from_us_ = 0;
   if (hold_until_us_ > now_us) {
     ++generation_;
     moved_tat_ = now_us;
@@ -345,7 +380,7 @@ void AdaptivePacer::end_hold_locked(std::int64_t now_us) {
 
 void AdaptivePacer::replied(TimePoint now) {
   std::lock_guard lock(mu_);
-  end_hold_locked(to_micros(now));
+  end_hold_locked(to_micros(now), 0);
 }
 
 Duration AdaptivePacer::interval() const {
@@ -576,7 +611,7 @@ Result<Slot> AdaptivePacer::reserve_units(std::int64_t now_us, std::int64_t t_us
     return s;
   }
   if (quota_until_us_ > s.at_us) quota_ -= units;
-  if (awaiting_reply_ && hold_until_us_ == 0) hold_until_us_ = s.at_us + to_micros(options_.opening_hold);
+  if (awaiting_reply_ && hold_until_us_ == 0) hold_until_us_ = s.at_us + hold_span_locked();
   s.tat_before_us = tat_;
   // With a burst, the slot may come before tat_, which still moves on by its units.
   tat_ = burst_tau_locked() > 0 ? std::max(tat_, s.at_us) + units * interval_us_
@@ -591,7 +626,12 @@ std::int64_t AdaptivePacer::new_turn_locked(Slot& slot, std::int64_t now_us) {
   // pace. Such slots take turns at the new pace from the end of the pause,
   // in the order they come back: each its own turn, or all would wait, wake
   // and be moved together, one start at a time.
-  const std::int64_t turn = std::max({now_us, resume_us_, moved_tat_ - burst_tau_locked()});
+  std::int64_t turn = std::max({now_us, resume_us_, moved_tat_ - burst_tau_locked()});
+  if (awaiting_reply_ && hold_until_us_ > 0) {
+    turn = std::max(turn, hold_until_us_);
+  } else if (awaiting_reply_) {
+    hold_until_us_ = turn + hold_span_locked();  // this one goes first, alone
+  }
   moved_tat_ = std::max(moved_tat_, turn) + slot.units * interval_at_locked(turn);
   slot.generation = generation_;
   return turn;
@@ -713,8 +753,14 @@ UseResult AdaptivePacer::start_locked(Slot& slot, std::int64_t now_us) {
 
 Status AdaptivePacer::cancel(const Slot& slot) {
   std::lock_guard lock(mu_);
-  if (awaiting_reply_ && first_start_us_ == 0) hold_until_us_ = 0;  // the first call never went
-  if (slot.started) replied_locked(slot.at_us);                     // it never went: nothing to come of it
+  // The call the hold lets go first never went: the next one goes instead.
+  if (awaiting_reply_) {
+    const bool first_went =
+        hold_from_us_ > 0 ? !starts_.empty() && starts_.back() >= hold_from_us_ : first_start_us_ > 0;
+    const bool was_first = hold_from_us_ > 0 && slot.started && slot.at_us >= hold_from_us_;
+    if (!first_went || was_first) hold_until_us_ = 0;
+  }
+  if (slot.started) replied_locked(slot.at_us);  // it never went: nothing to come of it
   if (slot.quota_until_us > 0) {
     if (slot.at_us == probe_slot_us_) probe_slot_us_ = 0;
     if (!slot.started) quota_pending_ = std::max<std::int64_t>(0, quota_pending_ - slot.units);

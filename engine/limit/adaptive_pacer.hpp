@@ -13,7 +13,10 @@
 //     wants a step under it, not half; from the rate of the starts in the
 //     last second when nothing was learned, or the rate admitted in it when
 //     lower) and a pause of one interval (at least `min_pause`, doubling
-//     while refusals go on); then
+//     while refusals go on). With no limit declared, the first call after
+//     the pause goes alone: the next waits for its reply, or for about as
+//     long as replies take (a step held longer would be parked, and woken
+//     late once the reply came); then
 //     each good reply adds `recovery` times the rate at the decrease
 //     (additive increase) up to `ceiling` times the rate that drew the 429,
 //     and a tenth as fast beyond it, until the learned or declared pace is
@@ -160,7 +163,10 @@ class AdaptivePacer final : public Limiter {
   void count_remaining_locked(std::int64_t remaining, std::int64_t until_us, std::int64_t now_us,
                               std::int64_t window_us, bool opened);
   void note_start_locked(std::int64_t now_us, std::int64_t units);
-  void end_hold_locked(std::int64_t now_us);
+  // Ends the hold on a reply of the call started at `started_us` (zero:
+  // not known).
+  void end_hold_locked(std::int64_t now_us, std::int64_t started_us);
+  void hold_after_pause_locked();
   // What a reply with no quota says about a server that only refuses: the
   // reading of a refusal, or of the last one taken again with an admitted
   // call that started before it (nothing for other admitted calls, or for
@@ -266,7 +272,15 @@ class AdaptivePacer final : public Limiter {
 
   // The opening: after the first slot, none before the first reply or
   // hold_until_us_.
+  // After a bare 429's pause, the same hold for the first call after it:
+  // only the reply of a call started from hold_from_us_ on ends it (zero:
+  // the opening's, any reply).
   bool awaiting_reply_ = false;
+  std::int64_t hold_from_us_ = 0;
+  // How long the hold lasts at most: the opening's, or after a pause a
+  // little more than replies take (reply_took_us_).
+  std::int64_t hold_span_locked() const;
+  std::int64_t reply_took_us_ = 0;
   std::int64_t hold_until_us_ = 0;
   // What remains of the server's window until quota_until_us_, less the
   // slots granted from it since (may go below zero: none left).

@@ -270,6 +270,41 @@ TEST(AdaptivePacer_Opening, AFirstReplyThatNeverComesHoldsTheNextCallsForTheHold
   EXPECT_LT(third - second, to_micros(TimePoint{} + o.opening_interval));
 }
 
+TEST(AdaptivePacer_Opening, AfterABare429sPauseTheFirstCallGoesAloneForAsLongAsRepliesTake) {
+  // A bare 429 says neither when the server's window renews nor what it
+  // holds: calls sent together at the pause's end are all refused while it
+  // is still spent, each a 429. The replies of calls in flight at the
+  // refusal tell nothing of that.
+  FakeClock clock;
+  AdaptivePacer p(plugin_pacing(Duration::zero()));
+  const TimePoint t0 = clock.now();
+  next_slot(p, t0);
+  clock.advance(100ms);
+  p.observe(PaceHint{}, clock.now(), t0);  // nothing said; replies take 100 ms
+  std::vector<std::int64_t> sent;
+  for (int i = 0; i < 10; ++i) sent.push_back(next_slot(p, clock.now()));
+  clock.advance(from_micros(sent[0] + 100'000) - clock.now());
+  p.observe(bare_429(), clock.now(), from_micros(sent[0]));
+  const TimePoint resume = p.resume_at();
+  ASSERT_GT(resume, clock.now());
+  ASSERT_LT(p.interval(), 50ms);
+  Slot first = *p.reserve(to_micros(clock.now()), to_micros(clock.now()));  // granted in the pause
+  Slot next = *p.reserve(to_micros(clock.now()), to_micros(clock.now()));
+  EXPECT_EQ(first.at_us, to_micros(resume)) << "the first call after the pause goes at its end";
+  EXPECT_GE(next.at_us, to_micros(resume + 100ms)) << "the next not before the first one's reply can come";
+  EXPECT_LE(next.at_us, to_micros(resume + 200ms)) << "nor much after it: a held step is woken for its slot";
+  clock.advance(resume - clock.now());
+  ASSERT_EQ(*p.start(first, to_micros(clock.now())), UseResult::kStarted);
+  clock.advance(40ms);
+  p.observe(bare_429(), clock.now(), from_micros(sent[5]));  // sent before the pause: the same overload
+  EXPECT_GE(*p.ready_at(next, to_micros(clock.now())), to_micros(resume + 100ms))
+      << "a reply of a call started before the pause does not end the hold";
+  clock.advance(20ms);
+  p.observe(PaceHint{}, clock.now(), resume);  // the first call after the pause was let through
+  EXPECT_LE(*p.ready_at(next, to_micros(clock.now())), to_micros(clock.now() + p.interval()))
+      << "its reply came: the calls held go on at the pace";
+}
+
 // A fixed window of 10 in 2 s that states what remains on every reply.
 PaceHint window_reply(std::int64_t remaining, Duration reset_in) {
   PaceHint h;

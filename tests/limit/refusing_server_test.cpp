@@ -92,5 +92,26 @@ TEST(AdaptivePacer_Bare429, AFixedWindowThatRefusesAtTheSameRateEachTimeIsSteppe
   EXPECT_LE(run.refused, run.requests / 20) << run.refused << " of " << run.requests;
 }
 
+TEST(AdaptivePacer_Bare429, AfterEachPauseOneCallFindsOutWhetherTheWindowRenewed) {
+  // 130 in 2 s, 45 ms to the server, eight calls in flight: each pause
+  // after a refusal is one interval, doubling while refusals go on, and
+  // calls sent together at its end while the window is still spent are
+  // all refused. Sending one alone, the next after about as long as its
+  // reply takes, took 10.6 and 11.0 % refused down to 6.0 and 6.2 %, the
+  // run no longer for it (1.09 and 1.21 times the least time the window
+  // allows, now 1.07 and 1.23).
+  for (const std::int64_t offset : {136'000, 700'000}) {
+    FixedWindowServer server{2 * kSecond, offset, 130, 45'000, true};
+    const PacedRun run = run_against(server, 1000, 1'700'000'000 * kSecond + 300'000, 8);
+    const std::int64_t into = (run.first_arrival - server.offset_us) % server.window_us;
+    const double bound =
+        static_cast<double>(server.window_us - into + (1000 / 130 - 1) * server.window_us) / 1e6;
+    const double makespan = static_cast<double>(run.last_arrival - run.first_arrival) / 1e6;
+    EXPECT_LE(run.refused, run.requests * 7 / 100)
+        << "offset " << offset << ": " << run.refused << " of " << run.requests;
+    EXPECT_LE(makespan, 1.25 * bound) << "offset " << offset << ": " << makespan << " s against " << bound;
+  }
+}
+
 }  // namespace
 }  // namespace ratchet::limit
