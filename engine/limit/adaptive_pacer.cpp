@@ -451,7 +451,6 @@ void AdaptivePacer::count_remaining_locked(std::int64_t remaining, std::int64_t 
   // one goes in bursts (a two-second window's first reply, 0.1 s from its
   // end, says one second).
   if (first_until_us_ == 0) first_until_us_ = until_us;
-  quota_paced_ = window_us < kQuotaBurstWindow && exact_window_locked() > 0 && now_us >= first_until_us_;
   // Calls started together reach the server in any order, and their
   // replies come back in any order: within one window of the server the
   // least it said remains is its latest count, and what is still to come
@@ -462,6 +461,12 @@ void AdaptivePacer::count_remaining_locked(std::int64_t remaining, std::int64_t 
   if (next_window) {
     least_remaining_ = remaining;
     quota_until_us_ = until_us;
+    // The pace takes a window over from its start only. A window whose
+    // first calls went at once from its quota goes on so to its end, its
+    // quota counted: a pace taken up midway (the first window's reset,
+    // rounded up, falls inside the next one) would add a window's worth
+    // of calls to what its start had used, and draw refusals at its end.
+    quota_paced_ = window_us < kQuotaBurstWindow && exact_window_locked() > 0 && now_us >= first_until_us_;
   } else {
     least_remaining_ = std::min(least_remaining_, remaining);
     quota_until_us_ = std::min(quota_until_us_, until_us);  // resets are rounded up: the earliest is nearest

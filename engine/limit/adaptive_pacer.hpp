@@ -45,12 +45,12 @@
 //     one, and the slots granted, count against it, for windows of 1.5 s
 //     to 10 s, and for any window up to 10 s whose length is not known
 //     exactly yet (longer ones are kept by the pace; shorter ones too after
-//     the first, except for calls that all fit in what a window has left:
-//     see count_remaining_locked). While some remains, slots
-//     are granted at once, unspaced, so that each window's quota goes at
-//     its start as the server allows (an even pace would leave a fixed
-//     window's first stretch unused); with none left, nothing starts before
-//     the reset. Within one of the server's windows the least it said
+//     the first, from a window's start on, except for calls that all fit
+//     in what a window has left: see count_remaining_locked). While some
+//     remains, slots are granted at once, unspaced, so that each window's
+//     quota goes at its start as the server allows (an even pace would
+//     leave a fixed window's first stretch unused); with none left, nothing
+//     starts before the reset. Within one of the server's windows the least it said
 //     remains is its latest count, less the calls still on their way
 //     (replies of calls started together come back in any order).
 //   - The reset, in whole seconds, is up to a second late (two, read

@@ -259,5 +259,31 @@ TEST(AdaptivePacer_Phase, TheFirstWindowsEndIsFoundByProbesFromTheEarlySide) {
   }
 }
 
+TEST(AdaptivePacer_Phase, AWindowThatBeganWithItsQuotaAtOnceGoesOnSoToItsEnd) {
+  // 98 a second, 45 ms to the server, eight calls in flight, 1000 calls.
+  // The first window's quota goes at once, and a window of a second is
+  // then kept by an even pace, from the first window's stated reset on.
+  // Rounded up to a whole second, that reset can fall inside the second
+  // window, whose start had gone at once too: paced from there on, it
+  // drew 3 or 4 refusals at its end in 5 of these 32 runs (1.12 to 1.23
+  // times the bound). Counted to its end, none is refused, and the runs
+  // take 1.03 to 1.13 times the bound.
+  for (const std::int64_t offset : {135'000, 400'000, 700'000, 900'000}) {
+    for (const std::int64_t start : {0, 250'000, 500'000, 750'000}) {
+      for (const bool ietf : {true, false}) {
+        FixedWindowServer server{kSecond, offset, 98, 45'000};
+        server.ietf = ietf;
+        const PacedRun run = run_against(server, 1000, 1'700'000'000 * kSecond + start, 8);
+        const double makespan = static_cast<double>(run.last_arrival - run.first_arrival) / 1e6;
+        const double bound = bound_s(server, run.first_arrival, 1000);
+        const std::string at = "offset " + std::to_string(offset) + ", start " + std::to_string(start) +
+                               (ietf ? ", ietf" : ", x-ratelimit");
+        EXPECT_EQ(run.refused, 0) << at;
+        EXPECT_LE(makespan, 1.15 * bound) << at << ": " << makespan << " s against " << bound;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ratchet::limit
