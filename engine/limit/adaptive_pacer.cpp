@@ -81,6 +81,36 @@ std::optional<RefusalReading> AdaptivePacer::learn_from_refusals_locked(
   return refusals_.refused(started, resume);
 }
 
+bool AdaptivePacer::window_from_refusal_locked(const RefusalReading& refusal, std::int64_t pause_us) {
+  // Retry-After is written in whole seconds: the pause asked for, to the
+  // nearest one, is how far the window's end can be.
+  const std::int64_t pause = std::max<std::int64_t>(1, (pause_us + 500'000) / 1'000'000) * 1'000'000;
+  // A fixed window admits its quota from each pause's end whatever the
+  // stretch's length; a bucket admits more the longer it is drained.
+  const bool same_quota =
+      least_admitted_ > 0 && refusal.admitted <= least_admitted_ + least_admitted_ / kSameQuotaShare;
+  const bool other_length =
+      same_quota && std::abs(refusal.length_us - least_length_us_) >= RefusalEstimator::kMinStretchGapUs;
+  if (same_quota) ++same_quotas_;
+  if (refusal.admitted > 0 && (least_admitted_ == 0 || refusal.admitted < least_admitted_)) {
+    least_admitted_ = refusal.admitted;
+    least_length_us_ = refusal.length_us;
+  }
+  longest_pause_us_ = std::max(longest_pause_us_, pause);
+  const bool refused_at_window_pace = window_paced_ && learned_us_ > 0;
+  if (longest_pause_us_ > kEvenWindowUs) {
+    // A longer window is better taken as a ramp from each pause's end
+    // takes it: its quota goes early in it, where an even pace would
+    // spread it over the whole window.
+    if (window_paced_) learned_us_ = 0;
+    window_paced_ = false;
+    window_read_ = false;
+    return false;
+  }
+  if (other_length || same_quotas_ >= 2 || refusal.not_a_bucket) window_read_ = true;
+  return refused_at_window_pace;
+}
+
 void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<TimePoint> call_started) {
   const std::int64_t now_us = to_micros(now);
   const std::int64_t floor_us = to_micros(options_.floor);
@@ -176,7 +206,25 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
     learned = window_locked() / *hint.limit;
   } else if (!hint.limit && (!hint.throttled || hint.resume_at)) {
     refusal = learn_from_refusals_locked(hint, now_us, call_started);
-    if (refusal && refusal->rate) learned = static_cast<std::int64_t>(1.0 / *refusal->rate);
+    std::int64_t read_us = refusal && refusal->rate ? static_cast<std::int64_t>(1.0 / *refusal->rate) : 0;
+    const bool window_refused = refusal && hint.throttled && hint.resume_at &&
+                                window_from_refusal_locked(*refusal, to_micros(*hint.resume_at) - now_us);
+    bool from_window = false;
+    if (window_refused) {
+      // The quota spread over the window came a little too fast (arrival
+      // jitter, a stretch that crossed two windows): slower, below.
+      read_us = 0;
+    } else if (refusal && window_read_) {
+      // Two stretches of a fixed window can line up as a bucket's: the
+      // slower of the two readings is kept.
+      const std::int64_t w = longest_pause_us_ / std::max<std::int64_t>(1, least_admitted_);
+      from_window = read_us == 0 || w > read_us;
+      if (from_window) read_us = w;
+    }
+    if (read_us > 0) {
+      learned = read_us;
+      window_paced_ = from_window;
+    }
   }
   // Whatever the server said about its limits ends a slow start (a refusal
   // with only Retry-After, below, ends it or starts the next).
@@ -193,7 +241,7 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
     // A little under the quota: arrival jitter at the server would otherwise
     // now and then put one call too many into its window.
     // A rate read from refusals rests on a few arrival times: a wider margin.
-    const double margin = refusal ? options_.refusal_margin : options_.margin;
+    const double margin = refusal && !window_paced_ ? options_.refusal_margin : options_.margin;
     const auto paced = static_cast<std::int64_t>(static_cast<double>(*learned) * margin);
     learned_us_ = std::clamp(paced, floor_us, max_us);
     interval_us_ = learned_us_;
@@ -203,7 +251,7 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
     // A bucket read from refusals is used as the server keeps it: what
     // refills while the pace waits (a pause, an idle spell) goes at once, up
     // to a share of its size. The refusal says the bucket was empty then.
-    burst_units_ = refusal && refusal->burst ? kBurstShare * *refusal->burst : 0;
+    burst_units_ = refusal && refusal->burst && !window_paced_ ? kBurstShare * *refusal->burst : 0;
     if (const std::int64_t tau = burst_tau_locked(); tau > 0 && hint.throttled && call_started) {
       started_tat_ = std::max(started_tat_, to_micros(*call_started) + tau);
     }

@@ -33,6 +33,13 @@
 //     pause or an idle spell (a GCRA on the calls' starts), as the server's
 //     bucket refilled. A server found to be no bucket gets the later slow
 //     starts at `ramp_doubling`: its quota goes quickly from each pause's end.
+//     While no pause asked for is longer than a second, a fixed window
+//     (two stretches 200 ms apart in length, or three in all, that
+//     admitted within a tenth of the least, or no bucket found) is kept by
+//     an even pace instead: the least a stretch admitted per the longest
+//     pause, or the bucket read when that is slower. Each pause lands about
+//     as late in the next window as the refusal came in its own, so the
+//     quota taken from a pause's end goes partly unused there.
 //   - Until the server has said anything, with no limit declared, the first
 //     call goes alone: the next waits for its reply (at most `opening_hold`),
 //     which may state the quota. After it, or when it said nothing, starts
@@ -311,6 +318,21 @@ class AdaptivePacer final : public Limiter {
   // Refusals with only Retry-After that ended a stretch the rate could not
   // be read from (the first slows the next slow start's doubling).
   int untold_refusals_ = 0;
+  // A fixed window that only refuses (refusal_estimator.hpp reads
+  // buckets): its quota is the least a stretch admitted, its length at most
+  // the longest pause asked for. Read once stretches of different lengths,
+  // or three, admitted about the same (or the estimator found no bucket),
+  // while no pause was longer than kEvenWindowUs. Whether the refusal came
+  // while the pace kept such a window.
+  bool window_from_refusal_locked(const RefusalReading& refusal, std::int64_t pause_us);
+  bool window_read_ = false;
+  bool window_paced_ = false;  // the learned pace is the window's
+  std::int64_t least_admitted_ = 0;
+  std::int64_t least_length_us_ = 0;
+  std::int64_t longest_pause_us_ = 0;
+  static constexpr std::int64_t kSameQuotaShare = 10;  // "about the same": within a tenth
+  int same_quotas_ = 0;  // refusals that ended a stretch of about the least's count
+  static constexpr std::int64_t kEvenWindowUs = 1'000'000;
 };
 
 }  // namespace ratchet::limit
