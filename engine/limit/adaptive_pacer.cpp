@@ -240,7 +240,9 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
     if (hint.throttled) decreased_at_us_ = now_us;
     // A little under the quota: arrival jitter at the server would otherwise
     // now and then put one call too many into its window.
-    // A rate read from refusals rests on a few arrival times: a wider margin.
+    // A rate read from refusals has a margin of its own (the same by
+    // default): read a little high, it draws a refusal, a whole pause, and
+    // is slowed by a tenth; read too low, every call after it pays.
     const double margin = refusal && !window_paced_ ? options_.refusal_margin : options_.margin;
     const auto paced = static_cast<std::int64_t>(static_cast<double>(*learned) * margin);
     learned_us_ = std::clamp(paced, floor_us, max_us);

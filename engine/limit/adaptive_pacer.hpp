@@ -107,7 +107,7 @@ struct PacerOptions {
   double ceiling = 0.9;               // recovery aims at this fraction of the rate that drew a 429
   double probe = 0.1;                 // past that, the recovery step is scaled by this
   double margin = 1.02;               // a learned quota's pace is stretched by this
-  double refusal_margin = 1.05;       // and a rate read from refusals by this
+  double refusal_margin = 1.02;       // and a rate read from refusals by this
   Duration first_interval = std::chrono::milliseconds(100);  // pace after a 429 when nothing is known
   Duration max_interval = std::chrono::minutes(1);           // slowest pace a 429 storm can push to
   Duration opening_interval = Duration::zero();              // pace of the first calls; zero: unpaced
