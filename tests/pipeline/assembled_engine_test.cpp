@@ -32,6 +32,11 @@ class AssembledEngineTest : public ::testing::Test {
   void start_server(std::map<std::string, mock_portal::PortalOptions> portals) {
     mock_portal::ServerOptions options;
     options.portals = std::move(portals);
+    // A thread per connection, enough for two engines of 8 workers, each
+    // keeping one to every portal: with fewer, a request on a new connection
+    // waits unread until a kept-alive one goes idle for a second, and is
+    // counted that late at the server.
+    options.threads = 2 * 8 * static_cast<int>(mock_portal::portal_names().size()) + 8;
     auto server = mock_portal::MockPortalServer::start(options);
     ASSERT_TRUE(server.has_value()) << server.error().to_string();
     server_ = std::move(*server);

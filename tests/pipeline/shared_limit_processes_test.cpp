@@ -8,8 +8,12 @@
 #include <unistd.h>
 
 #include <fcntl.h>
+
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -70,21 +74,57 @@ steps = [
 ]
 )";
 
+// The longest this process went unscheduled while it ran: a thread that
+// asks to sleep 2 ms at a time measures how much longer it slept. The mock
+// server answers in this process, so a stall here is a stall of the server,
+// and every arrival it counts during one comes that much late.
+class StallProbe {
+ public:
+  StallProbe()
+      : thread_([this](std::stop_token stop) {
+          while (!stop.stop_requested()) {
+            const auto before = std::chrono::steady_clock::now();
+            std::this_thread::sleep_for(2ms);
+            const auto over = std::chrono::steady_clock::now() - before - 2ms;
+            auto seen = longest_.load();
+            while (over > seen && !longest_.compare_exchange_weak(seen, over)) {
+            }
+          }
+        }) {}
+  std::chrono::steady_clock::duration longest() const { return longest_.load(); }
+
+ private:
+  std::atomic<std::chrono::steady_clock::duration> longest_{std::chrono::steady_clock::duration::zero()};
+  std::jthread thread_;
+};
+
+// The most arrivals any portal's server counted in one second, and the
+// longest stall of the server's process meanwhile.
+struct SharedRun {
+  long long most_in_a_second = 0;
+  std::chrono::steady_clock::duration longest_stall{};
+};
+
 // `database`: the [engine] database setting every process uses.
-void four_processes_share_one_limit(const std::string& database) {
-  constexpr int kRate = 40;
+SharedRun four_processes_share_one_limit(const std::string& database, int rate) {
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-  // Four instrumented engines and the server on two cores take about 80 s
-  // for 200 jobs alone, twice that beside another test; half the jobs
-  // still keep every portal at its limit for several seconds.
+  // Instrumented engines are several times slower; half the jobs still keep
+  // every portal at its limit for several seconds.
   constexpr int kJobs = 100;
 #else
   constexpr int kJobs = 200;
 #endif
   constexpr int kProcesses = 4;
+  SharedRun out;
+  constexpr int kWorkers = 16;
   // The server refuses nothing and counts every arrival in sliding 1 s windows.
   mock_portal::ServerOptions options;
-  options.threads = 64;
+  // A thread per connection, and one for every connection the engines may
+  // hold open: each worker keeps one to each portal. With fewer, a request
+  // on a new connection waits unread until a kept-alive one goes idle for a
+  // second, and the first second's burst is counted in the next (16 threads:
+  // 44 and 48 of 40 in two runs of three; 64: 41 to 47 now and then).
+  options.threads = kProcesses * kWorkers * static_cast<int>(mock_portal::portal_names().size());
   for (const auto& p : mock_portal::portal_names()) {
     mock_portal::PortalOptions o;
     o.dialect = mock_portal::Dialect::kNone;
@@ -92,32 +132,39 @@ void four_processes_share_one_limit(const std::string& database) {
     options.portals[p] = o;
   }
   auto run = open_run("shared-db-limit", options, [&](const mock_portal::MockPortalServer& server) {
-    std::string text = engine_section(16);
+    std::string text = engine_section(kWorkers);
     const std::string file_setting = "database = \"jobs.db\"";
     text.replace(text.find(file_setting), file_setting.size(), "database = \"" + database + "\"");
     for (const auto& p : mock_portal::portal_names()) {
       text += "[plugin." + p + "]\nbase_url = \"" + server.portal_url(p) + "\"\n\n[[plugin." + p +
-              ".limit]]\nrate = " + std::to_string(kRate) + "\nper = \"1s\"\nscope = \"database\"\n\n";
+              ".limit]]\nrate = " + std::to_string(rate) + "\nper = \"1s\"\nscope = \"database\"\n\n";
     }
     return text + kRateMovie;
   });
-  ASSERT_TRUE(run.engine);
+  EXPECT_TRUE(run.engine);
+  if (!run.engine) return out;
   enqueue_films(run, "rate_movie", film_names(kJobs));
   run.engine.reset();  // the jobs are in the database; the processes run them
 
   const auto config = run.dir.path() / "ratchet.toml";
   std::vector<pid_t> children;
-  for (int i = 0; i < kProcesses; ++i) {
-    children.push_back(spawn_ratchet(
-        {"run", "-c", config.string(), "--until-empty", "--progress", "never", "--log-level", "warn"},
-        run.dir.path() / ("run" + std::to_string(i) + ".log")));
+  {
+    StallProbe probe;
+    for (int i = 0; i < kProcesses; ++i) {
+      children.push_back(spawn_ratchet(
+          {"run", "-c", config.string(), "--until-empty", "--progress", "never", "--log-level", "warn"},
+          run.dir.path() / ("run" + std::to_string(i) + ".log")));
+    }
+    for (pid_t pid : children) EXPECT_EQ(wait_exit(pid, 150s), 0);
+    out.longest_stall = probe.longest();
   }
-  for (pid_t pid : children) EXPECT_EQ(wait_exit(pid, 150s), 0);
 
   auto engine = Engine::open_config(config);
-  ASSERT_TRUE(engine.has_value()) << engine.error().to_string();
+  EXPECT_TRUE(engine.has_value()) << engine.error().to_string();
+  if (!engine) return out;
   auto counts = (*engine)->counts();
-  ASSERT_TRUE(counts.has_value());
+  EXPECT_TRUE(counts.has_value());
+  if (!counts) return out;
   for (auto [state, n] : *counts) {
     if (state != JobState::kCompleted) {
       EXPECT_EQ(n, 0) << to_string(state);
@@ -130,25 +177,56 @@ void four_processes_share_one_limit(const std::string& database) {
                 static_cast<long long>(s.requests), static_cast<long long>(s.max_in_window),
                 static_cast<long long>(s.window.count()));
     EXPECT_GE(s.requests, kJobs) << p;
+    out.most_in_a_second = std::max<long long>(out.most_in_a_second, s.max_in_window);
+  }
+  std::printf("the server's process stalled for at most %lld ms\n",
+              static_cast<long long>(
+                  std::chrono::duration_cast<std::chrono::milliseconds>(out.longest_stall).count()));
+  return out;
+}
+
+// `fresh_database` gives the [engine] database setting of one run.
+void never_over_the_limit_at_the_server(const std::function<std::string()>& fresh_database) {
+  constexpr int kRate = 40;
+  // The limits promise the count at the server for arrivals up to 50 ms
+  // behind their starts (docs/semantics.md point 7). A run in which the
+  // server's own process stalled for longer, on a loaded machine, delayed
+  // arrivals past that and proves nothing either way: it is run again, at
+  // most twice. A count over the limit without such a stall fails at once.
+  constexpr auto kPromisedLag = 50ms;
+  for (int run = 1; run <= 3; ++run) {
+    const SharedRun r = four_processes_share_one_limit(fresh_database(), kRate);
+    if (::testing::Test::HasFailure()) return;
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-    // Instrumented, four engines and the server on two cores put arrivals
-    // more than the 50 ms margin behind their starts (the run takes 3x as
-    // long; 42 and 43 of 40 were seen), which the limits do not promise to
-    // absorb (docs/semantics.md point 7): the count at the server is held to
-    // the limit in the uninstrumented build, where the lag stays within it.
-    (void)kRate;
+    // Instrumented, the engines put arrivals more than 50 ms behind their
+    // starts without any stall of the server's process (42 and 43 of 40
+    // were seen): the count is held to the limit in the uninstrumented build.
+    (void)r;
+    (void)kPromisedLag;
+    return;
 #else
-    EXPECT_LE(s.max_in_window, kRate) << p << ": the shared limit was exceeded at the server";
+    if (r.most_in_a_second <= kRate) return;
+    if (r.longest_stall <= kPromisedLag || run == 3) {
+      ADD_FAILURE() << r.most_in_a_second << " arrivals in one second at a limit of " << kRate
+                    << ", the server's process stalled for at most "
+                    << std::chrono::duration_cast<std::chrono::milliseconds>(r.longest_stall).count()
+                    << " ms";
+      return;
+    }
+    std::printf("run %d: %lld of %d while the server stalled for %lld ms: running again\n", run,
+                r.most_in_a_second, kRate,
+                static_cast<long long>(
+                    std::chrono::duration_cast<std::chrono::milliseconds>(r.longest_stall).count()));
 #endif
   }
 }
 
 TEST(SharedDatabaseLimit, FourProcessesOnOneDatabase_NeverExceedTheLimitInAnySecondAtTheServer) {
-  four_processes_share_one_limit("jobs.db");
+  never_over_the_limit_at_the_server([] { return std::string("jobs.db"); });
 }
 
 TEST(SharedDatabaseLimit, FourProcessesOnOnePostgresDatabase_NeverExceedTheLimitInAnySecondAtTheServer) {
-  four_processes_share_one_limit(fresh_postgres_schema());
+  never_over_the_limit_at_the_server([] { return fresh_postgres_schema(); });
 }
 
 }  // namespace
