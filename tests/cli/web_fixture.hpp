@@ -260,12 +260,13 @@ class RatchetWebTest : public ::testing::Test {
       }
       return false;
     });
-    ASSERT_EQ(overview["counts"]["completed"], 1) << overview.dump();
+    ASSERT_EQ(overview["counts"]["completed"], 1)
+        << overview.dump() << "\nratchet run said: " << run->err_so_far();
     bool imdb_throttled = false;
     for (const auto& l : overview["throttled"]) imdb_throttled |= l["plugin"] == "imdb";
     EXPECT_TRUE(imdb_throttled) << "its next free slot is an hour away: " << overview.dump();
-    ASSERT_EQ(overview["engines"].size(), 1u);
-    EXPECT_EQ(overview["engines"][0]["running"], true);
+    ASSERT_EQ(overview["engines"].size(), 1u) << overview.dump();
+    EXPECT_EQ(overview["engines"][0]["running"], true) << overview.dump();
 
     json plugins = get("/api/v1/plugins");
     std::set<std::string> names;
@@ -278,11 +279,13 @@ class RatchetWebTest : public ::testing::Test {
     EXPECT_THAT(metrics->body, HasSubstr("ratchet_plugin_parked_steps{plugin=\"imdb\"} 1"));
 
     ::kill(run->pid(), SIGTERM);
-    EXPECT_EQ(run->wait().exit_code, 0);
+    const auto stopped = run->wait();
+    EXPECT_EQ(stopped.exit_code, 0) << stopped.err;
     json after = get("/api/v1/overview");
-    ASSERT_EQ(after["engines"].size(), 1u);
-    EXPECT_EQ(after["engines"][0]["running"], false) << "a stopped engine says so as it stops";
-    EXPECT_TRUE(after["plugins"].empty()) << "nothing is parked in a stopped engine";
+    ASSERT_EQ(after["engines"].size(), 1u) << after.dump();
+    EXPECT_EQ(after["engines"][0]["running"], false)
+        << "a stopped engine says so as it stops: " << after.dump();
+    EXPECT_TRUE(after["plugins"].empty()) << "nothing is parked in a stopped engine: " << after.dump();
   }
 
   fs::path dir_;
