@@ -50,6 +50,10 @@ Error database_error(const std::filesystem::path& path, std::string_view doing, 
       m += "the database is locked by another process (" + what +
            "); wait for it to finish, stop it, or raise the busy timeout";
       break;
+    case SQLITE_PROTOCOL:
+      m += "another process held the WAL index's locks past SQLite's tries (" + what +
+           "), as while it recovers the index after a crash; it is tried again while a lease lasts";
+      break;
     case SQLITE_NOTADB:
       m += "the file is not a ratchet database (" + what +
            "); point the engine at another file or move this one away";

@@ -69,7 +69,10 @@ SqliteStore::Failure SqliteStore::failure(std::string_view doing, const std::exc
   const int code = sqlite_code(e);
   Failure f{code < 0 ? Error::internal(std::string("a database write failed: ") + e.what())
                      : database_error(options_.path, doing, e)};
-  f.transient = code == SQLITE_BUSY || code == SQLITE_LOCKED;
+  // SQLITE_PROTOCOL: a WAL lock race lost past SQLite's own tries, as while
+  // another process recovers the WAL index after a crash; SQLite's advice
+  // is to try again, as for a lock.
+  f.transient = code == SQLITE_BUSY || code == SQLITE_LOCKED || code == SQLITE_PROTOCOL;
   f.disk = is_disk_failure(code);
   return f;
 }
