@@ -97,6 +97,32 @@ int count_lines(const std::string& text, const std::string& needle) {
   return n;
 }
 
+// The harness's own check: a wall clock stepped 22 s forward while the
+// engines ran (as a machine's time sync does) put every arrival after its
+// commit on the wall clock. Arrivals are compared on ratchet's timeline.
+TEST(FaultHarness, ArrivalsAreComparedWithCommitsOnRatchetsTimeline_NotOnAWallClockThatStepped) {
+  const std::int64_t base_us = 1'700'000'000'000'000;  // the database's base of the timeline
+  const std::int64_t committed_us = base_us + 60'000'000;
+  const std::int64_t step_us = 22'000'000;
+  mock_portal::RequestRecord before_commit{.portal = "imdb",
+                                           .movie = "m1",
+                                           .arrived_us = committed_us - 1000 + step_us,
+                                           .answered_us = committed_us - 500 + step_us,
+                                           .status = 200,
+                                           .arrived_boot_us = committed_us - 1000 - base_us};
+  mock_portal::RequestRecord after_commit = before_commit;
+  after_commit.movie = "m2";
+  after_commit.arrived_us =
+      committed_us + 1000;  // the wall clock stepped back since: before the commit there
+  after_commit.answered_us = committed_us + 2000;
+  after_commit.arrived_boot_us = committed_us + 1000 + step_us - base_us;
+  const CommittedSteps committed = {{{"imdb", "m1"}, committed_us}, {{"imdb", "m2"}, committed_us}};
+  Invariants inv;
+  check_requests(committed, {before_commit, after_commit}, kImdbStep, inv, base_us);
+  EXPECT_EQ(inv.reruns_after_commit, 1);
+  EXPECT_EQ(inv.first_problem, "imdb m2 requested after its step was committed");
+}
+
 // ---------------------------------------------------------------- SIGKILL
 
 TEST(Fault, SigkillFiftyTimesInEveryPhase_NoJobLostNoCommittedStepRunsAgainOnlyJobsFoundAloneDie) {

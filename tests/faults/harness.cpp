@@ -312,12 +312,16 @@ Invariants Workbench::check(const std::map<std::string, std::string>& steps) con
     if (it == steps.end()) continue;
     committed[{it->second, q.getColumn(0).getString()}] = q.getColumn(2).getInt64();
   }
-  check_requests(committed, server_->requests(), steps, inv);
+  std::optional<std::int64_t> base_us;
+  SQLite::Statement base(conn, "SELECT base_ns FROM machine_clock");
+  if (base.executeStep()) base_us = base.getColumn(0).getInt64() / 1000;
+  check_requests(committed, server_->requests(), steps, inv, base_us);
   return inv;
 }
 
 void check_requests(const CommittedSteps& committed, const std::vector<mock_portal::RequestRecord>& requests,
-                    const std::map<std::string, std::string>& steps, Invariants& inv) {
+                    const std::map<std::string, std::string>& steps, Invariants& inv,
+                    std::optional<std::int64_t> timeline_base_us) {
   inv.committed_steps = static_cast<int>(committed.size());
   std::map<std::pair<std::string, std::string>, std::vector<mock_portal::RequestRecord>> by_step;
   std::size_t calls = 0;
@@ -331,7 +335,9 @@ void check_requests(const CommittedSteps& committed, const std::vector<mock_port
   for (const auto& [key, reqs] : by_step) {
     auto c = committed.find(key);
     for (std::size_t i = 0; i < reqs.size(); ++i) {
-      if (c != committed.end() && reqs[i].arrived_us > c->second) {
+      const std::int64_t arrived =
+          timeline_base_us ? reqs[i].arrived_boot_us + *timeline_base_us : reqs[i].arrived_us;
+      if (c != committed.end() && arrived > c->second) {
         ++inv.reruns_after_commit;
         if (inv.first_problem.empty())
           inv.first_problem = key.first + " " + key.second + " requested after its step was committed";

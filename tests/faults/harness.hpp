@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -86,7 +87,8 @@ class Child {
 std::unique_ptr<Child> spawn(const std::vector<std::string>& argv, const fs::path& err_file,
                              const SpawnOptions& options = {});
 
-// (portal, movie) -> when its step was committed (finished_us, wall µs).
+// (portal, movie) -> when its step was committed (finished_us: µs on
+// ratchet's timeline, CLOCK_BOOTTIME plus the database's base).
 using CommittedSteps = std::map<std::pair<std::string, std::string>, std::int64_t>;
 
 struct Invariants {
@@ -152,8 +154,13 @@ class Workbench {
 // calls_per_step and first_problem from the server's request log: a request
 // to a step's portal for its movie that arrived after the step was
 // committed ran a committed step again. `steps` maps step name -> portal.
+// `timeline_base_us`: the database's base of ratchet's timeline
+// (machine_clock), so that arrivals and commits are compared on one clock
+// that a step of the wall clock moves neither of; without it, arrivals are
+// taken on the wall clock.
 void check_requests(const CommittedSteps& committed, const std::vector<mock_portal::RequestRecord>& requests,
-                    const std::map<std::string, std::string>& steps, Invariants& inv);
+                    const std::map<std::string, std::string>& steps, Invariants& inv,
+                    std::optional<std::int64_t> timeline_base_us = std::nullopt);
 
 // Most of the sorted times `t` in any half-open interval of `window_us`.
 std::int64_t most_in_window(const std::vector<std::int64_t>& t, std::int64_t window_us);

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <sys/socket.h>
+#include <time.h>
 
 // cpp-httplib listens with a backlog of 5: a client opening more connections
 // at once than that has the rest dropped and retried by TCP a second later,
@@ -89,11 +90,17 @@ struct MockPortalServer::Impl {
         .count();
   }
 
+  static std::int64_t boot_us() {
+    timespec ts{};
+    ::clock_gettime(CLOCK_BOOTTIME, &ts);
+    return std::int64_t{ts.tv_sec} * 1'000'000 + ts.tv_nsec / 1000;
+  }
+
   // Logs the arrival; returns its index in the log and the portal's request number.
   std::pair<std::size_t, std::int64_t> arrive(const std::string& portal, const std::string& movie) {
     std::lock_guard lock(mu);
     ++in_flight;
-    log.push_back({portal, movie, wall_us(), 0, 0});
+    log.push_back({portal, movie, wall_us(), 0, 0, boot_us()});
     return {log.size() - 1, ++sequence[portal]};
   }
   void answered(std::size_t index, int status) {

@@ -29,12 +29,17 @@ namespace ratchet::mock_portal {
 
 // One request to a portal's movie route, as the server saw it (real time,
 // Unix microseconds); answered_us is 0 while it is being answered.
+// arrived_boot_us is the arrival on CLOCK_BOOTTIME, which a step of the wall
+// clock does not move: ratchet's own timeline is that plus the base its
+// database holds (ratchet/clock.hpp), so times compared with the database's
+// are taken from it.
 struct RequestRecord {
   std::string portal;
   std::string movie;
   std::int64_t arrived_us = 0;
   std::int64_t answered_us = 0;
   int status = 0;  // the answer's HTTP status (0 while being answered)
+  std::int64_t arrived_boot_us = 0;
 };
 
 class MockPortalServer {
