@@ -310,6 +310,8 @@ Result<std::vector<std::pair<JobState, std::int64_t>>> Engine::counts() {
   return impl_->store->read([](store::JobStore& s) { return s.counts(); });
 }
 
+TimePoint Engine::now() const { return impl_->clock->now(); }
+
 Result<std::vector<EngineReport>> Engine::reports(Duration within) {
   const store::Micros since = store::to_micros(impl_->clock->now() - within);
   auto stored = impl_->store->read([since](store::JobStore& s) { return s.reports(since); });

@@ -222,6 +222,12 @@ class RATCHET_API Engine {
   // another process cancels or takes over is noticed in the database, which
   // is read for that at most once a second (of the engine's clock).
   std::vector<PluginCallStats> call_stats();
+  // The time on the engine's clock: with a SystemClock, the timeline the
+  // database holds for this boot, on which every time this engine and the
+  // others sharing the database write is read. A tool that compares those
+  // times with "now" takes it from here, not from the wall clock, which
+  // may have stepped since the timeline was laid down.
+  TimePoint now() const;
   // The reports of every engine sharing the database that wrote one in the
   // last `within` (a running engine writes one every `report_interval`),
   // this one's included, by worker id. An unreadable report is left out.

@@ -130,6 +130,43 @@ TEST_F(RatchetWebTest, WhatOnlyTheRunningEngineKnows_IsShownFromItsReport) {
   reports_of_the_running_engine();
 }
 
+// The engines write their reports on the timeline the database holds for
+// this boot (ratchet/clock.hpp). A wall clock that stepped since, here one
+// minute ahead in the dashboard's process only (libfaketime), must not make
+// a running engine look gone, nor drop what it reported.
+TEST_F(RatchetWebTest, WallClockSteppedAheadOfTheDatabasesTimeline_ARunningEngineIsStillShownRunning) {
+  const fs::path lib = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
+  if (!fs::exists(lib)) GTEST_SKIP() << lib << " missing (tools/deps.sh installs faketime)";
+  enqueue("rate_movie", "Heat");  // lays the timeline down on the true clock
+  auto run = start_command({tool_path("ratchet"), "run", "-c", config_, "--progress", "never"});
+  ASSERT_NE(run, nullptr);
+  const std::string asan = std::getenv("ASAN_OPTIONS") != nullptr ? std::getenv("ASAN_OPTIONS") : "";
+  ::setenv("LD_PRELOAD", lib.c_str(), 1);
+  ::setenv("FAKETIME", "+60s", 1);
+  ::setenv("FAKETIME_DONT_FAKE_MONOTONIC", "1", 1);
+  // libfaketime is loaded ahead of the ASan runtime, which is then told not
+  // to insist on coming first.
+  ::setenv("ASAN_OPTIONS",
+           (asan.empty() ? std::string() : asan + ":").append("verify_asan_link_order=0").c_str(), 1);
+  start_web({"--token-env", "RATCHET_WEB_TEST_TOKEN"});
+  for (const char* name : {"LD_PRELOAD", "FAKETIME", "FAKETIME_DONT_FAKE_MONOTONIC"}) ::unsetenv(name);
+  if (asan.empty()) {
+    ::unsetenv("ASAN_OPTIONS");
+  } else {
+    ::setenv("ASAN_OPTIONS", asan.c_str(), 1);
+  }
+  json overview = get_until("/api/v1/overview", [](const json& o) {
+    return o["counts"]["completed"] == 1 && !o["engines"].empty() && !o["plugins"].empty();
+  });
+  ASSERT_EQ(overview["engines"].size(), 1u) << overview.dump();
+  EXPECT_EQ(overview["engines"][0]["running"], true)
+      << "its report is seconds old on the database's timeline";
+  EXPECT_FALSE(overview["plugins"].empty()) << "what it reported is shown: " << overview.dump();
+  ::kill(run->pid(), SIGTERM);
+  const auto stopped = run->wait();
+  EXPECT_EQ(stopped.exit_code, 0) << stopped.err;
+}
+
 TEST_F(RatchetWebTest, PluginFileNamedInBytesThatAreNotUtf8_NeitherEndsTheEngineNorBreaksTheApi) {
   // A plugin folder of our own: the two plugins the jobs call, and a file
   // whose name is not UTF-8 and whose content is no plugin.

@@ -26,7 +26,7 @@ int show_plugins(const InfoOptions& o) {
   if (!engine) return code;
   if (o.json) {
     // The dashboard's API answers with the same shape.
-    fmt::print("{}\n", web::plugins(*engine, std::chrono::system_clock::now())
+    fmt::print("{}\n", web::plugins(*engine, engine->now())
                            .body.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return kOk;
   }
@@ -49,7 +49,7 @@ int show_limits(const InfoOptions& o) {
   int code = kOk;
   auto engine = open_cli_engine(o.config, code, EngineUse::kInspect);
   if (!engine) return code;
-  auto now = std::chrono::system_clock::now();
+  auto now = engine->now();
   if (o.json) {
     fmt::print("{}\n",
                web::limits(*engine, now).body.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));

@@ -61,7 +61,7 @@ int list_jobs(const JobsFlags& f) {
   std::vector<JobRecord> shown;
   shown.reserve(jobs->size());
   for (auto& job : *jobs) shown.push_back(engine->redacted(std::move(job)));
-  fmt::print("{}", list_table(shown, std::chrono::system_clock::now()));
+  fmt::print("{}", list_table(shown, engine->now()));
   if (static_cast<int>(jobs->size()) == f.limit) {
     fmt::print("(first {} shown; raise --limit for more)\n", f.limit);
   }
@@ -80,7 +80,7 @@ int show_job(const JobsFlags& f) {
   if (f.json) {
     fmt::print("{}\n", to_json(*job).dump(2));
   } else {
-    fmt::print("{}", show_report(*job, std::chrono::system_clock::now()));
+    fmt::print("{}", show_report(*job, engine->now()));
   }
   return kOk;
 }

@@ -154,7 +154,7 @@ struct WebServer::Impl {
       // Calls as the running engines reported them: this process makes none.
       MetricsInput input;
       if (auto counts = engine.counts()) input.jobs = std::move(*counts);
-      input.calls = summed_calls(engine_reports(engine), std::chrono::system_clock::now());
+      input.calls = summed_calls(engine_reports(engine), engine.now());
       input.plugins = plugins;
       res.set_content(render_metrics(input), "text/plain; version=0.0.4");
     });
@@ -170,7 +170,7 @@ struct WebServer::Impl {
                   {"version", std::string(kHeaderVersion)}}});
     });
     server.Get("/api/v1/overview", [this](const httplib::Request&, httplib::Response& res) {
-      send(res, overview(engine, std::chrono::system_clock::now(), &activity));
+      send(res, overview(engine, engine.now(), &activity));
     });
     server.Get("/api/v1/jobs", [this](const httplib::Request& req, httplib::Response& res) {
       std::string bad;
@@ -201,10 +201,10 @@ struct WebServer::Impl {
       send(res, purge(engine, req.body));
     });
     server.Get("/api/v1/plugins", [this](const httplib::Request&, httplib::Response& res) {
-      send(res, web::plugins(engine, std::chrono::system_clock::now()));
+      send(res, web::plugins(engine, engine.now()));
     });
     server.Get("/api/v1/limits", [this](const httplib::Request&, httplib::Response& res) {
-      send(res, web::limits(engine, std::chrono::system_clock::now()));
+      send(res, web::limits(engine, engine.now()));
     });
     server.Get(R"(/[^/]*)", [](const httplib::Request& req, httplib::Response& res) {
       auto asset = find_asset(req.path);
