@@ -491,17 +491,7 @@ TEST_F(AssembledEngineTest, KeyedLimit_ProcessesSharingALimitTakeTurnsByTheKeysT
   for (const char* account : {"a", "b", "c"}) EXPECT_GE(in_turns[account], 7) << shares;
   const auto s = server_->stats().portals.at("imdb");
   EXPECT_EQ(s.requests, 115);
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-  // Instrumented, two engines and the server on two cores now and then put
-  // an arrival more than the limits' 50 ms margin behind its start (21 of
-  // 20 seen under TSan), which the limits do not promise to absorb
-  // (docs/semantics.md point 7); a tenth over still means a broken limit.
-  // The uninstrumented build keeps the lag within the margin: the exact
-  // limit is held there.
-  EXPECT_LE(s.max_in_window, kRate + kRate / 10) << "the shared limit was exceeded at the server";
-#else
   EXPECT_LE(s.max_in_window, kRate) << "the shared limit was exceeded at the server";
-#endif
 }
 
 // Steps waiting for their turns are parked a few seconds at a time, their
