@@ -172,7 +172,7 @@ TEST(Fault, SigkillFiftyTimesInEveryPhase_NoJobLostNoCommittedStepRunsAgainOnlyJ
       enqueued += 40;
     }
     const std::size_t before = w.server().requests().size();
-    const std::int64_t spawned_us = wall_us();
+    const std::int64_t spawned_us = reading_past_lock_races([&] { return w.timeline_us(); });
     auto child = w.run();
     const std::string owned = "SELECT COUNT(*) FROM jobs WHERE state = 'running' AND lease_owner LIKE '%:" +
                               std::to_string(child->pid()) + ":%'";
@@ -285,7 +285,7 @@ TEST(Fault, SigstopPastLeaseOneProcess_NoCommittedStepRunsAgainNoOverlap) {
   const int held = w.states()["running"];
   ASSERT_TRUE(child->stop());
   std::this_thread::sleep_for(2500ms);  // the lease is 1s
-  const std::int64_t cont_us = wall_us();
+  const std::int64_t cont_us = w.timeline_us();
   child->signal(SIGCONT);
   const int rc = child->wait(bound_ms(60000));
   EXPECT_EQ(rc, 0) << child->err();
@@ -345,7 +345,7 @@ TEST(Fault, SigstopPastLeaseTwoProcesses_OtherTakesOverStoppedOneIsFenced) {
   // lock: A is stopped where it holds no lock.
   const int restops = stop_outside_write_lock(w, *a);
   ASSERT_GE(restops, 0) << "A held the write lock at each of 200 stops";
-  const std::int64_t stop_us = wall_us();
+  const std::int64_t stop_us = w.timeline_us();
   // The jobs A holds at the stop, which B must take over.
   std::vector<std::int64_t> held;
   {
@@ -366,7 +366,7 @@ TEST(Fault, SigstopPastLeaseTwoProcesses_OtherTakesOverStoppedOneIsFenced) {
   wait_until([&] { return finished_by_b() == static_cast<std::int64_t>(held.size()); }, bound_ms(20000));
   const std::int64_t taken_over = finished_by_b();
   std::this_thread::sleep_for(200ms);
-  const std::int64_t cont_us = wall_us();
+  const std::int64_t cont_us = w.timeline_us();
   a->signal(SIGCONT);
   const int rc_b = b->wait(bound_ms(60000));
   EXPECT_EQ(rc_b, 0) << b->err();

@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <SQLiteCpp/Database.h>
@@ -295,6 +296,15 @@ int Workbench::unfinished() const {
 std::int64_t Workbench::scalar(const std::string& sql) const {
   SQLite::Database conn(db().string(), SQLite::OPEN_READONLY, 10000);
   return conn.execAndGet(sql).getInt64();
+}
+
+std::int64_t Workbench::timeline_us() const {
+  SQLite::Database conn(db().string(), SQLite::OPEN_READONLY, 10000);
+  SQLite::Statement base(conn, "SELECT base_ns FROM machine_clock");
+  if (!base.executeStep()) return wall_us();
+  timespec ts{};
+  ::clock_gettime(CLOCK_BOOTTIME, &ts);
+  return std::int64_t{ts.tv_sec} * 1'000'000 + ts.tv_nsec / 1000 + base.getColumn(0).getInt64() / 1000;
 }
 
 Invariants Workbench::check(const std::map<std::string, std::string>& steps) const {

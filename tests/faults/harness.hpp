@@ -135,6 +135,11 @@ class Workbench {
   int unfinished() const;
   // One number from the database (read-only connection), e.g. a COUNT(*).
   std::int64_t scalar(const std::string& sql) const;
+  // Now on ratchet's timeline, which the times in the database are on
+  // (CLOCK_BOOTTIME plus the database's base, ratchet/clock.hpp): what is
+  // compared with them must not follow a step of the wall clock. The wall
+  // clock before any engine laid the timeline down.
+  std::int64_t timeline_us() const;
   // The checks after a fault; steps map step name -> portal name.
   Invariants check(const std::map<std::string, std::string>& steps) const;
 
