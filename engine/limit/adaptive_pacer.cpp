@@ -62,15 +62,20 @@ void AdaptivePacer::ramp_locked(std::int64_t now_us) {
 }
 
 double AdaptivePacer::observed_interval_locked(std::int64_t now_us) const {
-  // The mean spacing of the starts in the last second: what the server saw
-  // just before it said no. (A moving average of single gaps would read a
-  // burst of simultaneous starts as an absurd rate.)
+  // The mean spacing per unit of the starts in the last second: what the
+  // server saw just before it said no. (A moving average of single gaps
+  // would read a burst of simultaneous starts as an absurd rate.) A call's
+  // units are spaced after it, so the last start's are not yet spent.
   const std::int64_t since = now_us - kObservedSpan;
-  auto first = std::find_if(starts_.begin(), starts_.end(), [&](std::int64_t t) { return t > since; });
-  const auto n = std::distance(first, starts_.end());
-  if (n == 0) return 0;
-  if (n == 1) return static_cast<double>(std::min<std::int64_t>(kObservedSpan, now_us - first_start_us_));
-  return static_cast<double>(now_us - *first) / static_cast<double>(n - 1);
+  auto first = std::find_if(starts_.begin(), starts_.end(), [&](const auto& s) { return s.first > since; });
+  if (first == starts_.end()) return 0;
+  std::int64_t units = 0;
+  for (auto it = first; it != std::prev(starts_.end()); ++it) units += it->second;
+  if (units == 0) {
+    const std::int64_t span = std::min<std::int64_t>(kObservedSpan, now_us - first_start_us_);
+    return static_cast<double>(span) / static_cast<double>(std::max<std::int64_t>(1, first->second));
+  }
+  return static_cast<double>(now_us - first->first) / static_cast<double>(units);
 }
 
 std::optional<RefusalReading> AdaptivePacer::learn_from_refusals_locked(
@@ -111,7 +116,8 @@ bool AdaptivePacer::window_from_refusal_locked(const RefusalReading& refusal, st
   return refused_at_window_pace;
 }
 
-void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<TimePoint> call_started) {
+void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<TimePoint> call_started,
+                            std::int64_t units) {
   const std::int64_t now_us = to_micros(now);
   const std::int64_t floor_us = to_micros(options_.floor);
   const std::int64_t max_us = std::max(to_micros(options_.max_interval), floor_us);
@@ -330,11 +336,13 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
       // Nor from faster than the server let through in the last second: a
       // start rate far above it (a first burst) would take many halvings,
       // each with its own 429s, to come down to it.
-      while (!admits_.empty() && admits_.front() <= now_us - kObservedSpan) admits_.pop_front();
+      while (!admits_.empty() && admits_.front().first <= now_us - kObservedSpan) admits_.pop_front();
       const std::int64_t span = std::min(kObservedSpan, now_us - first_start_us_);
+      std::int64_t admitted = 0;
+      for (const auto& a : admits_) admitted += a.second;
       const double admitted_interval = admits_.size() < 2 || first_start_us_ == 0 || span <= 0
                                            ? 0.0
-                                           : static_cast<double>(span) / static_cast<double>(admits_.size());
+                                           : static_cast<double>(span) / static_cast<double>(admitted);
       double current = std::max({static_cast<double>(interval_us_), observed_interval_locked(now_us),
                                  admitted_interval, static_cast<double>(floor_us)});
       if (current <= 0) current = static_cast<double>(to_micros(options_.first_interval)) * options_.decrease;
@@ -366,8 +374,8 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
   }
   if (hint.throttled) return;
   if (call_started && to_micros(*call_started) >= decreased_at_us_) admitted_since_decrease_ = true;
-  admits_.push_back(now_us);
-  while (!admits_.empty() && admits_.front() <= now_us - kObservedSpan) admits_.pop_front();
+  admits_.emplace_back(now_us, std::max<std::int64_t>(1, units));
+  while (!admits_.empty() && admits_.front().first <= now_us - kObservedSpan) admits_.pop_front();
   if (rate_at_decrease_ > 0) {
     // Additive increase back towards the learned (or declared) pace.
     double rate = 1.0 / static_cast<double>(std::max<std::int64_t>(interval_us_, 1));
@@ -720,7 +728,8 @@ Result<UseResult> AdaptivePacer::restart(Slot& slot, std::int64_t now_us) {
     // Taken back exactly when it is still the latest start; otherwise the
     // pace counts it beside the new one.
     if (started_tat_ == slot.started_after_us) started_tat_ = slot.started_before_us;
-    auto seen = std::find(starts_.rbegin(), starts_.rend(), slot.at_us);
+    auto seen =
+        std::find_if(starts_.rbegin(), starts_.rend(), [&](const auto& s) { return s.first == slot.at_us; });
     if (seen != starts_.rend()) starts_.erase(std::next(seen).base());
     replied_locked(slot.at_us);  // counted again at its new start
     outstanding_ += slot.units;  // a slot held again, until start_locked uses it
@@ -744,8 +753,8 @@ void AdaptivePacer::replied_locked(std::int64_t started_us) {
 }
 
 void AdaptivePacer::note_start_locked(std::int64_t now_us, std::int64_t units) {
-  starts_.push_back(now_us);
-  while (!starts_.empty() && starts_.front() <= now_us - kObservedSpan) starts_.pop_front();
+  starts_.emplace_back(now_us, units);
+  while (!starts_.empty() && starts_.front().first <= now_us - kObservedSpan) starts_.pop_front();
   phase_.started(now_us);
   // Kept for kSpentSpan; its units are zero once its reply came.
   spent_.emplace_back(now_us, units);
@@ -811,7 +820,7 @@ Status AdaptivePacer::cancel(const Slot& slot) {
   // The call the hold lets go first never went: the next one goes instead.
   if (awaiting_reply_) {
     const bool first_went =
-        hold_from_us_ > 0 ? !starts_.empty() && starts_.back() >= hold_from_us_ : first_start_us_ > 0;
+        hold_from_us_ > 0 ? !starts_.empty() && starts_.back().first >= hold_from_us_ : first_start_us_ > 0;
     const bool was_first = hold_from_us_ > 0 && slot.started && slot.at_us >= hold_from_us_;
     if (!first_went || was_first) hold_until_us_ = 0;
   }

@@ -12,7 +12,8 @@
 //     of the rate that drew the last one: the server's own limit, met again,
 //     wants a step under it, not half; from the rate of the starts in the
 //     last second when nothing was learned, or the rate admitted in it when
-//     lower) and a pause of one interval (at least `min_pause`, doubling
+//     lower, both in units, as the pace is: weighted calls halve the units
+//     they used) and a pause of one interval (at least `min_pause`, doubling
 //     while refusals go on). With no limit declared, the first call after
 //     the pause goes alone: the next waits for its reply, or for about as
 //     long as replies take (a step held longer would be parked, and woken
@@ -126,8 +127,10 @@ class AdaptivePacer final : public Limiter {
   explicit AdaptivePacer(PacerOptions options = {});
 
   // Applies what one reply said. `call_started` is when the replying call
-  // started (to recognise 429s from calls already in flight at a decrease).
-  void observe(const PaceHint& hint, TimePoint now, std::optional<TimePoint> call_started = std::nullopt);
+  // started (to recognise 429s from calls already in flight at a decrease);
+  // `units`, what it was admitted at (the pace is a spacing per unit).
+  void observe(const PaceHint& hint, TimePoint now, std::optional<TimePoint> call_started = std::nullopt,
+               std::int64_t units = 1);
 
   // A reply came that another pacer observes (a key's own): the first call's
   // reply awaited by the opening is in.
@@ -207,8 +210,10 @@ class AdaptivePacer final : public Limiter {
   static constexpr std::int64_t kBoundaryGuard = 10'000;
   double observed_interval_locked(std::int64_t now_us) const;
 
-  std::deque<std::int64_t> starts_;  // starts within the last kObservedSpan
-  std::deque<std::int64_t> admits_;  // replies that were not refusals, within the last kObservedSpan
+  // (time, units) of the starts, and of the replies that were not
+  // refusals, within the last kObservedSpan: what the server saw, in units.
+  std::deque<std::pair<std::int64_t, std::int64_t>> starts_;
+  std::deque<std::pair<std::int64_t, std::int64_t>> admits_;
   std::int64_t first_start_us_ = 0;
   // The latest start that found the pace idle (nothing started still in
   // its future, give or take an interval): room given back by a call

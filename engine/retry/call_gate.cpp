@@ -413,7 +413,7 @@ CallGate::Verdict CallGate::record(CallState& step, Ticket ticket, const Outcome
       }
     }
     if (pacer) {
-      pacer->observe(hint, now, ticket.started());
+      pacer->observe(hint, now, ticket.started(), units_of(step));
       if (parts_.pacer && pacer != parts_.pacer) parts_.pacer->replied(now);
       // The reply may free steps waiting in turn (the opening's first reply,
       // a window's remaining quota): granted now, not at the keeper's next look.

@@ -700,3 +700,51 @@ TEST(AdaptivePacer_Observe, Bare429AfterACallWasAdmittedAgain_IsANewOverloadNotA
 
 }  // namespace
 }  // namespace ratchet::limit
+
+namespace ratchet::limit {
+namespace {
+
+std::int64_t next_slot_of(AdaptivePacer& p, TimePoint now, std::int64_t units) {
+  auto s = p.reserve(to_micros(now), to_micros(now), units);
+  EXPECT_TRUE(s);
+  auto used = p.start(*s, std::max(s->at_us, to_micros(now)));
+  EXPECT_TRUE(used && *used == UseResult::kStarted);
+  return s->at_us;
+}
+
+// The pace is a spacing per unit: a call of four units is followed by four
+// intervals. What the server saw before a refusal is read in units too, so
+// weighted calls slow to half the units they used, not to a quarter of that.
+TEST(AdaptivePacer_Observe, Bare429AmidWeightedCalls_HalvesTheUnitsUsedNotTheCalls) {
+  FakeClock clock;
+  PacerOptions o = exact();
+  o.floor = 10ms;  // 100 units a second declared
+  AdaptivePacer p(o);
+  for (int i = 0; i < 25; ++i) {  // a call of 4 units every 40 ms: the declared pace
+    if (i > 0) clock.advance(40ms);
+    next_slot_of(p, clock.now(), 4);
+  }
+  p.observe(bare_429(), clock.now(), clock.now());
+  ASSERT_EQ(p.interval(), Duration::zero()) << "at the declared pace, a first 429 is jitter: a pause";
+  clock.advance(40ms);
+  next_slot_of(p, clock.now(), 4);
+  p.observe(PaceHint{}, clock.now(), clock.now(), 4);  // admitted again: the refusal below is a new one
+  p.observe(bare_429(), clock.now(), clock.now());
+  EXPECT_EQ(p.interval(), 20ms);  // 50 units a second, not 12.5
+}
+
+TEST(AdaptivePacer_Observe, Bare429AfterABurstOfWeightedCalls_SlowsFromTheUnitsTheServerLetThrough) {
+  FakeClock clock;
+  AdaptivePacer p(exact());
+  for (int i = 0; i < 100; ++i) {  // 500 calls a second of 5 units started, 10 admitted
+    if (i > 0) clock.advance(2ms);
+    next_slot_of(p, clock.now(), 5);
+    if (i % 10 == 0) p.observe(PaceHint{}, clock.now(), clock.now(), 5);
+  }
+  clock.advance(2ms);
+  p.observe(bare_429(), clock.now(), clock.now(), 5);
+  EXPECT_EQ(p.interval(), 8ms);  // half of 50 units in 0.2 s
+}
+
+}  // namespace
+}  // namespace ratchet::limit
