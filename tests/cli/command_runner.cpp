@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
@@ -57,6 +58,11 @@ int spawn(const std::vector<std::string>& argv, const std::filesystem::path& cwd
   for (char** e = environ; *e != nullptr; ++e) {
     std::string s(*e);
     if (s.rfind("RATCHET_CONFIG=", 0) == 0) continue;  // tests say which config they mean
+    // A variable the caller sets replaces the inherited one (getenv would
+    // find whichever comes first).
+    const std::string name = s.substr(0, s.find('=') + 1);
+    if (std::any_of(env.begin(), env.end(), [&](const std::string& set) { return set.rfind(name, 0) == 0; }))
+      continue;
     env_strings.push_back(std::move(s));
   }
   for (const auto& e : env) env_strings.push_back(e);

@@ -16,8 +16,9 @@ struct Outcome {
   std::string err;
 };
 
-// Runs argv[0] with `env` added to the environment (NAME=VALUE each), in
-// `cwd` when not empty, and waits for it (SIGKILL after `timeout_ms`).
+// Runs argv[0] with `env` added to the environment (NAME=VALUE each,
+// replacing an inherited NAME), in `cwd` when not empty, and waits for it
+// (SIGKILL after `timeout_ms`).
 Outcome run_command(const std::vector<std::string>& argv, const std::filesystem::path& cwd = {},
                     const std::vector<std::string>& env = {}, int timeout_ms = 60000);
 

@@ -2,7 +2,11 @@
 
 #include <libpq-fe.h>
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <chrono>
+#include <string_view>
 #include <utility>
 
 #include "store/postgres/connect_error.hpp"
@@ -193,16 +197,34 @@ PgResult<Connection> connect(const ConnectOptions& options) {
   }
   keys.push_back(nullptr);
   values.push_back(nullptr);
-  std::unique_ptr<pg_conn, Connection::Finish> conn(PQconnectdbParams(keys.data(), values.data(), 1));
-  if (!conn) {
-    return std::unexpected(PgError(Error::database("cannot connect to PostgreSQL at " +
-                                                   mask_url(options.url) + ": libpq is out of memory"),
-                                   std::string(kSqlstateCannotConnect)));
+  // libpq reads the time with time(), in whole seconds, so a timeout that
+  // ran its course may end up to a second early; one that ended sooner
+  // than that was cut short by the wall clock stepping forward.
+  const auto cut_short_before =
+      std::chrono::seconds(std::max<long long>(2, options.connect_timeout.count())) - std::chrono::seconds(1);
+  for (int attempt = 1;; ++attempt) {
+    const auto began = std::chrono::steady_clock::now();
+    std::unique_ptr<pg_conn, Connection::Finish> conn(PQconnectdbParams(keys.data(), values.data(), 1));
+    if (!conn) {
+      return std::unexpected(PgError(Error::database("cannot connect to PostgreSQL at " +
+                                                     mask_url(options.url) + ": libpq is out of memory"),
+                                     std::string(kSqlstateCannotConnect)));
+    }
+    if (PQstatus(conn.get()) == CONNECTION_OK)
+      return Connection(conn.release(), options.password.has_value());
+    const bool timed_out =
+        std::string_view(PQerrorMessage(conn.get())).find("timeout expired") != std::string_view::npos;
+    if (!timed_out || attempt >= kConnectTries ||
+        std::chrono::steady_clock::now() - began >= cut_short_before) {
+      return std::unexpected(connect_error(conn.get(), "connecting", options.password.has_value()));
+    }
+    spdlog::warn(
+        "connecting to PostgreSQL at {}: libpq's connect timeout ended after {} ms, as the wall clock "
+        "stepped forward; connecting again",
+        describe_target(conn.get()),
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - began)
+            .count());
   }
-  if (PQstatus(conn.get()) != CONNECTION_OK) {
-    return std::unexpected(connect_error(conn.get(), "connecting", options.password.has_value()));
-  }
-  return Connection(conn.release(), options.password.has_value());
 }
 
 }  // namespace ratchet::store::pg

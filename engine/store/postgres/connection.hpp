@@ -106,6 +106,10 @@ class Connection {
 
 // Opens a connection; the error says what failed (server unreachable,
 // password refused or missing, no such database), where and how to fix it.
+// `connect_timeout` is kept on the monotonic clock: libpq times it on the
+// wall clock, so a step forward (an NTP step at boot) ends a connect that
+// was under way; such an attempt is made again, up to kConnectTries times.
 PgResult<Connection> connect(const ConnectOptions& options);
+inline constexpr int kConnectTries = 3;
 
 }  // namespace ratchet::store::pg
