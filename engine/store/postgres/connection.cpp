@@ -186,7 +186,8 @@ std::string Connection::quote_identifier(std::string_view name) const {
 
 PgResult<Connection> connect(const ConnectOptions& options) {
   // libpq treats 0 as "wait forever" and rounds 1 up to 2 seconds.
-  const std::string timeout = std::to_string(std::max<long long>(2, options.connect_timeout.count()));
+  const std::chrono::seconds timeout_s{std::max<long long>(2, options.connect_timeout.count())};
+  const std::string timeout = std::to_string(timeout_s.count());
   // Later keywords override the URL's settings, earlier ones are defaults
   // it may override (expand_dbname = 1 reads the URL at "dbname").
   std::vector<const char*> keys = {"application_name", "client_encoding", "dbname", "connect_timeout"};
@@ -200,8 +201,7 @@ PgResult<Connection> connect(const ConnectOptions& options) {
   // libpq reads the time with time(), in whole seconds, so a timeout that
   // ran its course may end up to a second early; one that ended sooner
   // than that was cut short by the wall clock stepping forward.
-  const auto cut_short_before =
-      std::chrono::seconds(std::max<long long>(2, options.connect_timeout.count())) - std::chrono::seconds(1);
+  const auto cut_short_before = timeout_s - std::chrono::seconds(1);
   for (int attempt = 1;; ++attempt) {
     const auto began = std::chrono::steady_clock::now();
     std::unique_ptr<pg_conn, Connection::Finish> conn(PQconnectdbParams(keys.data(), values.data(), 1));
