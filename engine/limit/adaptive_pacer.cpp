@@ -724,18 +724,28 @@ Result<UseResult> AdaptivePacer::restart(Slot& slot, std::int64_t now_us) {
         Error::invalid_argument("a limiter start was recounted before it was made (a bug in the caller)"));
   }
   std::lock_guard lock(mu_);
-  if (slot.started) {
-    // Taken back exactly when it is still the latest start; otherwise the
-    // pace counts it beside the new one.
-    if (started_tat_ == slot.started_after_us) started_tat_ = slot.started_before_us;
-    auto seen =
-        std::find_if(starts_.rbegin(), starts_.rend(), [&](const auto& s) { return s.first == slot.at_us; });
-    if (seen != starts_.rend()) starts_.erase(std::next(seen).base());
-    replied_locked(slot.at_us);  // counted again at its new start
-    outstanding_ += slot.units;  // a slot held again, until start_locked uses it
-    slot.started = false;
-  }
+  if (slot.started) unstart_locked(slot);
   return start_locked(slot, now_us);
+}
+
+Status AdaptivePacer::defer(Slot& slot, std::int64_t now_us, std::int64_t to_us) {
+  (void)now_us;
+  std::lock_guard lock(mu_);
+  if (slot.started) unstart_locked(slot);
+  slot.at_us = std::max(slot.at_us, to_us);
+  return {};
+}
+
+void AdaptivePacer::unstart_locked(Slot& slot) {
+  // Taken back exactly when it is still the latest start; otherwise the
+  // pace counts it beside the next one.
+  if (started_tat_ == slot.started_after_us) started_tat_ = slot.started_before_us;
+  auto seen =
+      std::find_if(starts_.rbegin(), starts_.rend(), [&](const auto& s) { return s.first == slot.at_us; });
+  if (seen != starts_.rend()) starts_.erase(std::next(seen).base());
+  replied_locked(slot.at_us);  // counted again at its next start
+  outstanding_ += slot.units;  // a slot held again, until start_locked uses it
+  slot.started = false;
 }
 
 void AdaptivePacer::replied_locked(std::int64_t started_us) {

@@ -145,6 +145,7 @@ class AdaptivePacer final : public Limiter {
   [[nodiscard]] Result<std::int64_t> ready_at(Slot& slot, std::int64_t now_us) override;
   [[nodiscard]] Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
   [[nodiscard]] Result<UseResult> restart(Slot& slot, std::int64_t now_us) override;
+  [[nodiscard]] Status defer(Slot& slot, std::int64_t now_us, std::int64_t to_us) override;
   [[nodiscard]] Status cancel(const Slot& slot) override;
   [[nodiscard]] Status adjust(Slot& slot, std::int64_t units, std::int64_t now_us) override;
   void waiting(std::int64_t calls, std::int64_t now_us) override;
@@ -310,6 +311,8 @@ class AdaptivePacer final : public Limiter {
   // A reply to the call started at `started_us` came: its units are no
   // longer to come (see count_remaining_locked).
   void replied_locked(std::int64_t started_us);
+  // Takes back the start made on `slot`, which is held again (restart, defer).
+  void unstart_locked(Slot& slot);
   static constexpr std::int64_t kSpentSpan = 10'000'000;
   static constexpr std::int64_t kQuotaBurstSpan = 10'000'000;
   static constexpr std::int64_t kQuotaBurstWindow = 1'500'000;

@@ -86,6 +86,23 @@ Result<UseResult> FixedWindowLimiter::restart(Slot& slot, std::int64_t now_us) {
   return start_locked(slot, now_us);
 }
 
+Status FixedWindowLimiter::defer(Slot& slot, std::int64_t now_us, std::int64_t to_us) {
+  std::lock_guard lock(mu_);
+  const std::int64_t hw = advance(now_us);
+  if (slot.started) take(started_, floor_div(slot.at_us, per_), slot.units);
+  slot.started = false;
+  const std::int64_t to = std::max(slot.at_us, to_us);
+  if (floor_div(to, per_) == floor_div(slot.at_us, per_) && !in_guard(to)) {
+    slot.at_us = to;  // counted in the same window
+    return {};
+  }
+  // Another window: its count there, where there is room.
+  release(slot.at_us, slot.units);
+  slot.at_us = find(std::max(to, hw), slot.units);
+  counts_[floor_div(slot.at_us, per_)] += slot.units;
+  return {};
+}
+
 UseResult FixedWindowLimiter::start_locked(Slot& slot, std::int64_t now_us) {
   const std::int64_t hw = advance(now_us);
   const std::int64_t k = floor_div(now_us, per_);

@@ -40,6 +40,15 @@ class JournaledKey final : public Limiter {
     return {};
   }
 
+  Status defer(Slot& slot, std::int64_t now_us, std::int64_t to_us) override {
+    const bool started = slot.started;
+    const std::int64_t was = slot.at_us;
+    const std::int64_t units = slot.units;
+    if (auto st = inner_->defer(slot, now_us, std::max(to_us, journal_->not_before())); !st) return st;
+    if (started) journal_->forget(key_, was, units);
+    return {};
+  }
+
   Status adjust(Slot& slot, std::int64_t units, std::int64_t now_us) override {
     const std::int64_t was = slot.units;
     if (auto st = inner_->adjust(slot, units, now_us); !st) return st;

@@ -110,6 +110,15 @@ class Limiter {
   // start back (cancel) and starts the slot again.
   [[nodiscard]] virtual Result<UseResult> restart(Slot& slot, std::int64_t now_us);
 
+  // The call holding `slot` will not start before to_us (>= now_us): another
+  // limiter of its stack had no room for it sooner. A start this use made
+  // at now_us is taken back (the call has not gone), and the slot is held
+  // again for to_us, keeping its place among the slots granted after it
+  // rather than queuing behind them: those were spaced with it counted where
+  // it was, and each start is checked against the calls started anyway. The
+  // default gives the slot back and reserves anew from to_us.
+  [[nodiscard]] virtual Status defer(Slot& slot, std::int64_t now_us, std::int64_t to_us);
+
   // Gives back a slot that was reserved and not started, or started at
   // slot.at_us (a call that never reached the server). Giving back a token
   // bucket slot that later slots depend on keeps the limit but loses the slot.

@@ -22,6 +22,14 @@ Result<UseResult> Limiter::restart(Slot& slot, std::int64_t now_us) {
   return start(slot, now_us);
 }
 
+Status Limiter::defer(Slot& slot, std::int64_t now_us, std::int64_t to_us) {
+  if (Status s = cancel(slot); !s) return s;
+  auto fresh = reserve(now_us, to_us, slot.units);
+  if (!fresh) return fail(fresh.error());
+  slot = *fresh;
+  return {};
+}
+
 namespace {
 
 // Starts are checked against every limiter of a stack, then made in each:
@@ -244,16 +252,19 @@ Result<bool> LimiterStack::use_slots(Reservation& r, std::int64_t now_us, UseSlo
     r.started_ = true;
     return true;
   }
-  // One limiter has no room now: the call does not go now. Every slot is
-  // given back (those started now, those still counted at an earlier time,
-  // the moved one) and reserved anew for the time that limiter named.
+  // One limiter has no room now: the call does not go now. Each slot is
+  // held for the time that limiter named, in its place: given back and
+  // reserved anew, it would queue behind every slot granted since, which in
+  // a window of an hour is the next hour.
   r.held_ = true;
   r.started_ = false;
-  Status st = r.cancel();
-  if (!st) return fail(st.error());
-  auto fresh = reserve_from(now_us, later, r.units_);
-  if (!fresh) return fail(fresh.error());
-  r = std::move(*fresh);
+  r.at_us_ = later;
+  Status out;
+  for (auto& [limiter, slot] : r.slots_) {
+    if (Status st = limiter->defer(slot, now_us, later); !st && out) out = std::move(st);
+    r.at_us_ = std::max(r.at_us_, slot.at_us);
+  }
+  if (!out) return fail(out.error());
   return false;
 }
 

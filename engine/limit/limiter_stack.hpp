@@ -18,6 +18,12 @@
 // again right before the request goes; a start counted too long before is
 // counted anew then (recount), or waits if that no longer fits.
 //
+// A call that one limiter has no room for when it is to start or leave
+// waits in its place in every limiter (Limiter::defer), for the time that
+// limiter names: slots granted after it were spaced with it counted there,
+// and it never queues behind them. In a window of an hour that is the
+// difference between a few milliseconds and the next hour.
+//
 // Thread-safety: LimiterStack is safe to share between threads; a Reservation
 // belongs to one caller at a time.
 #pragma once

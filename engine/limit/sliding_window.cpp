@@ -64,6 +64,17 @@ Result<UseResult> SlidingWindowLimiter::restart(Slot& slot, std::int64_t now_us)
   return start_locked(slot, now_us);
 }
 
+Status SlidingWindowLimiter::defer(Slot& slot, std::int64_t now_us, std::int64_t to_us) {
+  std::lock_guard lock(mu_);
+  advance(now_us);
+  if (slot.started) started_.erase(slot.at_us, slot.units);
+  slot.started = false;
+  log_.erase(slot.at_us, slot.units);
+  slot.at_us = std::max(slot.at_us, to_us);
+  log_.insert(slot.at_us, slot.units);
+  return {};
+}
+
 UseResult SlidingWindowLimiter::start_locked(Slot& slot, std::int64_t now_us) {
   // The calls started decide; the granted slots only say when to come (see
   // TokenBucketLimiter::start). A slot used on time always fits.

@@ -171,6 +171,15 @@ Status StartJournal::cancel(const Slot& slot) {
   return {};
 }
 
+Status StartJournal::defer(Slot& slot, std::int64_t now_us, std::int64_t to_us) {
+  (void)now_us;
+  if (Status st = cancel(slot); !st) return st;
+  slot.started = false;
+  std::lock_guard lock(mu_);
+  slot.at_us = std::max({slot.at_us, to_us, not_before_});
+  return {};
+}
+
 Status StartJournal::adjust(Slot& slot, std::int64_t units, std::int64_t now_us) {
   if (!slot.started) return adjust_needs_start(slot);
   if (units > slot.units) {

@@ -90,6 +90,7 @@ class StartJournal final : public Limiter {
 
   [[nodiscard]] Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
   [[nodiscard]] Status cancel(const Slot& slot) override;
+  [[nodiscard]] Status defer(Slot& slot, std::int64_t now_us, std::int64_t to_us) override;
   [[nodiscard]] Status adjust(Slot& slot, std::int64_t units, std::int64_t now_us) override;
   std::string describe() const override;
 

@@ -63,6 +63,16 @@ Result<UseResult> TokenBucketLimiter::restart(Slot& slot, std::int64_t now_us) {
   return start_locked(slot, now_us);
 }
 
+Status TokenBucketLimiter::defer(Slot& slot, std::int64_t now_us, std::int64_t to_us) {
+  (void)now_us;
+  std::lock_guard lock(mu_);
+  // The slot's charge among those granted stays where it was.
+  if (slot.started && started_tat_ == slot.started_after_us) started_tat_ = slot.started_before_us;
+  slot.started = false;
+  slot.at_us = std::max(slot.at_us, to_us);
+  return {};
+}
+
 UseResult TokenBucketLimiter::start_locked(Slot& slot, std::int64_t now_us) {
   // The bucket holds what really started; the granted slots only say when
   // to come. A start at its slot's time always fits (the slots were granted

@@ -160,6 +160,78 @@ TEST(LimiterStack_Recount, NoRoomLeftWhenItLeaves_HoldsALaterSlotToStartThen) {
   EXPECT_EQ(a.counted_at(), t0 + 1100ms);
 }
 
+// One call an hour. A is counted at t0; B, asked for with a clock reading
+// of t0 + 20 ms, holds the next hour's slot. A's request leaves late, and
+// the thread that recounts it read the clock at t0 + 10 ms, before B's
+// reading: the window, which never answers earlier than the latest time it
+// has seen, has room for A at t0 + 20 ms. A waits those milliseconds in its
+// place; it does not queue behind B for two hours, which would leave the
+// hour's one call unmade.
+TEST(LimiterStack_Recount, MovedAFewMillisecondsLater_KeepsItsPlaceAheadOfLaterSlots) {
+  FakeClock clock;
+  const TimePoint t0 = clock.now();
+  LimiterStack stack({std::make_shared<SlidingWindowLimiter>(1, to_micros(1h))});
+  auto a = must(stack.reserve(t0));
+  ASSERT_TRUE(*stack.start(a, t0));
+  auto b = must(stack.reserve(t0 + 20ms));
+  EXPECT_EQ(b.at(), t0 + 1h);
+  EXPECT_FALSE(*stack.recount(a, t0 + 10ms));
+  EXPECT_TRUE(a.held());
+  EXPECT_EQ(a.at(), t0 + 20ms) << "A lost its place: " << std::chrono::duration<double>(a.at() - t0).count()
+                               << " s after t0";
+  ASSERT_TRUE(*stack.start(a, a.at()));
+  EXPECT_EQ(a.counted_at(), t0 + 20ms);
+  EXPECT_EQ(b.at(), t0 + 1h);
+  clock.set(t0 + 1h + 20ms);
+  EXPECT_TRUE(*stack.start(b, clock.now()));
+}
+
+// One call a second shared by every account, a hundred a second for each.
+// Of three calls granted at once, the second (B) starts on time; its request
+// leaves late, when the account's window has seen a later clock reading
+// than the one B is recounted with. That window moves B a few milliseconds;
+// the shared window keeps B's place too, rather than put it behind C, the
+// call granted after it.
+TEST(LimiterStack_Recount, MovedByOneLimiter_KeepsItsPlaceInTheOthers) {
+  const TimePoint t0 = FakeClock().now();
+  auto shared = std::make_shared<SlidingWindowLimiter>(1, to_micros(1s));
+  auto account = std::make_shared<SlidingWindowLimiter>(100, to_micros(1s));
+  LimiterStack stack({shared, account});
+  std::vector<Reservation> calls;
+  for (int i = 0; i < 3; ++i) calls.push_back(must(stack.reserve(t0)));
+  ASSERT_TRUE(*stack.start(calls[0], t0));
+  Reservation& b = calls[1];
+  const TimePoint tb = b.at();
+  EXPECT_EQ(tb, t0 + 1s);
+  EXPECT_EQ(calls[2].at(), t0 + 2s);
+  ASSERT_TRUE(*stack.start(b, tb));
+  (void)must(LimiterStack({account}).reserve(tb + 20ms));  // another caller's later reading
+  EXPECT_FALSE(*stack.recount(b, tb + 10ms));
+  EXPECT_EQ(b.at(), tb + 20ms) << "B lost its place: " << std::chrono::duration<double>(b.at() - tb).count()
+                               << " s late";
+  ASSERT_TRUE(*stack.start(b, b.at()));
+  EXPECT_EQ(b.counted_at(), tb + 20ms);
+  EXPECT_EQ(calls[2].at(), t0 + 2s);
+}
+
+// The same with a token bucket of one call an hour beside the window that
+// moves the call: the bucket keeps the call's charge where it was granted.
+TEST(LimiterStack_Recount, MovedByAnotherLimiter_KeepsItsChargeInATokenBucket) {
+  const TimePoint t0 = FakeClock().now();
+  auto hourly = std::make_shared<TokenBucketLimiter>(1, to_micros(1h), 1);
+  auto window = std::make_shared<SlidingWindowLimiter>(100, to_micros(1s));
+  LimiterStack stack({hourly, window});
+  auto a = must(stack.reserve(t0));
+  ASSERT_TRUE(*stack.start(a, t0));
+  auto b = must(stack.reserve(t0 + 20ms));
+  EXPECT_EQ(b.at(), t0 + 1h);
+  EXPECT_FALSE(*stack.recount(a, t0 + 10ms));
+  EXPECT_EQ(a.at(), t0 + 20ms);
+  ASSERT_TRUE(*stack.start(a, a.at()));
+  EXPECT_EQ(a.counted_at(), t0 + 20ms);
+  EXPECT_TRUE(*stack.start(b, t0 + 1h + 20ms));
+}
+
 TEST(LimiterStack_TryAcquire, RefusesWithoutHoldingAnything) {
   FakeClock clock;
   auto a = std::make_shared<SlidingWindowLimiter>(1, to_micros(1s));
