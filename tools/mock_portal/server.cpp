@@ -4,10 +4,6 @@
 #include <sys/socket.h>
 #include <time.h>
 
-// cpp-httplib listens with a backlog of 5: a client opening more connections
-// at once than that has the rest dropped and retried by TCP a second later,
-// which a rate-limit test would read as the server's doing.
-#define CPPHTTPLIB_LISTEN_BACKLOG 1024
 #include <httplib.h>
 #include <algorithm>
 #include <atomic>
@@ -42,6 +38,9 @@ std::int64_t to_int(const std::string& digits) {
   return std::stoll(digits);
 }
 
+// Clients connecting at once, held by the kernel until accepted.
+constexpr int kListenBacklog = 1024;
+
 }  // namespace
 
 struct MockPortalServer::Impl {
@@ -51,6 +50,7 @@ struct MockPortalServer::Impl {
   httplib::Server http;
   std::thread listener;
   int port = -1;
+  socket_t listening = -1;  // the bound socket (set_socket_options)
 
   std::mutex mu;  // guards the fields below
   std::condition_variable wake;
@@ -331,9 +331,11 @@ Result<std::unique_ptr<MockPortalServer>> MockPortalServer::start(ServerOptions 
   impl->http.set_tcp_nodelay(true);
   // cpp-httplib sets SO_REUSEPORT by default, which would let a second
   // server bind the same port and split the traffic (and the counts).
-  impl->http.set_socket_options([](socket_t sock) {
+  // The listening socket is kept to raise its backlog once bound.
+  impl->http.set_socket_options([raw = impl.get()](socket_t sock) {
     int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    raw->listening = sock;
   });
   impl->install_routes();
 
@@ -346,6 +348,16 @@ Result<std::unique_ptr<MockPortalServer>> MockPortalServer::start(ServerOptions 
     return fail(Error::io("mock portal: cannot listen on " + impl->host + ":" +
                           std::to_string(impl->options.port) +
                           " (in use?); choose another --port or 0 for any free port"));
+  }
+  // cpp-httplib's library listens with a backlog of 5 (the header's
+  // CPPHTTPLIB_LISTEN_BACKLOG does not reach the compiled library): a
+  // client opening more connections at once has the rest dropped and
+  // retried by TCP a second later, which a rate-limit test would read as
+  // the server's doing. Listening again sets the backlog anew.
+  if (impl->listening < 0 || ::listen(impl->listening, kListenBacklog) != 0) {
+    impl->http.stop();
+    return fail(Error::io("mock portal: cannot raise the listen backlog on " + impl->host + ":" +
+                          std::to_string(impl->port)));
   }
   Impl* raw = impl.get();
   impl->listener = std::thread([raw] { raw->http.listen_after_bind(); });
