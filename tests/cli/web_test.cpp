@@ -111,6 +111,22 @@ TEST_F(RatchetWebTest, RunWeb_ServesTheDashboardBesideTheWorkers) {
   EXPECT_EQ(web_->wait().exit_code, 0);
 }
 
+// A second dashboard started on the port of one already serving fails at
+// once, naming the address: it must not share the port with the first and
+// answer half of its requests.
+TEST_F(RatchetWebTest, PortAlreadyServed_ASecondDashboardFailsNamingIt) {
+  start_web({"--token-env", "RATCHET_WEB_TEST_TOKEN"});
+  const std::string address = "127.0.0.1:" + std::to_string(port_);
+  // One that binds serves until killed (SIGKILL after 5 s: exit code 137).
+  auto second = run_command({tool_path("ratchet"), "web", "-c", config_, "--listen", address, "--token-env",
+                             "RATCHET_WEB_TEST_TOKEN"},
+                            {}, {}, 5000);
+  EXPECT_NE(second.exit_code, 0);
+  EXPECT_NE(second.exit_code, 128 + SIGKILL) << "it served on the port in use: " << second.out;
+  EXPECT_THAT(second.err, HasSubstr("cannot listen on " + address));
+  EXPECT_EQ(get("/api/v1/session")["read_only"], false) << "the first one still serves";
+}
+
 TEST_F(RatchetWebTest, WebSectionOfTheConfig_GivesTheTokenAndReadOnly) {
   std::ofstream(config_, std::ios::app)
       << "\n[web]\ntoken = \"${RATCHET_WEB_TEST_TOKEN}\"\nread_only = true\n";

@@ -20,6 +20,9 @@ namespace ratchet::cli {
 
 namespace {
 
+// Connections held by the kernel until accepted.
+constexpr int kListenBacklog = 1024;
+
 using SteadyClock = std::chrono::steady_clock;
 
 // Waits until `fd` is ready for `events` (or failed, so the next call says
@@ -150,6 +153,13 @@ void refuse(int status, std::size_t max_body, httplib::Response& res) {
 }  // namespace
 
 BoundedServer::BoundedServer(BoundedServerOptions options) : options_(options) {
+  // cpp-httplib sets SO_REUSEPORT by default, with which a second server
+  // binds a port already served and takes half of its connections, instead
+  // of failing as in use.
+  set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   set_payload_max_length(options_.max_body);
   const auto t = options_.timeout;
   set_read_timeout(t);
@@ -236,6 +246,14 @@ Result<int> BoundedServer::serve(const Address& at, std::string_view flag) {
   if (port <= 0) {
     return fail(Error::io(
         fmt::format("{}: cannot listen on {}:{} (in use, or not a local address)", flag, at.host, at.port)));
+  }
+  // cpp-httplib's library listens with a backlog of 5: a browser and a
+  // scraper connecting at once would have the rest dropped and retried by
+  // TCP a second later. Listening again sets the backlog anew.
+  if (::listen(svr_sock_, kListenBacklog) != 0) {
+    stop();
+    return fail(
+        Error::io(fmt::format("{}: cannot listen on {}:{}: {}", flag, at.host, port, std::strerror(errno))));
   }
   thread_ = std::thread([this] { listen_after_bind(); });
   // Until the thread listens, stop() would not reach it and halt() would
