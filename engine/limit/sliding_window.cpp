@@ -17,7 +17,7 @@ std::int64_t SlidingWindowLimiter::advance(std::int64_t now_us) {
     // Entries at or before now - per are outside every interval that holds a
     // time >= now, so they no longer matter.
     log_.drop_through(high_water_ - grant_per_);
-    started_.drop_through(high_water_ - per_);
+    started_.drop_through(started_floor());
   }
   return high_water_;
 }
@@ -39,8 +39,8 @@ Result<Slot> SlidingWindowLimiter::reserve_units(std::int64_t now_us, std::int64
 
 Result<std::int64_t> SlidingWindowLimiter::ready_at(Slot& slot, std::int64_t now_us) {
   std::lock_guard lock(mu_);
-  return sliding_earliest(started_.view(), rate_, per_, std::max({slot.at_us, now_us, advance(now_us)}),
-                          fit(slot.units));
+  const std::int64_t t = std::max({slot.at_us, now_us, advance(now_us) - kLateReadingUs});
+  return sliding_earliest(started_.view(), rate_, per_, t, fit(slot.units));
 }
 
 Result<UseResult> SlidingWindowLimiter::start(Slot& slot, std::int64_t now_us) {
@@ -78,8 +78,8 @@ Status SlidingWindowLimiter::defer(Slot& slot, std::int64_t now_us, std::int64_t
 UseResult SlidingWindowLimiter::start_locked(Slot& slot, std::int64_t now_us) {
   // The calls started decide; the granted slots only say when to come (see
   // TokenBucketLimiter::start). A slot used on time always fits.
-  const std::int64_t at =
-      sliding_earliest(started_.view(), rate_, per_, std::max(now_us, advance(now_us)), fit(slot.units));
+  const std::int64_t t = std::max(now_us, advance(now_us) - kLateReadingUs);
+  const std::int64_t at = sliding_earliest(started_.view(), rate_, per_, t, fit(slot.units));
   log_.erase(slot.at_us, slot.units);
   if (at > now_us) {
     slot.at_us = at;
@@ -114,7 +114,7 @@ Status SlidingWindowLimiter::adjust(Slot& slot, std::int64_t units, std::int64_t
       log_.erase(slot.at_us, slot.units - units);
     }
   }
-  if (slot.at_us > high_water_ - per_) {
+  if (slot.at_us > started_floor()) {
     if (units > slot.units) {
       started_.insert(slot.at_us, units - slot.units);
     } else {
@@ -129,7 +129,7 @@ void SlidingWindowLimiter::count_started(std::span<const std::int64_t> starts_us
   std::lock_guard lock(mu_);
   for (std::int64_t at : starts_us) {
     if (at > high_water_ - grant_per_) log_.insert(at);
-    if (at > high_water_ - per_) started_.insert(at);  // else outside every window that still counts
+    if (at > started_floor()) started_.insert(at);  // else outside every window that still counts
   }
 }
 

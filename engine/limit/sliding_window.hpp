@@ -2,7 +2,8 @@
 // starts in any interval of length `per`. The default algorithm when a limit
 // declares no burst (docs/semantics.md, rule 7).
 //
-// State: a sorted log of starts and reservations newer than now - per.
+// State: a sorted log of the slots granted, and one of the starts newer
+// than now - per (and a little older: kLateReadingUs).
 //
 // Slots may be granted in a longer window than the starts are checked in
 // (grant_per_us): the slack between them lets a call that starts late, after
@@ -47,6 +48,13 @@ class SlidingWindowLimiter final : public Limiter {
   // The units a call is checked for: at most the whole budget (limiter.hpp).
   std::int64_t fit(std::int64_t units) const { return std::min(units, rate_); }
   std::int64_t advance(std::int64_t now_us);  // raises the high-water mark and prunes; needs mu_
+  // A start is checked at its caller's own clock reading while that is at
+  // most this much older than the latest reading seen (the high-water
+  // mark): a thread that read the clock just before another and took the
+  // lock just after it is not told to wait for the other's reading. The
+  // starts are kept that much longer than a window for it.
+  static constexpr std::int64_t kLateReadingUs = 100'000;
+  std::int64_t started_floor() const { return high_water_ - per_ - kLateReadingUs; }
   UseResult start_locked(Slot& slot, std::int64_t now_us);
 
   const std::int64_t rate_;

@@ -160,42 +160,40 @@ TEST(LimiterStack_Recount, NoRoomLeftWhenItLeaves_HoldsALaterSlotToStartThen) {
   EXPECT_EQ(a.counted_at(), t0 + 1100ms);
 }
 
-// One call an hour. A is counted at t0; B, asked for with a clock reading
-// of t0 + 20 ms, holds the next hour's slot. A's request leaves late, and
-// the thread that recounts it read the clock at t0 + 10 ms, before B's
-// reading: the window, which never answers earlier than the latest time it
-// has seen, has room for A at t0 + 20 ms. A waits those milliseconds in its
-// place; it does not queue behind B for two hours, which would leave the
-// hour's one call unmade.
+// One call an hour, and one each 100 ms shared with another operation (C).
+// A is counted at t0; B holds the next hour's slot. A's request leaves
+// 150 ms late, 30 ms after C went: the short window has room for A again at
+// t0 + 220 ms. A waits those 70 ms in its place; it does not queue behind B
+// for two hours, which would leave the hour's one call unmade.
 TEST(LimiterStack_Recount, MovedAFewMillisecondsLater_KeepsItsPlaceAheadOfLaterSlots) {
-  FakeClock clock;
-  const TimePoint t0 = clock.now();
-  LimiterStack stack({std::make_shared<SlidingWindowLimiter>(1, to_micros(1h))});
+  const TimePoint t0 = FakeClock().now();
+  auto hourly = std::make_shared<SlidingWindowLimiter>(1, to_micros(1h));
+  auto spacing = std::make_shared<SlidingWindowLimiter>(1, to_micros(100ms));
+  LimiterStack stack({hourly, spacing});
   auto a = must(stack.reserve(t0));
   ASSERT_TRUE(*stack.start(a, t0));
-  auto b = must(stack.reserve(t0 + 20ms));
+  auto b = must(stack.reserve(t0));
   EXPECT_EQ(b.at(), t0 + 1h);
-  EXPECT_FALSE(*stack.recount(a, t0 + 10ms));
+  ASSERT_TRUE(*LimiterStack({spacing}).try_acquire(t0 + 120ms));
+  EXPECT_FALSE(*stack.recount(a, t0 + 150ms));
   EXPECT_TRUE(a.held());
-  EXPECT_EQ(a.at(), t0 + 20ms) << "A lost its place: " << std::chrono::duration<double>(a.at() - t0).count()
-                               << " s after t0";
+  EXPECT_EQ(a.at(), t0 + 220ms) << "A lost its place: " << std::chrono::duration<double>(a.at() - t0).count()
+                                << " s after t0";
   ASSERT_TRUE(*stack.start(a, a.at()));
-  EXPECT_EQ(a.counted_at(), t0 + 20ms);
+  EXPECT_EQ(a.counted_at(), t0 + 220ms);
   EXPECT_EQ(b.at(), t0 + 1h);
-  clock.set(t0 + 1h + 20ms);
-  EXPECT_TRUE(*stack.start(b, clock.now()));
+  EXPECT_TRUE(*stack.start(b, t0 + 1h + 220ms));
 }
 
-// One call a second shared by every account, a hundred a second for each.
-// Of three calls granted at once, the second (B) starts on time; its request
-// leaves late, when the account's window has seen a later clock reading
-// than the one B is recounted with. That window moves B a few milliseconds;
-// the shared window keeps B's place too, rather than put it behind C, the
-// call granted after it.
+// One call a second shared by every account, one each 100 ms for each. Of
+// three calls granted at once, the second (B) starts on time; its request
+// leaves 150 ms late, 30 ms after another call of its account went. The
+// account's window moves B 70 ms; the shared window keeps B's place too,
+// rather than put it behind the call granted after it.
 TEST(LimiterStack_Recount, MovedByOneLimiter_KeepsItsPlaceInTheOthers) {
   const TimePoint t0 = FakeClock().now();
   auto shared = std::make_shared<SlidingWindowLimiter>(1, to_micros(1s));
-  auto account = std::make_shared<SlidingWindowLimiter>(100, to_micros(1s));
+  auto account = std::make_shared<SlidingWindowLimiter>(1, to_micros(100ms));
   LimiterStack stack({shared, account});
   std::vector<Reservation> calls;
   for (int i = 0; i < 3; ++i) calls.push_back(must(stack.reserve(t0)));
@@ -205,31 +203,32 @@ TEST(LimiterStack_Recount, MovedByOneLimiter_KeepsItsPlaceInTheOthers) {
   EXPECT_EQ(tb, t0 + 1s);
   EXPECT_EQ(calls[2].at(), t0 + 2s);
   ASSERT_TRUE(*stack.start(b, tb));
-  (void)must(LimiterStack({account}).reserve(tb + 20ms));  // another caller's later reading
-  EXPECT_FALSE(*stack.recount(b, tb + 10ms));
-  EXPECT_EQ(b.at(), tb + 20ms) << "B lost its place: " << std::chrono::duration<double>(b.at() - tb).count()
-                               << " s late";
+  ASSERT_TRUE(*LimiterStack({account}).try_acquire(tb + 120ms));
+  EXPECT_FALSE(*stack.recount(b, tb + 150ms));
+  EXPECT_EQ(b.at(), tb + 220ms) << "B lost its place: " << std::chrono::duration<double>(b.at() - tb).count()
+                                << " s late";
   ASSERT_TRUE(*stack.start(b, b.at()));
-  EXPECT_EQ(b.counted_at(), tb + 20ms);
+  EXPECT_EQ(b.counted_at(), tb + 220ms);
   EXPECT_EQ(calls[2].at(), t0 + 2s);
 }
 
-// The same with a token bucket of one call an hour beside the window that
-// moves the call: the bucket keeps the call's charge where it was granted.
+// The first case with a token bucket of one call an hour: the bucket keeps
+// the call's charge where it was granted.
 TEST(LimiterStack_Recount, MovedByAnotherLimiter_KeepsItsChargeInATokenBucket) {
   const TimePoint t0 = FakeClock().now();
   auto hourly = std::make_shared<TokenBucketLimiter>(1, to_micros(1h), 1);
-  auto window = std::make_shared<SlidingWindowLimiter>(100, to_micros(1s));
-  LimiterStack stack({hourly, window});
+  auto spacing = std::make_shared<SlidingWindowLimiter>(1, to_micros(100ms));
+  LimiterStack stack({hourly, spacing});
   auto a = must(stack.reserve(t0));
   ASSERT_TRUE(*stack.start(a, t0));
-  auto b = must(stack.reserve(t0 + 20ms));
+  auto b = must(stack.reserve(t0));
   EXPECT_EQ(b.at(), t0 + 1h);
-  EXPECT_FALSE(*stack.recount(a, t0 + 10ms));
-  EXPECT_EQ(a.at(), t0 + 20ms);
+  ASSERT_TRUE(*LimiterStack({spacing}).try_acquire(t0 + 120ms));
+  EXPECT_FALSE(*stack.recount(a, t0 + 150ms));
+  EXPECT_EQ(a.at(), t0 + 220ms);
   ASSERT_TRUE(*stack.start(a, a.at()));
-  EXPECT_EQ(a.counted_at(), t0 + 20ms);
-  EXPECT_TRUE(*stack.start(b, t0 + 1h + 20ms));
+  EXPECT_EQ(a.counted_at(), t0 + 220ms);
+  EXPECT_TRUE(*stack.start(b, t0 + 1h + 220ms));
 }
 
 TEST(LimiterStack_TryAcquire, RefusesWithoutHoldingAnything) {

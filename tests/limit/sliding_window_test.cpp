@@ -110,6 +110,36 @@ TEST(SlidingWindow_Reserve, StaleClockReadingNeverGetsATimeBeforeTheHighWaterMar
   EXPECT_GE(must(l.reserve(kT0, kT0)).at_us, kT0 + 5 * kSec);
 }
 
+// A thread reads the clock, then waits for the lock while another, with a
+// reading 10 ms later, reserves. Its start is checked at its own reading:
+// it goes, rather than being told to wait 10 ms for the other's.
+TEST(SlidingWindow_Start, ReadingAFewMillisecondsOlderThanAnothersStartsAtItsOwn) {
+  SlidingWindowLimiter l(100, kSec);
+  auto a = must(l.reserve(kT0, kT0));
+  must(l.reserve(kT0 + 20'000, kT0 + 20'000));
+  auto r = l.start(a, kT0 + 10'000);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(*r, UseResult::kStarted);
+  EXPECT_EQ(a.at_us, kT0 + 10'000);
+}
+
+// The window stays exact at such a reading: E started late, at +30 ms; a
+// reading of +1010 ms, 70 ms older than the latest seen, finds E still in
+// its window and waits until E leaves it (+1030 ms), neither starting at
+// +1010 ms (two calls 980 ms apart) nor waiting for the latest reading.
+TEST(SlidingWindow_Start, ReadingOlderThanAnothersStillSeesTheStartsOfItsWindow) {
+  SlidingWindowLimiter l(1, kSec);
+  auto e = must(l.reserve(kT0, kT0));
+  auto x = must(l.reserve(kT0, kT0));
+  EXPECT_EQ(x.at_us, kT0 + kSec);
+  ASSERT_EQ(*l.start(e, kT0 + 30'000), UseResult::kStarted);
+  must(l.reserve(kT0 + 1'080'000, kT0 + 1'080'000));
+  auto r = l.start(x, kT0 + 1'010'000);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(*r, UseResult::kMoved);
+  EXPECT_EQ(x.at_us, kT0 + 1'030'000);
+}
+
 TEST(SlidingLog_Earliest, FindsAGapBetweenReservations) {
   // Entries at 0 and 3s with a 1/s limit: 1s is free.
   std::vector<std::int64_t> log = {0, 3 * kSec};
