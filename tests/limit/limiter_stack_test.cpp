@@ -160,14 +160,13 @@ TEST(LimiterStack_Recount, NoRoomLeftWhenItLeaves_HoldsALaterSlotToStartThen) {
   EXPECT_EQ(a.counted_at(), t0 + 1100ms);
 }
 
-// One call an hour, and one each 100 ms shared with another operation (C).
-// A is counted at t0; B holds the next hour's slot. A's request leaves
-// 150 ms late, 30 ms after C went: the short window has room for A again at
-// t0 + 220 ms. A waits those 70 ms in its place; it does not queue behind B
-// for two hours, which would leave the hour's one call unmade.
-TEST(LimiterStack_Recount, MovedAFewMillisecondsLater_KeepsItsPlaceAheadOfLaterSlots) {
+// One call an hour (`hourly`), and one each 100 ms shared with another
+// operation (C). A is counted at t0; B holds the next hour's slot. A's
+// request leaves 150 ms late, 30 ms after C went: the short window has room
+// for A again at t0 + 220 ms. A waits those 70 ms in its place; it does not
+// queue behind B for two hours, which would leave the hour's one call unmade.
+void recounted_late_keeps_its_place_in(const std::shared_ptr<Limiter>& hourly) {
   const TimePoint t0 = FakeClock().now();
-  auto hourly = std::make_shared<SlidingWindowLimiter>(1, to_micros(1h));
   auto spacing = std::make_shared<SlidingWindowLimiter>(1, to_micros(100ms));
   LimiterStack stack({hourly, spacing});
   auto a = must(stack.reserve(t0));
@@ -183,6 +182,10 @@ TEST(LimiterStack_Recount, MovedAFewMillisecondsLater_KeepsItsPlaceAheadOfLaterS
   EXPECT_EQ(a.counted_at(), t0 + 220ms);
   EXPECT_EQ(b.at(), t0 + 1h);
   EXPECT_TRUE(*stack.start(b, t0 + 1h + 220ms));
+}
+
+TEST(LimiterStack_Recount, MovedAFewMillisecondsLater_KeepsItsPlaceAheadOfLaterSlots) {
+  recounted_late_keeps_its_place_in(std::make_shared<SlidingWindowLimiter>(1, to_micros(1h)));
 }
 
 // One call a second shared by every account, one each 100 ms for each. Of
@@ -215,20 +218,7 @@ TEST(LimiterStack_Recount, MovedByOneLimiter_KeepsItsPlaceInTheOthers) {
 // The first case with a token bucket of one call an hour: the bucket keeps
 // the call's charge where it was granted.
 TEST(LimiterStack_Recount, MovedByAnotherLimiter_KeepsItsChargeInATokenBucket) {
-  const TimePoint t0 = FakeClock().now();
-  auto hourly = std::make_shared<TokenBucketLimiter>(1, to_micros(1h), 1);
-  auto spacing = std::make_shared<SlidingWindowLimiter>(1, to_micros(100ms));
-  LimiterStack stack({hourly, spacing});
-  auto a = must(stack.reserve(t0));
-  ASSERT_TRUE(*stack.start(a, t0));
-  auto b = must(stack.reserve(t0));
-  EXPECT_EQ(b.at(), t0 + 1h);
-  ASSERT_TRUE(*LimiterStack({spacing}).try_acquire(t0 + 120ms));
-  EXPECT_FALSE(*stack.recount(a, t0 + 150ms));
-  EXPECT_EQ(a.at(), t0 + 220ms);
-  ASSERT_TRUE(*stack.start(a, a.at()));
-  EXPECT_EQ(a.counted_at(), t0 + 220ms);
-  EXPECT_TRUE(*stack.start(b, t0 + 1h + 220ms));
+  recounted_late_keeps_its_place_in(std::make_shared<TokenBucketLimiter>(1, to_micros(1h), 1));
 }
 
 TEST(LimiterStack_TryAcquire, RefusesWithoutHoldingAnything) {
