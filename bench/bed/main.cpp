@@ -11,7 +11,8 @@
 //
 //   ratchet-bench-bed                          # 12 seeds, N = 50 and N = 1000
 //   ratchet-bench-bed --seed 4711 --seeds 1 --jobs 1000 --runs 3
-//   ratchet-bench-bed --json
+//   ratchet-bench-bed --json                   # also each request the portal saw: [us after the first,
+//   status]
 //
 // Exit code: 0 when every trial met its targets, 1 when one did not, 2 when
 // one could not run.
@@ -90,6 +91,12 @@ void print_trace(const TrialResult& r) {
 
 nlohmann::json to_json(const TrialResult& r) {
   const auto& s = r.server;
+  // Every request as the portal saw it: microseconds after the first, and
+  // its answer, to read a failing seed's trial from.
+  nlohmann::json arrivals = nlohmann::json::array();
+  for (std::size_t i = 0; i < r.arrivals_us.size() && i < r.statuses.size(); ++i) {
+    arrivals.push_back({r.arrivals_us[i], r.statuses[i]});
+  }
   return {{"seed", s.seed},
           {"jobs", s.jobs},
           {"server", s.describe()},
@@ -105,7 +112,8 @@ nlohmann::json to_json(const TrialResult& r) {
           {"ratio", r.ratio()},
           {"parks", r.parks},
           {"completed", r.completed},
-          {"passed", r.passed()}};
+          {"passed", r.passed()},
+          {"arrivals", std::move(arrivals)}};
 }
 
 }  // namespace
