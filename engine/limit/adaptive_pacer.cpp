@@ -357,6 +357,8 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
           static_cast<std::int64_t>(current / (known_limit ? kKnownLimitDecrease : options_.decrease));
       interval_us_ = std::clamp<std::int64_t>(next, std::max<std::int64_t>(floor_us, 1), max_us);
       rate_at_decrease_ = 1.0 / static_cast<double>(interval_us_);
+      probed_ = 0;
+      probe_doubles_ = !known_limit;
       // Recovery stops short of the rate that drew this 429, and only
       // creeps above it, so one overload does not come back every few calls.
       ceiling_ = options_.ceiling / current;
@@ -383,7 +385,20 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
     if (rate < ceiling_) {
       rate = std::min(ceiling_, rate + step);
     } else {
-      ceiling_ += step * options_.probe;
+      // Past the ceiling, unless the last two refusals came at about the
+      // same rate (the server's own limit, met again), the probe's step
+      // doubles with every half second's worth of replies and no refusal:
+      // a 429 drawn far under the server's rate (calls that reached it
+      // bunched together, another client's burst) would otherwise hold the
+      // pace near where it came for minutes; one at the server's own rate
+      // comes back within a few steps of it, and the next is known.
+      const double doubling =
+          std::max(kProbeDoublingReplies, ceiling_ * static_cast<double>(kProbeDoublingUs));
+      const double growth =
+          probe_doubles_ ? std::exp2(std::min(kProbeMaxDoublings, static_cast<double>(probed_) / doubling))
+                         : 1.0;
+      ceiling_ += step * options_.probe * growth;
+      ++probed_;
       rate = ceiling_;
     }
     // Back at the learned pace (or the declared one when nothing was learned),

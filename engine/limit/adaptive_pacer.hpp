@@ -21,7 +21,11 @@
 //     each good reply adds `recovery` times the rate at the decrease
 //     (additive increase) up to `ceiling` times the rate that drew the 429,
 //     and a tenth as fast beyond it, until the learned or declared pace is
-//     reached again.
+//     reached again. Past the ceiling that step doubles every half second's
+//     worth of replies without a refusal, unless the last two refusals came
+//     at about the same rate (the server's own limit): a 429 drawn far
+//     under the server's rate, by calls that reached it bunched together,
+//     is found out in seconds, not minutes.
 //   - A 429 with only Retry-After, while its rate is not known: after the
 //     pause, a slow start that spreads the calls the last stretch admitted
 //     over that stretch plus `restart_spread`, doubling its rate no faster
@@ -282,6 +286,15 @@ class AdaptivePacer final : public Limiter {
   std::int64_t burst_tau_locked() const;
   double rate_at_decrease_ = 0;  // calls per microsecond
   double ceiling_ = 0;           // calls per microsecond; zero: none
+  // Good replies since recovery passed the ceiling: unless the refusal met
+  // a known limit, the probe's step doubles every kProbeDoublingUs worth of
+  // them at the ceiling's rate (at least kProbeDoublingReplies), up to
+  // 2^kProbeMaxDoublings.
+  std::int64_t probed_ = 0;
+  bool probe_doubles_ = false;
+  static constexpr std::int64_t kProbeDoublingUs = 500'000;
+  static constexpr double kProbeDoublingReplies = 8;
+  static constexpr double kProbeMaxDoublings = 10;
 
   // The opening: after the first slot, none before the first reply or
   // hold_until_us_.
