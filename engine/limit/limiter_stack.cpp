@@ -256,14 +256,42 @@ Result<bool> LimiterStack::use_slots(Reservation& r, std::int64_t now_us, UseSlo
   // held for the time that limiter named, in its place: given back and
   // reserved anew, it would queue behind every slot granted since, which in
   // a window of an hour is the next hour.
+  //
+  // The slots end up held for one time that every limiter agreed to, as at
+  // reserve: a limiter with no room at `later` holds its slot later still,
+  // and the others follow it there. Left in different windows, calls that
+  // fill each other's windows in turn were each moved on by the limiter
+  // whose slot had gone stale, forever (two calls under two fixed windows
+  // that each hold one of them never started).
   r.held_ = true;
   r.started_ = false;
-  r.at_us_ = later;
   Status out;
   for (auto& [limiter, slot] : r.slots_) {
     if (Status st = limiter->defer(slot, now_us, later); !st && out) out = std::move(st);
-    r.at_us_ = std::max(r.at_us_, slot.at_us);
+    later = std::max(later, slot.at_us);
   }
+  // Each round only moves the time on, and each limiter has room at some
+  // later time, so this ends; the bound guards against a limiter that
+  // breaks that.
+  for (int round = 0; out; ++round) {
+    bool moved = false;
+    for (auto& [limiter, slot] : r.slots_) {
+      if (slot.at_us >= later) continue;
+      if (Status st = limiter->defer(slot, now_us, later); !st) {
+        out = std::move(st);
+        break;
+      }
+      if (slot.at_us > later) {
+        later = slot.at_us;
+        moved = true;
+      }
+    }
+    if (!moved) break;
+    if (round == 1000) {
+      out = fail(Error::internal("stacked limiters did not agree on a later start time after 1000 rounds"));
+    }
+  }
+  r.at_us_ = later;
   if (!out) return fail(out.error());
   return false;
 }

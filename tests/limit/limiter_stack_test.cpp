@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "limit/fixed_window.hpp"
 #include "limit/micros.hpp"
 #include "limit/sliding_window.hpp"
 #include "limit/token_bucket.hpp"
@@ -90,6 +91,46 @@ TEST(LimiterStack_Start, AHolderAfterALateStartWaitsForEveryLimiterInPlace) {
   EXPECT_EQ(second.at(), t0 + 1500ms);
   clock.advance(500ms);
   EXPECT_TRUE(*stack.start(second, clock.now()));
+}
+
+// Two calls come late to two fixed windows that each hold one call: the
+// first limiter moves each call to its next window with room, and the other
+// window is full there. The calls must still go, each once both windows have
+// room at one time; held in different windows, each call's stale slot moved
+// it past the other's, window after window, and neither ever started.
+TEST(LimiterStack_Start, CallsMovedByOneLimiterPastAnothersFullWindowStillStart) {
+  FakeClock clock;
+  const TimePoint t0 = clock.now();
+  const std::int64_t per = to_micros(250ms);
+  auto a = std::make_shared<FixedWindowLimiter>(1, per);
+  auto b = std::make_shared<FixedWindowLimiter>(1, per);
+  LimiterStack stack({a, b});
+  auto p = must(stack.reserve(clock.now()));  // window 0
+  auto q = must(stack.reserve(clock.now()));  // window 1
+  ASSERT_EQ(q.at(), t0 + 250ms);
+  // Calls of other stacks, one under each limiter: window 5 in a, 6 in b.
+  const std::int64_t w0 = to_micros(t0);
+  Slot in_a = a->reserve(w0, w0 + 5 * per).value();
+  Slot in_b = b->reserve(w0, w0 + 6 * per).value();
+  ASSERT_EQ(in_a.at_us, w0 + 5 * per);
+  ASSERT_EQ(in_b.at_us, w0 + 6 * per);
+  clock.advance(5 * 250ms);  // both calls come in window 5, late
+  EXPECT_FALSE(*stack.start(p, clock.now()));
+  EXPECT_FALSE(*stack.start(q, clock.now()));
+  ASSERT_TRUE(a->cancel(in_a).has_value());
+  ASSERT_TRUE(b->cancel(in_b).has_value());
+  // Each holder comes back at its reservation's time until its call goes.
+  std::vector<TimePoint> went;
+  for (int turn = 0; turn < 40 && went.size() < 2; ++turn) {
+    Reservation& next = (p.held() && (!q.held() || p.at() <= q.at())) ? p : q;
+    clock.set(std::max(clock.now(), next.at()));
+    auto go = stack.start(next, clock.now());
+    ASSERT_TRUE(go.has_value());
+    if (*go) went.push_back(clock.now());
+  }
+  ASSERT_EQ(went.size(), 2u) << "a call was moved on 40 times and never started";
+  // Neither waits past the first windows where both limiters had room.
+  EXPECT_LE(went[1], t0 + 9 * 250ms);
 }
 
 // A call admitted at t0 whose request only leaves at t0 + 300 ms: counted
