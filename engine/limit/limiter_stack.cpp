@@ -266,29 +266,27 @@ Result<bool> LimiterStack::use_slots(Reservation& r, std::int64_t now_us, UseSlo
   r.held_ = true;
   r.started_ = false;
   Status out;
-  for (auto& [limiter, slot] : r.slots_) {
-    if (Status st = limiter->defer(slot, now_us, later); !st && out) out = std::move(st);
-    later = std::max(later, slot.at_us);
-  }
-  // Each round only moves the time on, and each limiter has room at some
-  // later time, so this ends; the bound guards against a limiter that
-  // breaks that.
-  for (int round = 0; out; ++round) {
+  // The first round defers every slot (taking back the starts this use
+  // made); later rounds only those left behind. Each round only moves the
+  // time on, and each limiter has room at some later time, so this ends;
+  // the bound guards against a limiter that breaks that.
+  for (int round = 0;; ++round) {
     bool moved = false;
     for (auto& [limiter, slot] : r.slots_) {
-      if (slot.at_us >= later) continue;
+      if (round > 0 && slot.at_us >= later) continue;
       if (Status st = limiter->defer(slot, now_us, later); !st) {
-        out = std::move(st);
-        break;
+        if (out) out = std::move(st);
+        continue;
       }
       if (slot.at_us > later) {
         later = slot.at_us;
         moved = true;
       }
     }
-    if (!moved) break;
+    if (!out || !moved) break;
     if (round == 1000) {
       out = fail(Error::internal("stacked limiters did not agree on a later start time after 1000 rounds"));
+      break;
     }
   }
   r.at_us_ = later;
