@@ -139,18 +139,19 @@ fi
 
 build_targets
 [ "$mode" = build ] && exit 0
-found=0
-printf '%-13s %7s %10s %9s %11s %7s %8s %6s\n' target cpu_s execs execs/s bitmap_cvg edges corpus finds
-for t in "${targets[@]}"; do
-  out="$build/findings/$t"
+# One target's run: its row of the table in $out/row, its findings in
+# $out/found (one path a line). Targets run side by side, one a core.
+fuzz_one() {
+  local t="$1"
+  local out="$build/findings/$t"
   rm -rf "$out"
   mkdir -p "$out"
-  dict="$root/tests/fuzz/dict/$t.dict"
+  local dict="$root/tests/fuzz/dict/$t.dict"
   case "$t" in job_args | plugin_abi) dict="$root/tests/fuzz/dict/json.dict" ;; esac
   # The CPU time of the run: afl-fuzz, its fork server and every input it
   # ran. The fork server is not reaped by afl-fuzz, so `time` misses most of
   # it; a cpuacct cgroup (when one can be made) counts the whole tree.
-  cg=""
+  local cg=""
   if [ -w /sys/fs/cgroup/cpuacct ]; then
     cg="/sys/fs/cgroup/cpuacct/ratchet-fuzz-$$-$t"
     mkdir -p "$cg" 2>/dev/null || cg=""
@@ -163,29 +164,54 @@ for t in "${targets[@]}"; do
   ); } 2>"$out/cpu" || {
     tail -n 20 "$out/afl.log" >&2
     echo "fuzz.sh: afl-fuzz failed on $t (log: $out/afl.log)" >&2
-    exit 1
+    return 1
   }
-  stats="$out/default/fuzzer_stats"
+  local stats="$out/default/fuzzer_stats"
+  local user sys cpu
   read -r user sys <"$out/cpu"
   cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%d", u + s }')
   if [ -n "$cg" ]; then
     # Stragglers of the run (a fork server on its way out) are gone first.
     for _ in 1 2 3 4 5; do [ -s "$cg/tasks" ] || break; sleep 0.2; done
+    local usage
     usage=$(cat "$cg/cpuacct.usage" 2>/dev/null || echo 0)
     [ "$usage" -gt 0 ] && cpu=$((usage / 1000000000))
     rmdir "$cg" 2>/dev/null || true
   fi
+  local crashes hangs
   crashes=$(stat_of "$stats" saved_crashes)
   hangs=$(stat_of "$stats" saved_hangs)
   printf '%-13s %7s %10s %9s %11s %7s %8s %6s\n' "$t" "$cpu" "$(stat_of "$stats" execs_done)" \
     "$(stat_of "$stats" execs_per_sec)" "$(stat_of "$stats" bitmap_cvg)" \
     "$(stat_of "$stats" edges_found)/$(stat_of "$stats" total_edges)" "$(stat_of "$stats" corpus_count)" \
-    "$((crashes + hangs))"
-  if [ "$((crashes + hangs))" -gt 0 ]; then
+    "$((crashes + hangs))" >"$out/row"
+  : >"$out/found"
+  for f in "$out/default/crashes"/id:* "$out/default/hangs"/id:*; do
+    [ -e "$f" ] && echo "$f" >>"$out/found"
+  done
+  return 0
+}
+
+# As many targets at once as there are cores: the same time for each, the
+# whole run in a fraction of the wall time.
+jobs_at_once=$(nproc)
+pids=()
+for t in "${targets[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs_at_once" ]; do wait -n || true; done
+  fuzz_one "$t" &
+  pids+=($!)
+done
+failed=0
+for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+[ "$failed" -eq 0 ] || exit 1
+found=0
+printf '%-13s %7s %10s %9s %11s %7s %8s %6s\n' target cpu_s execs execs/s bitmap_cvg edges corpus finds
+for t in "${targets[@]}"; do
+  out="$build/findings/$t"
+  cat "$out/row"
+  if [ -s "$out/found" ]; then
     found=1
-    for f in "$out/default/crashes"/id:* "$out/default/hangs"/id:*; do
-      [ -e "$f" ] && echo "  $t finding: $f" >&2
-    done
+    while read -r f; do echo "  $t finding: $f" >&2; done <"$out/found"
   fi
 done
 if [ "$found" -ne 0 ]; then
