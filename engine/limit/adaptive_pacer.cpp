@@ -81,9 +81,91 @@ double AdaptivePacer::observed_interval_locked(std::int64_t now_us) const {
 std::optional<RefusalReading> AdaptivePacer::learn_from_refusals_locked(
     const PaceHint& hint, std::int64_t now_us, std::optional<TimePoint> call_started) {
   const std::int64_t started = call_started ? to_micros(*call_started) : now_us;
-  if (!hint.throttled) return refusals_.admitted(started);
+  if (!hint.throttled) {
+    refusal_window_.admitted(started);
+    return refusals_.admitted(started);
+  }
   const std::int64_t resume = hint.resume_at ? std::max(now_us, to_micros(*hint.resume_at)) : now_us;
-  return refusals_.refused(started, resume);
+  std::optional<RefusalReading> reading = refusals_.refused(started, resume);
+  if (reading) refusal_window_.refused(started);  // the first refusal of its stretch
+  return reading;
+}
+
+bool AdaptivePacer::read_window_locked(std::int64_t now_us, std::int64_t w, int refusals) {
+  if (w <= 0 || w > kMaxLearnedWindowUs || windows_given_up_ >= kMaxWindowsGivenUp) return false;
+  const std::optional<WindowReading> r = refusal_window_.read(w, refusals);
+  if (!r) return false;
+  // No start in the doubt about the boundary, nor within the time to send
+  // a call of either side of it.
+  const std::int64_t guard = r->latest_us - r->earliest_us + 2 * kBoundaryGuard;
+  if (guard >= w - kBoundaryGuard) return false;
+  const std::int64_t offset = r->latest_us + kBoundaryGuard;
+  learned_window_ = std::make_unique<FixedWindowLimiter>(r->quota, w, guard, offset);
+  // The calls of the window it is read in count there; one started where
+  // the boundary is in doubt may be the server's next window's.
+  std::vector<std::int64_t> recent = refusal_window_.starts_from(now_us - w);
+  for (std::int64_t& t : recent) {
+    const std::int64_t into = t - offset - floor_div(t - offset, w) * w;
+    if (into >= w - guard) t += w - into;
+  }
+  learned_window_->count_started(recent);
+  learned_window_since_us_ = now_us;
+  ++window_generation_;
+  return true;
+}
+
+bool AdaptivePacer::window_slot_locked(const Slot& slot) const {
+  return learned_window_ && slot.learned_window && slot.generation == window_generation_;
+}
+
+void AdaptivePacer::cancel_locked(const Slot& slot) {
+  if (slot.learned_window) {
+    if (slot.started) replied_locked(slot.at_us);  // it never went: nothing to come of it
+    if (window_slot_locked(slot)) (void)learned_window_->cancel(slot);
+    return;
+  }
+  // The call the hold lets go first never went: the next one goes instead.
+  if (awaiting_reply_) {
+    const bool first_went =
+        hold_from_us_ > 0 ? !starts_.empty() && starts_.back().first >= hold_from_us_ : first_start_us_ > 0;
+    const bool was_first = hold_from_us_ > 0 && slot.started && slot.at_us >= hold_from_us_;
+    if (!first_went || was_first) hold_until_us_ = 0;
+  }
+  if (slot.started) replied_locked(slot.at_us);  // it never went: nothing to come of it
+  if (slot.quota_until_us > 0) {
+    if (slot.at_us == probe_slot_us_) probe_slot_us_ = 0;
+    if (!slot.started) quota_pending_ = std::max<std::int64_t>(0, quota_pending_ - slot.units);
+    if (slot.quota_until_us == quota_until_us_) quota_ += slot.units;
+    return;
+  }
+  if (slot.started) {
+    if (started_tat_ == slot.started_after_us) started_tat_ = slot.started_before_us;
+    return;
+  }
+  outstanding_ = std::max<std::int64_t>(0, outstanding_ - slot.units);
+  if (tat_ == slot.tat_after_us) tat_ = slot.tat_before_us;
+}
+
+Result<Slot> AdaptivePacer::reserve_window_locked(std::int64_t now_us, std::int64_t t_us,
+                                                  std::int64_t units) {
+  Result<Slot> s = learned_window_->reserve(now_us, std::max({now_us, t_us, resume_us_}), units);
+  if (!s) return s;
+  s->learned_window = true;
+  s->generation = window_generation_;
+  return s;
+}
+
+void AdaptivePacer::adopt_locked(Slot& slot, std::int64_t now_us) {
+  // Only a slot not started: a started one keeps its count where it is.
+  cancel_locked(slot);
+  Result<Slot> held = reserve_window_locked(now_us, now_us, slot.units);
+  if (held) slot = *held;
+}
+
+void AdaptivePacer::disown_locked(Slot& slot) {
+  slot.learned_window = false;
+  slot.generation = generation_ + 1;  // a new turn at the pace (start_locked)
+  if (!slot.started) outstanding_ += slot.units;
 }
 
 bool AdaptivePacer::window_from_refusal_locked(const RefusalReading& refusal, std::int64_t pause_us) {
@@ -123,6 +205,15 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
   const std::int64_t max_us = std::max(to_micros(options_.max_interval), floor_us);
   std::lock_guard lock(mu_);
   observed_us_ = std::max(observed_us_, now_us);
+  if (learned_window_ && hint.throttled && call_started &&
+      to_micros(*call_started) >= learned_window_since_us_) {
+    // Refused under the window read: it was read wrong, or the server
+    // changed. The pace takes over; the next refusals may read it again.
+    learned_window_.reset();
+    ++windows_given_up_;
+    // Its window began at most a window before it.
+    refusal_window_.forget_before(to_micros(*call_started) - longest_pause_us_);
+  }
   const std::int64_t interval_before = interval_us_;
   struct Respace {
     AdaptivePacer& p;
@@ -215,6 +306,12 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
     std::int64_t read_us = refusal && refusal->rate ? static_cast<std::int64_t>(1.0 / *refusal->rate) : 0;
     const bool window_refused = refusal && hint.throttled && hint.resume_at &&
                                 window_from_refusal_locked(*refusal, to_micros(*hint.resume_at) - now_us);
+    if (refusal && hint.throttled && hint.resume_at && !learned_window_ &&
+        options_.floor == Duration::zero()) {
+      // Retry-After is whole seconds: the longest pause asked for is the
+      // window's length, once a refusal came early in a window.
+      read_window_locked(now_us, longest_pause_us_, refusal->not_a_bucket ? 2 : 3);
+    }
     bool from_window = false;
     if (window_refused) {
       // The quota spread over the window came a little too fast (arrival
@@ -329,6 +426,15 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
       pause_us_ = floor_us;
       if (!hint.resume_at) resume_us_ = std::max(resume_us_, now_us + floor_us);
     } else if (!in_flight_at_decrease) {
+      if (call_started && options_.floor == Duration::zero() && !learned_window_) {
+        // The first refusal since calls were admitted again: a fixed
+        // window's first refusal in its window, if it is one. Its length
+        // is not said: the usual ones are tried, shortest first.
+        refusal_window_.refused(to_micros(*call_started));
+        for (const std::int64_t w : kBareWindowsUs) {
+          if (read_window_locked(now_us, w, 3)) break;
+        }
+      }
       // Multiplicative decrease from the pace actually used.
       // Never from faster than the declared pace: with declared limits kept,
       // a 429 means the server allows less than declared, not less than a
@@ -669,12 +775,14 @@ Result<std::int64_t> AdaptivePacer::earliest_units(std::int64_t now_us, std::int
   // The spacing follows a call, it does not precede it: units matter only
   // against what remains of the server's window.
   std::lock_guard lock(mu_);
+  if (learned_window_) return learned_window_->earliest(now_us, std::max({now_us, t_us, resume_us_}), units);
   ramp_locked(now_us);
   return earliest_locked(std::max(now_us, t_us), units, demand_fits_locked(now_us, units));
 }
 
 Result<Slot> AdaptivePacer::reserve_units(std::int64_t now_us, std::int64_t t_us, std::int64_t units) {
   std::lock_guard lock(mu_);
+  if (learned_window_) return reserve_window_locked(now_us, t_us, units);
   ramp_locked(now_us);
   Slot s;
   s.units = units;
@@ -717,6 +825,11 @@ std::int64_t AdaptivePacer::new_turn_locked(Slot& slot, std::int64_t now_us) {
 
 Result<std::int64_t> AdaptivePacer::ready_at(Slot& slot, std::int64_t now_us) {
   std::lock_guard lock(mu_);
+  if (learned_window_) {
+    if (!window_slot_locked(slot) && !slot.started) adopt_locked(slot, now_us);
+    return std::max({now_us, slot.at_us, resume_us_});
+  }
+  if (slot.learned_window) disown_locked(slot);
   ramp_locked(now_us);
   if (slot.generation != generation_ || now_us < resume_us_) {
     slot.at_us = new_turn_locked(slot, now_us);
@@ -730,7 +843,29 @@ Result<UseResult> AdaptivePacer::start(Slot& slot, std::int64_t now_us) {
     return fail(Error::invalid_argument("a limiter slot was used before its time (a bug in the caller)"));
   }
   std::lock_guard lock(mu_);
+  if (learned_window_) return start_window_locked(slot, now_us, false);
+  if (slot.learned_window) disown_locked(slot);
   return start_locked(slot, now_us);
+}
+
+Result<UseResult> AdaptivePacer::start_window_locked(Slot& slot, std::int64_t now_us, bool again) {
+  if (!window_slot_locked(slot)) {
+    if (slot.started) unstart_locked(slot);
+    adopt_locked(slot, now_us);
+    if (slot.at_us > now_us) return UseResult::kMoved;
+  } else if (now_us < resume_us_) {
+    // Paused since it was granted (a refusal of a call started before the
+    // window was read): held again from the pause's end.
+    if (Status held = learned_window_->defer(slot, now_us, resume_us_); !held) return fail(held.error());
+    return UseResult::kMoved;
+  }
+  Result<UseResult> used =
+      again ? learned_window_->restart(slot, now_us) : learned_window_->start(slot, now_us);
+  if (used && *used == UseResult::kStarted) {
+    if (first_start_us_ == 0) first_start_us_ = now_us;
+    note_start_locked(now_us, slot.units);
+  }
+  return used;
 }
 
 Result<UseResult> AdaptivePacer::restart(Slot& slot, std::int64_t now_us) {
@@ -739,13 +874,24 @@ Result<UseResult> AdaptivePacer::restart(Slot& slot, std::int64_t now_us) {
         Error::invalid_argument("a limiter start was recounted before it was made (a bug in the caller)"));
   }
   std::lock_guard lock(mu_);
+  if (learned_window_) {
+    if (window_slot_locked(slot) && slot.started) {
+      auto seen = std::find_if(starts_.rbegin(), starts_.rend(),
+                               [&](const auto& st) { return st.first == slot.at_us; });
+      if (seen != starts_.rend()) starts_.erase(std::next(seen).base());
+      replied_locked(slot.at_us);  // counted again at its next start
+    }
+    return start_window_locked(slot, now_us, window_slot_locked(slot) && slot.started);
+  }
+  if (slot.learned_window) disown_locked(slot);
   if (slot.started) unstart_locked(slot);
   return start_locked(slot, now_us);
 }
 
 Status AdaptivePacer::defer(Slot& slot, std::int64_t now_us, std::int64_t to_us) {
-  (void)now_us;
   std::lock_guard lock(mu_);
+  if (window_slot_locked(slot)) return learned_window_->defer(slot, now_us, std::max(to_us, resume_us_));
+  if (slot.learned_window) disown_locked(slot);
   if (slot.started) unstart_locked(slot);
   slot.at_us = std::max(slot.at_us, to_us);
   return {};
@@ -842,32 +988,19 @@ UseResult AdaptivePacer::start_locked(Slot& slot, std::int64_t now_us) {
 
 Status AdaptivePacer::cancel(const Slot& slot) {
   std::lock_guard lock(mu_);
-  // The call the hold lets go first never went: the next one goes instead.
-  if (awaiting_reply_) {
-    const bool first_went =
-        hold_from_us_ > 0 ? !starts_.empty() && starts_.back().first >= hold_from_us_ : first_start_us_ > 0;
-    const bool was_first = hold_from_us_ > 0 && slot.started && slot.at_us >= hold_from_us_;
-    if (!first_went || was_first) hold_until_us_ = 0;
-  }
-  if (slot.started) replied_locked(slot.at_us);  // it never went: nothing to come of it
-  if (slot.quota_until_us > 0) {
-    if (slot.at_us == probe_slot_us_) probe_slot_us_ = 0;
-    if (!slot.started) quota_pending_ = std::max<std::int64_t>(0, quota_pending_ - slot.units);
-    if (slot.quota_until_us == quota_until_us_) quota_ += slot.units;
-    return {};
-  }
-  if (slot.started) {
-    if (started_tat_ == slot.started_after_us) started_tat_ = slot.started_before_us;
-    return {};
-  }
-  outstanding_ = std::max<std::int64_t>(0, outstanding_ - slot.units);
-  if (tat_ == slot.tat_after_us) tat_ = slot.tat_before_us;
+  cancel_locked(slot);
   return {};
 }
 
 Status AdaptivePacer::adjust(Slot& slot, std::int64_t units, std::int64_t now_us) {
   if (!slot.started) return adjust_needs_start(slot);
   std::lock_guard lock(mu_);
+  if (slot.learned_window) {
+    // Counted in the window read, while it holds; a window gone counts nothing.
+    if (window_slot_locked(slot)) return learned_window_->adjust(slot, units, now_us);
+    slot.units = units;
+    return {};
+  }
   if (slot.quota_until_us > 0) {
     // What the server charged comes out of what remains; the next reply
     // says it anyway.
@@ -903,6 +1036,7 @@ bool AdaptivePacer::forgettable(std::int64_t now_us) {
 
 std::string AdaptivePacer::describe() const {
   std::lock_guard lock(mu_);
+  if (learned_window_) return "read from refusals: " + learned_window_->describe();
   const std::string pace = common::format_duration(std::chrono::microseconds(interval_us_));
   if (ramping_) {
     return "starting slowly: " + pace + " per call, the rate doubling every " +

@@ -45,6 +45,11 @@
 //     pause, or the bucket read when that is slower. Each pause lands about
 //     as late in the next window as the refusal came in its own, so the
 //     quota taken from a pause's end goes partly unused there.
+//     Once three refusals (two, with no bucket found) fit one fixed window
+//     of the longest pause's length (refusal_window.hpp), that window is
+//     kept instead, by a fixed-window limiter at its phase: its quota goes
+//     at each window's start, outside the span where the boundary is in
+//     doubt. A refusal of a call started under it gives it up.
 //   - Until the server has said anything, with no limit declared, the first
 //     call goes alone: the next waits for its reply (at most `opening_hold`),
 //     which may state the quota. After it, or when it said nothing, starts
@@ -93,14 +98,17 @@
 
 #include <chrono>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <utility>
 #include <vector>
 
+#include "limit/fixed_window.hpp"
 #include "limit/limiter.hpp"
 #include "limit/rate_headers.hpp"
 #include "limit/refusal_estimator.hpp"
+#include "limit/refusal_window.hpp"
 #include "limit/window_phase.hpp"
 
 namespace ratchet::limit {
@@ -354,6 +362,36 @@ class AdaptivePacer final : public Limiter {
   static constexpr std::int64_t kSameQuotaShare = 10;  // "about the same": within a tenth
   int same_quotas_ = 0;  // refusals that ended a stretch of about the least's count
   static constexpr std::int64_t kEvenWindowUs = 1'000'000;
+
+  // A fixed window read from refusals with Retry-After, or bare ones
+  // (refusal_window.hpp), no limit declared: from then on the pace is that window's, at its
+  // phase, and its quota goes at each window's start, none in the span
+  // where the boundary is still in doubt. A refusal of a call started under
+  // it ends it; the next refusals may read it again.
+  RefusalWindow refusal_window_;
+  std::unique_ptr<FixedWindowLimiter> learned_window_;
+  std::int64_t learned_window_since_us_ = 0;
+  std::uint64_t window_generation_ = 0;  // slots of the current reading carry it
+  // Reads a window `w` long from at least `refusals` refusals and keeps it.
+  bool read_window_locked(std::int64_t now_us, std::int64_t w, int refusals);
+  // The lengths tried for a window that refuses with a bare 429.
+  static constexpr std::int64_t kBareWindowsUs[] = {1'000'000, 2'000'000, 5'000'000, 10'000'000};
+  // A slot of the window read now; false for one of the pace or of an
+  // earlier reading.
+  bool window_slot_locked(const Slot& slot) const;
+  // While a window is read, a slot of the pace is given back to it and
+  // held again by the window; with none read (or another), a slot of an
+  // old reading takes a new turn at the pace.
+  void adopt_locked(Slot& slot, std::int64_t now_us);
+  void disown_locked(Slot& slot);
+  void cancel_locked(const Slot& slot);
+  Result<UseResult> start_window_locked(Slot& slot, std::int64_t now_us, bool again);
+  Result<Slot> reserve_window_locked(std::int64_t now_us, std::int64_t t_us, std::int64_t units);
+  static constexpr std::int64_t kMaxLearnedWindowUs = 10'000'000;
+  // A server refused under each of this many windows read (a sliding
+  // window, say, whose pauses let it fit one) is left to the pace.
+  int windows_given_up_ = 0;
+  static constexpr int kMaxWindowsGivenUp = 3;
 };
 
 }  // namespace ratchet::limit

@@ -8,18 +8,26 @@
 
 namespace ratchet::limit {
 
-FixedWindowLimiter::FixedWindowLimiter(std::int64_t rate, std::int64_t per_us, std::int64_t guard_us)
-    : rate_(rate), per_(per_us), guard_(guard_us) {}
+FixedWindowLimiter::FixedWindowLimiter(std::int64_t rate, std::int64_t per_us, std::int64_t guard_us,
+                                       std::int64_t offset_us)
+    : rate_(rate),
+      per_(per_us),
+      guard_(guard_us),
+      offset_(offset_us - floor_div(offset_us, per_us) * per_us) {}
+
+std::int64_t FixedWindowLimiter::index_of(std::int64_t t_us) const { return floor_div(t_us - offset_, per_); }
+
+std::int64_t FixedWindowLimiter::start_of(std::int64_t k) const { return k * per_ + offset_; }
 
 bool FixedWindowLimiter::in_guard(std::int64_t t_us) const {
-  return t_us - floor_div(t_us, per_) * per_ >= per_ - guard_;
+  return t_us - start_of(index_of(t_us)) >= per_ - guard_;
 }
 
 std::int64_t FixedWindowLimiter::advance(std::int64_t now_us) {
   if (now_us > high_water_) {
     high_water_ = now_us;
-    counts_.erase(counts_.begin(), counts_.lower_bound(floor_div(high_water_, per_)));
-    started_.erase(started_.begin(), started_.lower_bound(floor_div(high_water_, per_)));
+    counts_.erase(counts_.begin(), counts_.lower_bound(index_of(high_water_)));
+    started_.erase(started_.begin(), started_.lower_bound(index_of(high_water_)));
   }
   return high_water_;
 }
@@ -31,17 +39,17 @@ void FixedWindowLimiter::take(std::map<std::int64_t, std::int64_t>& m, std::int6
 
 std::int64_t FixedWindowLimiter::find(std::int64_t t_us, std::int64_t units) const {
   const std::int64_t room = rate_ - std::min(units, rate_);
-  std::int64_t k = floor_div(t_us, per_);
-  if (in_guard(t_us)) t_us = ++k * per_;
+  std::int64_t k = index_of(t_us);
+  if (in_guard(t_us)) t_us = start_of(++k);
   for (auto it = counts_.find(k); it != counts_.end() && it->first == k && it->second > room; ++it) {
     ++k;
-    t_us = k * per_;
+    t_us = start_of(k);
   }
   return t_us;
 }
 
 void FixedWindowLimiter::release(std::int64_t at_us, std::int64_t units) {
-  take(counts_, floor_div(at_us, per_), units);
+  take(counts_, index_of(at_us), units);
 }
 
 bool FixedWindowLimiter::forgettable(std::int64_t now_us) {
@@ -61,7 +69,7 @@ Result<Slot> FixedWindowLimiter::reserve_units(std::int64_t now_us, std::int64_t
   Slot slot;
   slot.units = units;
   slot.at_us = find(std::max(t_us, advance(now_us)), units);
-  counts_[floor_div(slot.at_us, per_)] += units;
+  counts_[index_of(slot.at_us)] += units;
   return slot;
 }
 
@@ -81,7 +89,7 @@ Result<UseResult> FixedWindowLimiter::restart(Slot& slot, std::int64_t now_us) {
   std::lock_guard lock(mu_);
   // The start leaves the units started; its units among the slots granted
   // stay, as the slot it was, until start_locked uses or moves it.
-  if (slot.started) take(started_, floor_div(slot.at_us, per_), slot.units);
+  if (slot.started) take(started_, index_of(slot.at_us), slot.units);
   slot.started = false;
   return start_locked(slot, now_us);
 }
@@ -89,24 +97,24 @@ Result<UseResult> FixedWindowLimiter::restart(Slot& slot, std::int64_t now_us) {
 Status FixedWindowLimiter::defer(Slot& slot, std::int64_t now_us, std::int64_t to_us) {
   std::lock_guard lock(mu_);
   const std::int64_t hw = advance(now_us);
-  if (slot.started) take(started_, floor_div(slot.at_us, per_), slot.units);
+  if (slot.started) take(started_, index_of(slot.at_us), slot.units);
   slot.started = false;
   const std::int64_t to = std::max(slot.at_us, to_us);
-  if (floor_div(to, per_) == floor_div(slot.at_us, per_) && !in_guard(to)) {
+  if (index_of(to) == index_of(slot.at_us) && !in_guard(to)) {
     slot.at_us = to;  // counted in the same window
     return {};
   }
   // Another window: its count there, where there is room.
   release(slot.at_us, slot.units);
   slot.at_us = find(std::max(to, hw), slot.units);
-  counts_[floor_div(slot.at_us, per_)] += slot.units;
+  counts_[index_of(slot.at_us)] += slot.units;
   return {};
 }
 
 UseResult FixedWindowLimiter::start_locked(Slot& slot, std::int64_t now_us) {
   const std::int64_t hw = advance(now_us);
-  const std::int64_t k = floor_div(now_us, per_);
-  if (k == floor_div(slot.at_us, per_) && !in_guard(now_us)) {
+  const std::int64_t k = index_of(now_us);
+  if (k == index_of(slot.at_us) && !in_guard(now_us)) {
     auto it = started_.find(k);
     const std::int64_t started = it == started_.end() ? 0 : it->second;
     if (started + std::min(slot.units, rate_) <= rate_) {
@@ -118,7 +126,7 @@ UseResult FixedWindowLimiter::start_locked(Slot& slot, std::int64_t now_us) {
   }
   release(slot.at_us, slot.units);
   slot.at_us = find(std::max(hw, now_us), slot.units);
-  counts_[floor_div(slot.at_us, per_)] += slot.units;
+  counts_[index_of(slot.at_us)] += slot.units;
   if (slot.at_us != now_us) return UseResult::kMoved;
   started_[k] += slot.units;
   slot.started = true;
@@ -128,7 +136,7 @@ UseResult FixedWindowLimiter::start_locked(Slot& slot, std::int64_t now_us) {
 Status FixedWindowLimiter::cancel(const Slot& slot) {
   std::lock_guard lock(mu_);
   release(slot.at_us, slot.units);
-  if (slot.started) take(started_, floor_div(slot.at_us, per_), slot.units);
+  if (slot.started) take(started_, index_of(slot.at_us), slot.units);
   return {};
 }
 
@@ -137,8 +145,8 @@ Status FixedWindowLimiter::adjust(Slot& slot, std::int64_t units, std::int64_t n
   std::lock_guard lock(mu_);
   // Counted in the window the call started in, while that window still
   // counts (an overdraft fills it; a refund frees room in it).
-  const std::int64_t k = floor_div(slot.at_us, per_);
-  if (k >= floor_div(advance(now_us), per_)) {
+  const std::int64_t k = index_of(slot.at_us);
+  if (k >= index_of(advance(now_us))) {
     if (units > slot.units) {
       counts_[k] += units - slot.units;
       started_[k] += units - slot.units;
@@ -154,9 +162,9 @@ Status FixedWindowLimiter::adjust(Slot& slot, std::int64_t units, std::int64_t n
 void FixedWindowLimiter::count_started(std::span<const std::int64_t> starts_us) {
   std::lock_guard lock(mu_);
   for (std::int64_t at : starts_us) {
-    if (floor_div(at, per_) < floor_div(high_water_, per_)) continue;
-    ++counts_[floor_div(at, per_)];
-    ++started_[floor_div(at, per_)];
+    if (index_of(at) < index_of(high_water_)) continue;
+    ++counts_[index_of(at)];
+    ++started_[index_of(at)];
   }
 }
 

@@ -26,8 +26,11 @@ namespace ratchet::limit {
 
 class FixedWindowLimiter final : public Limiter {
  public:
-  // rate >= 1, per_us >= 1, 0 <= guard_us < per_us.
-  FixedWindowLimiter(std::int64_t rate, std::int64_t per_us, std::int64_t guard_us = 0);
+  // rate >= 1, per_us >= 1, 0 <= guard_us < per_us. The windows begin at
+  // offset_us past each multiple of per_us (a window learned from a
+  // server's refusals, AdaptivePacer).
+  FixedWindowLimiter(std::int64_t rate, std::int64_t per_us, std::int64_t guard_us = 0,
+                     std::int64_t offset_us = 0);
 
   [[nodiscard]] Result<UseResult> start(Slot& slot, std::int64_t now_us) override;
   [[nodiscard]] Result<UseResult> restart(Slot& slot, std::int64_t now_us) override;
@@ -50,11 +53,14 @@ class FixedWindowLimiter final : public Limiter {
   // room for `units` (at most the whole window: limiter.hpp).
   std::int64_t find(std::int64_t t_us, std::int64_t units) const;
   bool in_guard(std::int64_t t_us) const;
+  std::int64_t index_of(std::int64_t t_us) const;  // the window t_us falls in
+  std::int64_t start_of(std::int64_t k) const;
   void release(std::int64_t at_us, std::int64_t units);
 
   const std::int64_t rate_;
   const std::int64_t per_;
   const std::int64_t guard_;
+  const std::int64_t offset_;  // in [0, per_)
   std::mutex mu_;
   std::int64_t high_water_ = 0;
   std::map<std::int64_t, std::int64_t> counts_;   // window index -> units started and reserved

@@ -58,6 +58,9 @@ struct Slot {
   // AdaptivePacer: granted from what the server said remains of its window,
   // which ends then (zero: spaced by the pace).
   std::int64_t quota_until_us = 0;
+  // AdaptivePacer: granted by the fixed window it read from refusals (of
+  // that reading's `generation`), not by the pace.
+  bool learned_window = false;
 };
 
 enum class UseResult {

@@ -28,6 +28,20 @@ TEST(FixedWindow_Reserve, WindowsFillInOrder) {
   for (int i = 1; i < 4; ++i) EXPECT_EQ(must(l.reserve(kT0, kT0)).at_us, minute + i * 60 * kSec);
 }
 
+TEST(FixedWindow_Reserve, WindowsAtAnOffsetBeginThereAndKeepTheirGuardBeforeTheNext) {
+  // Windows from 300 ms past each second, none starting in the last 100 ms
+  // of one (a window learned from a server's refusals, AdaptivePacer).
+  FixedWindowLimiter l(2, kSec, 100'000, 300'000);
+  const std::int64_t before = kT0 + 250'000;  // in the window that began at kT0 - 700 ms, in its guard
+  EXPECT_EQ(must(l.reserve(before, before)).at_us, kT0 + 300'000);
+  EXPECT_EQ(must(l.reserve(before, before)).at_us, kT0 + 300'000);
+  EXPECT_EQ(must(l.reserve(before, before)).at_us, kT0 + kSec + 300'000);
+  // An offset beyond the window's length is the same phase.
+  FixedWindowLimiter m(1, kSec, 0, 3 * kSec + 300'000);
+  EXPECT_EQ(must(m.reserve(kT0, kT0)).at_us, kT0);
+  EXPECT_EQ(must(m.reserve(kT0, kT0)).at_us, kT0 + 300'000);
+}
+
 TEST(FixedWindow_Cancel, FreesItsWindowCount) {
   FixedWindowLimiter l(1, kSec);
   auto a = must(l.reserve(kT0, kT0));
