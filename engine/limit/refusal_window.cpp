@@ -82,7 +82,7 @@ std::optional<WindowReading> RefusalWindow::read(std::int64_t window_us, int ref
       most = std::max(most, c);
       ++counted;
     }
-    if (counted < refusals || most - least > kSlack || least <= 0) continue;
+    if (counted < refusals || most - least > kSlack || least <= 0 || longest < 0) continue;
     // A bucket admits more the longer it is sent to; a window its quota
     // however long its calls took to fill it. Refusals whose windows filled
     // over spans alike cannot tell the two apart: the spans must differ by
@@ -92,19 +92,14 @@ std::optional<WindowReading> RefusalWindow::read(std::int64_t window_us, int ref
     const bool spread = longest - shortest >= std::max(kMinSpreadUs, kSpreadCalls * window_us / least);
     // No window held more than the quota (the latest, so far).
     bool fits = true;
-    std::int64_t k = INT64_MIN;
-    std::int64_t in_k = 0;
-    for (std::size_t s = 0; s <= starts_.size() && fits; ++s) {
-      const std::int64_t ks = s < starts_.size() ? floor_div(starts_[s] - phase, window_us) : INT64_MAX;
-      if (ks != k) {
-        const std::int64_t begin = k * window_us + phase;
-        if (k != INT64_MIN && begin >= seen_from_us_ && in_k > least + kSlack) {
-          fits = false;
-        }
-        k = ks;
-        in_k = 0;
-      }
-      ++in_k;
+    for (std::size_t s = 0; s < starts_.size() && fits;) {
+      // The starts of one window: [s, e).
+      const std::int64_t k = floor_div(starts_[s] - phase, window_us);
+      const std::int64_t begin = k * window_us + phase;
+      std::size_t e = s + 1;
+      while (e < starts_.size() && starts_[e] < begin + window_us) ++e;
+      if (begin >= seen_from_us_ && static_cast<std::int64_t>(e - s) > least + kSlack) fits = false;
+      s = e;
     }
     if (fits) {
       quota[static_cast<std::size_t>(i)] = least;
