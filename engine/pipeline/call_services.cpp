@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <vector>
 
 #include "config/bounds.hpp"
 #include "http/url.hpp"
@@ -14,6 +15,10 @@ namespace {
 
 // How often a request held back for an ended lease looks for its renewal.
 constexpr auto kLeasePoll = std::chrono::milliseconds(10);
+
+// Counts of one request that came too late to let it leave, before it is
+// held back and made anew.
+constexpr int kMaxRecounts = 8;
 
 }  // namespace
 
@@ -39,8 +44,11 @@ std::expected<http::Response, http::TransportError> CallServices::send(std::stri
   for (;;) {
     std::optional<TimePoint> room_at;
     bool lease_ended = false;
+    // Logged once the request is out: a log write can block on a busy disk,
+    // and nothing may come between a call's count and its leaving.
+    std::vector<TimePoint> left_at;
     req.before_send = [&]() -> std::optional<std::string> {
-      const TimePoint now = clock_.now();
+      TimePoint now = clock_.now();
       if (lease_until_) {
         const TimePoint until = lease_until_();
         if (until != TimePoint{} && now >= until) {
@@ -49,22 +57,37 @@ std::expected<http::Response, http::TransportError> CallServices::send(std::stri
         }
       }
       if (counted) {
-        auto c = gate_.confirm_send(*counted, now);
-        if (!c) return c.error().message();
-        if (*c) {
-          room_at = **c;
-          return std::string("the rate limits had no room left when the request was to leave");
+        // A recount is a database commit where a limit has database scope,
+        // and a commit can take long (a disk busy with other writes): the
+        // call is counted again until a count is still fresh when it leaves.
+        for (int recounts = 0;; ++recounts) {
+          const TimePoint counted_at = counted->counted_at();
+          auto c = gate_.confirm_send(*counted, now);
+          if (!c) return c.error().message();
+          if (*c) {
+            room_at = **c;
+            return std::string("the rate limits had no room left when the request was to leave");
+          }
+          if (counted->counted_at() == counted_at) break;  // counted in time: it goes
+          now = clock_.now();
+          if (recounts == kMaxRecounts) {
+            room_at = now;  // asked again once the request is made anew
+            return std::string("the rate limits could not count the request in time for it to leave");
+          }
         }
       }
-      // On the limiters' clock (one timeline for every process of a boot):
-      // what the limits were kept against, to set beside a server's count.
-      if (spdlog::should_log(spdlog::level::debug)) {
-        spdlog::debug("plugin {}: request leaves at {} us", plugin,
-                      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count());
-      }
+      left_at.push_back(now);
       return std::nullopt;
     };
     auto reply = client_.perform(req, stop_);
+    // On the limiters' clock (one timeline for every process of a boot):
+    // what the limits were kept against, to set beside a server's count.
+    if (spdlog::should_log(spdlog::level::debug)) {
+      for (const TimePoint t : left_at) {
+        spdlog::debug("plugin {}: request leaves at {} us", plugin,
+                      std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count());
+      }
+    }
     if (reply || reply.error().kind != TransportError::kHeldBack) return reply;
     if (!lease_ended && !room_at) {
       // The limiter could not be asked (its database failed): not a wait.

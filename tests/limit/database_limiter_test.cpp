@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <unistd.h>
+#include <algorithm>
+#include <cstdio>
 #include <random>
 #include <thread>
 
@@ -455,6 +457,46 @@ TEST_P(DatabaseLimiterTest, Keyed_TwoProcessesShareEachKeysBudgetAndNameKeysAlik
   EXPECT_EQ(*salt_one, *salt_two);
   EXPECT_EQ(salt_one->size(), 64u);
   EXPECT_EQ(key_identity("sk-secret", true, *salt_one), key_identity("sk-secret", true, *salt_two));
+}
+
+// A decision's commit does not wait for the server to flush its log to
+// disk: the key stays locked until the commit returns, so a slow flush (a
+// disk busy with other writes) slowed every process's decisions on it, and
+// a call counted in a commit that returned late left well after its count.
+// Counted as the log flushes the server made while one connection started
+// 100 calls.
+// (SQLite's limiter connection commits in WAL mode without one:
+// synchronous=NORMAL.)
+TEST(PostgresLimiter, Decisions_DoNotWaitForTheLogsFlushToDisk) {
+  const auto all = store::testing::backends();
+  const auto found = std::ranges::find(all, std::string("postgres"), &store::testing::Backend::name);
+  ASSERT_NE(found, all.end());
+  const store::testing::Backend& b = *found;
+  testing::LimiterTables db(b);
+  auto flushes = [&] { return std::stoll(b.scalar(db.database(), "SELECT wal_sync FROM pg_stat_wal")); };
+  // A session's counts reach pg_stat_wal when it ends.
+  auto sessions_left = [&] {
+    return b.scalar(db.database(),
+                    "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
+                    "AND pid <> pg_backend_pid()");
+  };
+  const long long before = flushes();
+  {
+    auto l = open(db, spec(config::LimitAlgorithm::kSlidingWindow, 1000, 1s));
+    ASSERT_NE(l, nullptr);
+    for (int i = 0; i < 100; ++i) {
+      const std::int64_t t = kT0 + i * 1000;
+      Slot slot = must(l->reserve(t, t));
+      ASSERT_EQ(slot.at_us, t);
+      auto used = l->start(slot, t);
+      ASSERT_TRUE(used && *used == UseResult::kStarted);
+    }
+  }
+  for (int i = 0; i < 1000 && sessions_left() != "0"; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(sessions_left(), "0") << "the limiter's session did not end";
+  const long long made = flushes() - before;
+  std::printf("[flushes] 200 decisions: %lld flushes of the server's log\n", made);
+  EXPECT_LT(made, 20) << "the decisions' commits waited for the log's flush";
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, DatabaseLimiterTest, ::testing::ValuesIn(store::testing::backends()),

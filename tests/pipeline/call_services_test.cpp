@@ -7,16 +7,22 @@
 
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <spdlog/sinks/base_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <atomic>
 #include <chrono>
 #include <future>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include "config/bounds.hpp"
+#include "forwarding_limiter.hpp"
 #include "limit/micros.hpp"
 #include "limit/sliding_window.hpp"
 #include "limit/token_bucket.hpp"
@@ -33,6 +39,10 @@ class CountingServer {
   CountingServer() {
     server_.Get(".*", [this](const httplib::Request&, httplib::Response& res) {
       ++requests_;
+      if (const Clock* c = stamps_.load()) {
+        std::lock_guard lock(mu_);
+        arrivals_.push_back(c->now());
+      }
       res.set_content("{}", "application/json");
     });
     port_ = server_.bind_to_any_port("127.0.0.1");
@@ -50,9 +60,18 @@ class CountingServer {
 
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/movies/Up"; }
   int requests() const { return requests_.load(); }
+  // Arrivals from now on are stamped on `clock` (the test's fake one).
+  void stamp_with(const Clock& clock) { stamps_ = &clock; }
+  std::vector<TimePoint> arrivals() const {
+    std::lock_guard lock(mu_);
+    return arrivals_;
+  }
 
  private:
   httplib::Server server_;
+  std::atomic<const Clock*> stamps_{nullptr};
+  mutable std::mutex mu_;
+  std::vector<TimePoint> arrivals_;
   std::thread thread_;
   int port_ = 0;
   std::atomic<int> requests_{0};
@@ -67,9 +86,12 @@ class CallServicesTest : public ::testing::Test {
   }
 
   std::unique_ptr<Gate> gate_with(std::int64_t rate, Duration per) {
+    return gate_of(std::make_shared<limit::SlidingWindowLimiter>(rate, limit::to_micros(per)));
+  }
+  std::unique_ptr<Gate> gate_of(std::shared_ptr<limit::Limiter> limiter) {
     retry::CallGateParts parts;
     parts.retry.attempts = 1;
-    parts.limiters.push_back(std::make_shared<limit::SlidingWindowLimiter>(rate, limit::to_micros(per)));
+    parts.limiters.push_back(std::move(limiter));
     return std::make_unique<Gate>(std::move(parts));
   }
 
@@ -132,6 +154,91 @@ TEST_F(CallServicesTest, RequestLeavingOnTime_KeepsItsCount) {
   ASSERT_EQ(r.error, plugin_host::HttpFailure::kNone) << r.message;
   EXPECT_EQ(go.counted.counted_at(), t0);
   EXPECT_EQ(next_admission(*gate), t0 + 1s);
+}
+
+// A sliding window whose recounts return late, as a database-scope
+// limiter's do when its commit waits on a busy disk: the count is taken,
+// then the commit takes `commit` of the (fake) clock, `slow` times.
+class SlowRecounts final : public ratchet::testing::ForwardingLimiter {
+ public:
+  SlowRecounts(std::int64_t rate, Duration per, FakeClock& clock, int slow, Duration commit)
+      : ForwardingLimiter(std::make_shared<limit::SlidingWindowLimiter>(rate, limit::to_micros(per))),
+        clock_(clock),
+        slow_(slow),
+        commit_(commit) {}
+  Result<limit::UseResult> restart(limit::Slot& slot, std::int64_t now_us) override {
+    auto used = ForwardingLimiter::restart(slot, now_us);
+    if (slow_ > 0) {
+      --slow_;
+      clock_.advance(commit_);
+    }
+    return used;
+  }
+
+ private:
+  FakeClock& clock_;
+  int slow_;
+  Duration commit_;
+};
+
+// Admitted at t0, the request was to leave at t0 + 300 ms and was counted
+// anew then; that count's commit returned 200 ms later, twice. Sent then, it
+// would reach the server 200 ms after its count, and a call counted a second
+// after it 800 ms after it. It is counted until a count is fresh as it leaves.
+TEST_F(CallServicesTest, RecountThatReturnsLate_IsCountedAgainUntilFreshWhenItLeaves) {
+  server_.stamp_with(clock_);
+  auto gate = gate_of(std::make_shared<SlowRecounts>(1, 1s, clock_, 2, 200ms));
+  const TimePoint t0 = clock_.now();
+  auto go = admit(*gate);
+  clock_.advance(300ms);
+  CallServices services(*client_, *gate, clock_, 10s, secrets_, {}, &go.counted);
+  auto r = services.http("p", get());
+  ASSERT_EQ(r.error, plugin_host::HttpFailure::kNone) << r.message;
+  const std::vector<TimePoint> arrived = server_.arrivals();
+  ASSERT_EQ(arrived.size(), 1u);
+  EXPECT_EQ(arrived[0], t0 + 700ms);
+  EXPECT_EQ(go.counted.counted_at(), arrived[0]);
+  EXPECT_EQ(next_admission(*gate), arrived[0] + 1s);
+}
+
+// Stands for a log file on a busy disk: each "request leaves" line takes
+// 200 ms of the fake clock to write.
+class SlowLogSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  explicit SlowLogSink(FakeClock& clock) : clock_(clock) {}
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    if (std::string_view(msg.payload.data(), msg.payload.size()).find("request leaves") !=
+        std::string_view::npos)
+      clock_.advance(200ms);
+  }
+  void flush_() override {}
+
+ private:
+  FakeClock& clock_;
+};
+
+// Debug logging names when each request leaves. Written between the count
+// and the request, a write that blocks would send it late on its count.
+TEST_F(CallServicesTest, LogWriteThatBlocks_DoesNotComeBetweenTheCountAndTheRequest) {
+  server_.stamp_with(clock_);
+  const auto before = spdlog::default_logger();
+  auto slow = std::make_shared<spdlog::logger>("slow", std::make_shared<SlowLogSink>(clock_));
+  slow->set_level(spdlog::level::debug);
+  spdlog::set_default_logger(slow);
+  struct Restore {
+    std::shared_ptr<spdlog::logger> logger;
+    ~Restore() { spdlog::set_default_logger(logger); }
+  } restore{before};
+  auto gate = gate_with(1, 1s);
+  auto go = admit(*gate);
+  CallServices services(*client_, *gate, clock_, 10s, secrets_, {}, &go.counted);
+  auto r = services.http("p", get());
+  ASSERT_EQ(r.error, plugin_host::HttpFailure::kNone) << r.message;
+  const std::vector<TimePoint> arrived = server_.arrivals();
+  ASSERT_EQ(arrived.size(), 1u);
+  EXPECT_LE(arrived[0] - go.counted.counted_at(), 5ms) << "the request left after its count";
 }
 
 // A was admitted at t0 and still had not left at t0 + 1050 ms, while B

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "forwarding_limiter.hpp"
 #include "limit/make_limiter.hpp"
 #include "limit/micros.hpp"
 
@@ -108,35 +109,23 @@ struct Bed {
 
 // A limiter that writes down what the queue says is waiting before each
 // slot it reserves, and otherwise is the limiter it wraps.
-class WaitingRecorder final : public limit::Limiter {
+class WaitingRecorder final : public ratchet::testing::ForwardingLimiter {
  public:
-  explicit WaitingRecorder(std::shared_ptr<limit::Limiter> inner) : inner_(std::move(inner)) {}
+  using ForwardingLimiter::ForwardingLimiter;
   std::vector<std::int64_t> told;  // waiting() before each reserve
 
   void waiting(std::int64_t calls, std::int64_t now_us) override {
     last_ = calls;
     last_at_ = now_us;
   }
-  Result<limit::UseResult> start(limit::Slot& slot, std::int64_t now_us) override {
-    return inner_->start(slot, now_us);
-  }
-  Status cancel(const limit::Slot& slot) override { return inner_->cancel(slot); }
-  Status adjust(limit::Slot& slot, std::int64_t units, std::int64_t now_us) override {
-    return inner_->adjust(slot, units, now_us);
-  }
-  std::string describe() const override { return inner_->describe(); }
 
  protected:
-  Result<std::int64_t> earliest_units(std::int64_t now_us, std::int64_t t_us, std::int64_t units) override {
-    return inner_->earliest(now_us, t_us, units);
-  }
   Result<limit::Slot> reserve_units(std::int64_t now_us, std::int64_t t_us, std::int64_t units) override {
     told.push_back(last_at_ == now_us ? last_ : -1);
-    return inner_->reserve(now_us, t_us, units);
+    return ForwardingLimiter::reserve_units(now_us, t_us, units);
   }
 
  private:
-  std::shared_ptr<limit::Limiter> inner_;
   std::int64_t last_ = -1;
   std::int64_t last_at_ = -1;
 };

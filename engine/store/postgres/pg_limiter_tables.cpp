@@ -33,7 +33,14 @@ class PgLimiterTables final : public LimiterTables {
         if (auto st = connection_.reset(); !st) return fail(error(doing, st.error()));
       }
       try {
-        session_.simple("BEGIN");
+        // The commit does not wait for the log's flush to disk: the key's
+        // lock is held until the commit returns, so a flush slowed by other
+        // writes (a busy disk) would slow every decision on the key, in every
+        // process, and a call counted in a commit that returns late leaves
+        // after its count. What a database server's crash can lose is the
+        // last moments' decisions, as SQLite's synchronous=NORMAL on a power
+        // loss; the server's own restart keeps them.
+        session_.simple("BEGIN; SET LOCAL synchronous_commit TO off");
         session_.run("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", {p(key)});
         body();
         session_.simple("COMMIT");

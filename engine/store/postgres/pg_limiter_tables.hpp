@@ -4,7 +4,8 @@
 // any host, runs alone; each statement after the lock reads what the
 // decisions before it committed. (Skip-locked claims would let two hosts
 // spend one budget; the lock serialises it.) A lost connection is reset and
-// the decision run once more.
+// the decision run once more. The commit does not wait for the log's flush
+// to disk (synchronous_commit off, for these transactions only).
 #pragma once
 
 #include "store/limiter_tables.hpp"
