@@ -123,6 +123,23 @@ TEST(FaultHarness, ArrivalsAreComparedWithCommitsOnRatchetsTimeline_NotOnAWallCl
   EXPECT_EQ(inv.first_problem, "imdb m2 requested after its step was committed");
 }
 
+// The harness's own check: a server count over a limit is not failed only
+// when the times prove a request took longer to arrive than another by more
+// than the limits' margin, whatever send each arrival came from.
+TEST(FaultHarness, LagSpreadIsProvenByTheTimesWhateverSendEachArrivalCameFrom) {
+  // Every request 1 ms on its way: nothing to excuse.
+  EXPECT_EQ(least_lag_spread_us({0, 100'000, 200'000}, {1'000, 101'000, 201'000}), 0);
+  // The third was 200 ms on its way: it arrived after the fourth, and either
+  // pairing shows a spread of at least 100 ms.
+  EXPECT_EQ(least_lag_spread_us({0, 100'000, 200'000, 300'000}, {1'000, 101'000, 401'000, 301'000}), 100'000);
+  // A send logged that never arrived (a transfer tried again) proves nothing.
+  EXPECT_EQ(least_lag_spread_us({0, 50'000, 100'000}, {1'000, 101'000}), 0);
+  // Arrivals whose sends are missing from the logs prove nothing either.
+  EXPECT_EQ(least_lag_spread_us({0}, {1'000, 400'000}), 0);
+  // On clocks a constant apart, the spread is the same.
+  EXPECT_EQ(least_lag_spread_us({0, 100'000}, {5'001'000, 5'301'000}), 200'000);
+}
+
 // ---------------------------------------------------------------- SIGKILL
 
 TEST(Fault, SigkillFiftyTimesInEveryPhase_NoJobLostNoCommittedStepRunsAgainOnlyJobsFoundAloneDie) {
