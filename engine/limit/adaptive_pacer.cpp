@@ -875,12 +875,7 @@ Result<UseResult> AdaptivePacer::restart(Slot& slot, std::int64_t now_us) {
   }
   std::lock_guard lock(mu_);
   if (learned_window_) {
-    if (window_slot_locked(slot) && slot.started) {
-      auto seen = std::find_if(starts_.rbegin(), starts_.rend(),
-                               [&](const auto& st) { return st.first == slot.at_us; });
-      if (seen != starts_.rend()) starts_.erase(std::next(seen).base());
-      replied_locked(slot.at_us);  // counted again at its next start
-    }
+    if (window_slot_locked(slot) && slot.started) forget_start_locked(slot);
     return start_window_locked(slot, now_us, window_slot_locked(slot) && slot.started);
   }
   if (slot.learned_window) disown_locked(slot);
@@ -901,12 +896,16 @@ void AdaptivePacer::unstart_locked(Slot& slot) {
   // Taken back exactly when it is still the latest start; otherwise the
   // pace counts it beside the next one.
   if (started_tat_ == slot.started_after_us) started_tat_ = slot.started_before_us;
+  forget_start_locked(slot);
+  outstanding_ += slot.units;  // a slot held again, until start_locked uses it
+  slot.started = false;
+}
+
+void AdaptivePacer::forget_start_locked(const Slot& slot) {
   auto seen =
       std::find_if(starts_.rbegin(), starts_.rend(), [&](const auto& s) { return s.first == slot.at_us; });
   if (seen != starts_.rend()) starts_.erase(std::next(seen).base());
   replied_locked(slot.at_us);  // counted again at its next start
-  outstanding_ += slot.units;  // a slot held again, until start_locked uses it
-  slot.started = false;
 }
 
 void AdaptivePacer::replied_locked(std::int64_t started_us) {

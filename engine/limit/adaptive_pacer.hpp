@@ -334,6 +334,8 @@ class AdaptivePacer final : public Limiter {
   void replied_locked(std::int64_t started_us);
   // Takes back the start made on `slot`, which is held again (restart, defer).
   void unstart_locked(Slot& slot);
+  // Takes the start made on `slot` out of the starts seen and the calls to come.
+  void forget_start_locked(const Slot& slot);
   static constexpr std::int64_t kSpentSpan = 10'000'000;
   static constexpr std::int64_t kQuotaBurstSpan = 10'000'000;
   static constexpr std::int64_t kQuotaBurstWindow = 1'500'000;
