@@ -12,6 +12,7 @@
 #include "mock_portal/server.hpp"
 #include "ratchet/engine.hpp"
 #include "ratchet_test_paths.hpp"
+#include "temp_dir.hpp"
 
 namespace ratchet {
 namespace {
@@ -30,8 +31,11 @@ constexpr bool kInstrumented = false;
 class AssembledEngineTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("ratchet-pipeline-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    // These tests count parks: a disk that stalls the store's writes for a
+    // second would make them count the disk (temp_dir.hpp).
+    dir_ = ratchet::testing::memory_temp_base() /
+           ("ratchet-pipeline-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
