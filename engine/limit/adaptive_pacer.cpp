@@ -111,7 +111,27 @@ bool AdaptivePacer::read_window_locked(std::int64_t now_us, std::int64_t w, int 
   learned_window_->count_started(recent);
   learned_window_since_us_ = now_us;
   ++window_generation_;
+  window_len_us_ = w;
+  window_kept_quota_ = 0;
+  window_probe_step_ = std::max<std::int64_t>(1, r->quota / 16);
+  window_probe_every_us_ = kFirstWindowProbes * w;
+  window_probe_at_us_ = now_us + window_probe_every_us_;
   return true;
+}
+
+void AdaptivePacer::probe_window_locked(std::int64_t now_us) {
+  // A probe whose windows went by unrefused: its quota is the server's.
+  window_kept_quota_ = 0;
+  const std::int64_t quota = learned_window_->rate();
+  if (waiting_calls_ <= quota) {
+    // A window holds every call waiting: nothing to find out with them.
+    window_probe_at_us_ = now_us + window_len_us_;
+    return;
+  }
+  window_kept_quota_ = quota;
+  learned_window_->set_rate(quota + window_probe_step_);
+  window_probed_since_us_ = now_us;
+  window_probe_at_us_ = now_us + kWindowProbeWindows * window_len_us_;
 }
 
 bool AdaptivePacer::window_slot_locked(const Slot& slot) const {
@@ -205,15 +225,27 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
   const std::int64_t max_us = std::max(to_micros(options_.max_interval), floor_us);
   std::lock_guard lock(mu_);
   observed_us_ = std::max(observed_us_, now_us);
-  if (learned_window_ && hint.throttled && call_started &&
-      to_micros(*call_started) >= learned_window_since_us_) {
+  if (learned_window_ && hint.throttled && call_started && window_kept_quota_ > 0 &&
+      to_micros(*call_started) >= window_probed_since_us_) {
+    // A probe above the quota kept was refused: the quota kept is the
+    // server's. Refusals of the calls in flight now report the same.
+    learned_window_->set_rate(window_kept_quota_);
+    window_kept_quota_ = 0;
+    window_probe_step_ = std::max<std::int64_t>(1, window_probe_step_ / 2);
+    window_probe_every_us_ = std::min(2 * window_probe_every_us_, kMaxWindowProbeUs);
+    window_probe_at_us_ = now_us + window_probe_every_us_;
+    learned_window_since_us_ = now_us;
+  } else if (learned_window_ && hint.throttled && call_started &&
+             to_micros(*call_started) >= learned_window_since_us_) {
     // Refused under the window read: it was read wrong, or the server
     // changed. The pace takes over; the next refusals may read it again.
     learned_window_.reset();
+    window_kept_quota_ = 0;
     ++windows_given_up_;
     // Its window began at most a window before it.
     refusal_window_.forget_before(to_micros(*call_started) - longest_pause_us_);
   }
+  if (learned_window_ && !hint.throttled && now_us >= window_probe_at_us_) probe_window_locked(now_us);
   const std::int64_t interval_before = interval_us_;
   struct Respace {
     AdaptivePacer& p;

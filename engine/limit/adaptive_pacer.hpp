@@ -49,7 +49,8 @@
 //     of the longest pause's length (refusal_window.hpp), that window is
 //     kept instead, by a fixed-window limiter at its phase: its quota goes
 //     at each window's start, outside the span where the boundary is in
-//     doubt. A refusal of a call started under it gives it up.
+//     doubt. A refusal of a call started under it gives it up. A quota
+//     read low is probed upward (probe_window_locked).
 //   - Until the server has said anything, with no limit declared, the first
 //     call goes alone: the next waits for its reply (at most `opening_hold`),
 //     which may state the quota. After it, or when it said nothing, starts
@@ -394,6 +395,26 @@ class AdaptivePacer final : public Limiter {
   // window, say, whose pauses let it fit one) is left to the pace.
   int windows_given_up_ = 0;
   static constexpr int kMaxWindowsGivenUp = 3;
+
+  // A window read from refusals may be read under the server's quota (a
+  // stretch that a pause cut short), and a quota kept under the server's
+  // is never refused: nothing would say so. So while more calls wait than
+  // a window holds, its quota is probed upward after a quiet spell: raised
+  // by a step, kept once kWindowProbeWindows windows went by unrefused (and
+  // raised again), and set back to the last one kept when a call started
+  // under the probe is refused; the step then halves and the spell doubles
+  // (from kFirstWindowProbes windows to kMaxWindowProbeUs). A refused probe
+  // costs one pause; a quota read right is probed less and less often.
+  std::int64_t window_len_us_ = 0;
+  std::int64_t window_kept_quota_ = 0;  // while a probe runs: the last quota kept (zero: none runs)
+  std::int64_t window_probe_step_ = 0;
+  std::int64_t window_probe_at_us_ = 0;  // the next probe, or the end of the one running
+  std::int64_t window_probe_every_us_ = 0;
+  std::int64_t window_probed_since_us_ = 0;
+  static constexpr std::int64_t kFirstWindowProbes = 10;
+  static constexpr std::int64_t kMaxWindowProbeUs = 600'000'000;
+  static constexpr std::int64_t kWindowProbeWindows = 3;
+  void probe_window_locked(std::int64_t now_us);
 };
 
 }  // namespace ratchet::limit

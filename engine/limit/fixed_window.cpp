@@ -38,7 +38,8 @@ void FixedWindowLimiter::take(std::map<std::int64_t, std::int64_t>& m, std::int6
 }
 
 std::int64_t FixedWindowLimiter::find(std::int64_t t_us, std::int64_t units) const {
-  const std::int64_t room = rate_ - std::min(units, rate_);
+  const std::int64_t rate = rate_.load(std::memory_order_relaxed);
+  const std::int64_t room = rate - std::min(units, rate);
   std::int64_t k = index_of(t_us);
   if (in_guard(t_us)) t_us = start_of(++k);
   for (auto it = counts_.find(k); it != counts_.end() && it->first == k && it->second > room; ++it) {
@@ -117,7 +118,7 @@ UseResult FixedWindowLimiter::start_locked(Slot& slot, std::int64_t now_us) {
   if (k == index_of(slot.at_us) && !in_guard(now_us)) {
     auto it = started_.find(k);
     const std::int64_t started = it == started_.end() ? 0 : it->second;
-    if (started + std::min(slot.units, rate_) <= rate_) {
+    if (const std::int64_t quota = rate(); started + std::min(slot.units, quota) <= quota) {
       started_[k] += slot.units;
       slot.at_us = now_us;
       slot.started = true;
@@ -168,8 +169,13 @@ void FixedWindowLimiter::count_started(std::span<const std::int64_t> starts_us) 
   }
 }
 
+void FixedWindowLimiter::set_rate(std::int64_t rate) {
+  std::lock_guard lock(mu_);
+  rate_.store(std::max<std::int64_t>(1, rate), std::memory_order_relaxed);
+}
+
 std::string FixedWindowLimiter::describe() const {
-  return std::to_string(rate_) + "/" + common::format_duration(std::chrono::microseconds(per_)) +
+  return std::to_string(rate()) + "/" + common::format_duration(std::chrono::microseconds(per_)) +
          " fixed window";
 }
 

@@ -16,6 +16,8 @@
 // Thread-safety: all members are safe to call concurrently (one mutex).
 #pragma once
 
+#include <atomic>
+
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -41,6 +43,11 @@ class FixedWindowLimiter final : public Limiter {
   bool forgettable(std::int64_t now_us) override;
   std::string describe() const override;
 
+  // A new quota for every window, this one included (rate >= 1): what is
+  // counted stays counted; slots granted stay granted.
+  void set_rate(std::int64_t rate);
+  std::int64_t rate() const { return rate_.load(std::memory_order_relaxed); }
+
  protected:
   [[nodiscard]] Result<std::int64_t> earliest_units(std::int64_t now_us, std::int64_t t_us,
                                                     std::int64_t units) override;
@@ -57,7 +64,8 @@ class FixedWindowLimiter final : public Limiter {
   std::int64_t start_of(std::int64_t k) const;
   void release(std::int64_t at_us, std::int64_t units);
 
-  const std::int64_t rate_;
+  // Set only by set_rate (a window read from refusals that is probed upward).
+  std::atomic<std::int64_t> rate_;
   const std::int64_t per_;
   const std::int64_t guard_;
   const std::int64_t offset_;  // in [0, per_)

@@ -21,6 +21,19 @@ TEST(FixedWindow_Reserve, FullWindowPushesToTheNextEpochAlignedWindow) {
   EXPECT_EQ(must(l.reserve(mid, mid)).at_us, kT0 + kSec);  // start of the next window
 }
 
+TEST(FixedWindow_Reserve, ANewQuotaAppliesToTheWindowUnderWayAndKeepsWhatIsCounted) {
+  FixedWindowLimiter l(2, kSec);
+  const std::int64_t mid = kT0 + 600'000;
+  EXPECT_EQ(must(l.reserve(mid, mid)).at_us, mid);
+  EXPECT_EQ(must(l.reserve(mid, mid)).at_us, mid);
+  l.set_rate(3);
+  EXPECT_EQ(l.rate(), 3);
+  EXPECT_EQ(must(l.reserve(mid, mid)).at_us, mid);  // room at once in the window under way
+  EXPECT_EQ(must(l.reserve(mid, mid)).at_us, kT0 + kSec);
+  l.set_rate(1);  // back: the three counted stay counted, the next window holds one
+  EXPECT_EQ(must(l.reserve(mid, mid)).at_us, kT0 + 2 * kSec);
+}
+
 TEST(FixedWindow_Reserve, WindowsFillInOrder) {
   FixedWindowLimiter l(1, 60 * kSec);
   const std::int64_t minute = (kT0 / (60 * kSec)) * 60 * kSec;  // the window kT0 is in

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <iterator>
+#include <map>
 #include <string>
 
 #include "limit/adaptive_pacer.hpp"
@@ -218,6 +220,43 @@ TEST(AdaptivePacer_RetryAfterWindow, AWindowReadThatTheServerChangesIsGivenUpAnd
   const double best = static_cast<double>(1500 - server.admitted_before) / 64;
   EXPECT_LE(after, 1.25 * best) << after << " s for " << 1500 - server.admitted_before << " calls";
   EXPECT_LE(run.refused, run.requests * 4 / 100) << run.refused << " of " << run.requests;
+}
+
+// A window that refuses with Retry-After, counting what it admits in each
+// of its windows.
+struct CountingWindow {
+  RetryAfterWindow window;
+  std::int64_t latency_us = window.latency_us;
+  int refused = 0;
+  std::map<std::int64_t, std::int64_t> admitted;  // window index -> calls
+
+  PaceHint answer(std::int64_t arrival_us) {
+    PaceHint h = window.answer(arrival_us);
+    refused = window.refused;
+    if (!h.throttled) ++admitted[window.index];
+    return h;
+  }
+};
+
+TEST(AdaptivePacer_RetryAfterWindow, AQuotaReadUnderTheServersIsProbedUpToIt_RarelyRefused) {
+  // 93 a second, 44 ms to the server, eight calls in flight: the stretches
+  // that pauses cut short read the quota as 86 (five seconds in), and
+  // nothing under it is ever refused. Kept there, the run's windows after
+  // the first minute admitted 86 each.
+  CountingWindow server{RetryAfterWindow{kSecond, 419'000, 93, 44'000}, 44'000, 0, {}};
+  const PacedRun run = run_against(server, 6000, 1'700'000'000 * kSecond + 300'000, 8);
+  ASSERT_GE(server.admitted.size(), 62u);
+  // The windows of the run's second half, but its last (what is left).
+  auto last = std::prev(server.admitted.end());
+  std::int64_t full = 0;
+  int windows = 0;
+  for (auto it = std::prev(last, 30); it != last; ++it) {
+    full += it->second == 93 ? 1 : 0;
+    ++windows;
+  }
+  EXPECT_GE(full, windows - 2) << "windows that admitted the whole quota of 93, of " << windows;
+  // A refused probe costs one refusal and a pause, ever rarer.
+  EXPECT_LE(run.refused, run.requests / 200) << run.refused << " of " << run.requests;
 }
 
 }  // namespace
