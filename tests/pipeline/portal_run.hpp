@@ -25,6 +25,7 @@
 #include "mock_portal/server.hpp"
 #include "ratchet/engine.hpp"
 #include "ratchet_test_paths.hpp"
+#include "temp_dir.hpp"
 
 namespace ratchet::testing {
 
@@ -71,13 +72,14 @@ inline std::vector<DialectCase> header_dialect_cases(std::int64_t limit, std::ch
   return cases;
 }
 
-// A fresh folder under the temp dir, removed with the object.
+// A fresh folder on a memory file system where there is one (these tests
+// count 429s and parks, not the disk's stalls: temp_dir.hpp), removed with
+// the object.
 class ScratchDir {
  public:
   ScratchDir() = default;
   explicit ScratchDir(const std::string& name)
-      : path_(std::filesystem::temp_directory_path() /
-              ("ratchet-pipeline-" + std::to_string(::getpid()) + "-" + name)) {
+      : path_(memory_temp_base() / ("ratchet-pipeline-" + std::to_string(::getpid()) + "-" + name)) {
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
   }
