@@ -1,4 +1,5 @@
 // `ratchet web` on a SQLite file (web_fixture.hpp).
+#include "faketime_objects.hpp"
 #include "web_fixture.hpp"
 
 namespace ratchet::cli_test {
@@ -165,6 +166,8 @@ TEST_F(RatchetWebTest, WallClockSteppedAheadOfTheDatabasesTimeline_ARunningEngin
   ::setenv("ASAN_OPTIONS",
            (asan.empty() ? std::string() : asan + ":").append("verify_asan_link_order=0").c_str(), 1);
   start_web({"--token-env", "RATCHET_WEB_TEST_TOKEN"});
+  ASSERT_NE(web_, nullptr);
+  const int faked = web_->pid();
   for (const char* name : {"LD_PRELOAD", "FAKETIME", "FAKETIME_DONT_FAKE_MONOTONIC"}) ::unsetenv(name);
   if (asan.empty()) {
     ::unsetenv("ASAN_OPTIONS");
@@ -181,6 +184,8 @@ TEST_F(RatchetWebTest, WallClockSteppedAheadOfTheDatabasesTimeline_ARunningEngin
   ::kill(run->pid(), SIGTERM);
   const auto stopped = run->wait();
   EXPECT_EQ(stopped.exit_code, 0) << stopped.err;
+  web_.reset();
+  ratchet::testing::remove_faketime_objects(faked);
 }
 
 TEST_F(RatchetWebTest, PluginFileNamedInBytesThatAreNotUtf8_NeitherEndsTheEngineNorBreaksTheApi) {

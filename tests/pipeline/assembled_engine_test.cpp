@@ -3,6 +3,7 @@
 // call all five portals through the declared limits and retries.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -33,9 +34,12 @@ class AssembledEngineTest : public ::testing::Test {
   void SetUp() override {
     // These tests count parks: a disk that stalls the store's writes for a
     // second would make them count the disk (temp_dir.hpp).
+    // A parameterised test's name holds a '/': one folder, not a folder in a
+    // folder that TearDown would leave behind.
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::ranges::replace(name, '/', '-');
     dir_ = ratchet::testing::memory_temp_base() /
-           ("ratchet-pipeline-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+           ("ratchet-pipeline-" + std::to_string(::getpid()) + "-" + name);
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
