@@ -16,6 +16,7 @@ void RefusalEstimator::add_start(Stretch& stretch, std::int64_t started_us) {
 }
 
 std::optional<RefusalReading> RefusalEstimator::admitted(std::int64_t started_us) {
+  fit_.answered(started_us, true);
   if (!begun_) {
     begun_ = true;
     current_.start_us = started_us;
@@ -55,14 +56,21 @@ RefusalReading RefusalEstimator::read(const Stretch& reference, const Stretch& s
     not_a_bucket_ = true;
   }
   if (line) {
-    reading.rate = line->rate;
-    reading.burst = std::max(0.0, line->burst);
+    const BucketShape shape = fit_.fit({line->rate, std::max(0.0, line->burst)});
+    reading.rate = shape.rate;
+    reading.burst = shape.burst;
+  } else if (!not_a_bucket_) {
+    if (const std::optional<BucketShape> shape = fit_.midst()) {
+      reading.rate = shape->rate;
+      reading.burst = shape->burst;
+    }
   }
   reading.not_a_bucket = not_a_bucket_;
   return reading;
 }
 
 std::optional<RefusalReading> RefusalEstimator::refused(std::int64_t started_us, std::int64_t resume_us) {
+  fit_.answered(started_us, false);
   if (!begun_) {
     begun_ = true;
     current_.start_us = started_us;

@@ -18,7 +18,9 @@
 // jitter of a few arrivals). Its slope is the rate and its intercept the
 // bucket's size. A stretch compared with a shorter one is compared with
 // the shortest so far (the reference), whose drain is the least mixed
-// with overflow.
+// with overflow. A reading that contradicts an answer the server gave is
+// moved to the nearest bucket that does not (bucket_fit.hpp): a small
+// bucket touches no two points far enough apart.
 //
 // Times are whole microseconds of the pacer's clock; the caller supplies them.
 // Thread-safety: none; its owner (AdaptivePacer) holds its own lock.
@@ -28,6 +30,8 @@
 #include <deque>
 #include <optional>
 #include <vector>
+
+#include "limit/bucket_fit.hpp"
 
 namespace ratchet::limit {
 
@@ -91,6 +95,8 @@ class RefusalEstimator {
   std::optional<Stretch> compared_;   // the reference it was read against
   std::optional<Cycle> cycle_;        // the stretch before it, and its pause
   bool not_a_bucket_ = false;
+  // Every answer, to check a reading against (bucket_fit.hpp).
+  BucketFit fit_;
 };
 
 }  // namespace ratchet::limit

@@ -83,6 +83,34 @@ TEST(AdaptivePacer_Bucket, ABucketThatOnlyRefusesIsUsedAtItsRateAndSizeOnceReadF
   }
 }
 
+TEST(AdaptivePacer_Bucket, ABucketOfOneIsReadFromTheCallsItAnswered_NotFromABoundFarUnderItsRate) {
+  // 8 a second, one at a time, 17 ms to the server. No two points of its
+  // drains lie far enough apart for a tangent: the rate was read from a
+  // bound under it, 2.8 a second, and kept so for the whole run, 2.84 times
+  // the least time. Its answers bound it both ways (one admitted 125 ms
+  // after the last, one refused 89 ms after): 1.06.
+  RefusingBucket server{8, 1, 17'000};
+  const PacedRun run = run_against(server, 1000, 1'700'000'000 * kSecond, 8);
+  const double makespan = static_cast<double>(run.last_arrival - run.first_arrival) / 1e6;
+  const double bound = 999.0 / 8;
+  EXPECT_LE(makespan, 1.15 * bound) << makespan << " s against " << bound;
+  EXPECT_LE(run.refused, run.requests / 20) << run.refused << " of " << run.requests;
+}
+
+TEST(AdaptivePacer_Bucket, ASmallBucketWhoseStretchesAllEndAlikeIsNotRefusedStretchAfterStretch) {
+  // 5 a second, one at a time, 50 calls. Every slow start after a pause
+  // admitted two calls and drew a refusal at the third, alike, so no
+  // tangent ever told a rate: 26 refusals in 76 requests, a second's pause
+  // each, 4.33 times the least time. The calls answered bound its rate both
+  // ways; a rate a quarter of the way into that span, 4 refusals, 1.47.
+  RefusingBucket server{5, 1, 10'000};
+  const PacedRun run = run_against(server, 50, 1'700'000'000 * kSecond, 8);
+  const double makespan = static_cast<double>(run.last_arrival - run.first_arrival) / 1e6;
+  const double bound = 49.0 / 5;
+  EXPECT_LE(run.refused, 5) << run.refused << " of " << run.requests;
+  EXPECT_LE(makespan, 1.6 * bound) << makespan << " s against " << bound;
+}
+
 TEST(AdaptivePacer_Bare429, AFixedWindowThatRefusesAtTheSameRateEachTimeIsSteppedUnderNotHalved) {
   // 51 a second, 50 ms to the server, eight calls in flight. Each overload
   // comes at about the rate the last one did: halving the pace each time
