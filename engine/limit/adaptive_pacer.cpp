@@ -361,6 +361,13 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
       window_paced_ = from_window;
     }
   }
+  // A refusal of a call started at the pace read from refusals (not in a
+  // slow start, nor a window's) says that pace is too fast, whatever the
+  // next reading says: a bucket of one, met with arrival jitter of a few
+  // milliseconds, was read again at the edge of its answers refusal after
+  // refusal, and at last as a window of one call a second.
+  const bool refused_at_read_pace =
+      refusal && hint.throttled && learned_us_ > 0 && !ramping_ && !window_paced_ && !learned_window_;
   // Whatever the server said about its limits ends a slow start (a refusal
   // with only Retry-After, below, ends it or starts the next).
   const bool retry_after_only = hint.throttled && hint.resume_at && !hint.limit && !hint.interval;
@@ -379,7 +386,8 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
     // default): read a little high, it draws a refusal, a whole pause, and
     // is slowed by a tenth; read too low, every call after it pays.
     const double margin = refusal && !window_paced_ ? options_.refusal_margin : options_.margin;
-    const auto paced = static_cast<std::int64_t>(static_cast<double>(*learned) * margin);
+    auto paced = static_cast<std::int64_t>(static_cast<double>(*learned) * margin);
+    if (refused_at_read_pace && !window_paced_) paced = std::max(paced, learned_us_ + learned_us_ / 10 + 1);
     learned_us_ = std::clamp(paced, floor_us, max_us);
     interval_us_ = learned_us_;
     rate_at_decrease_ = 0;
