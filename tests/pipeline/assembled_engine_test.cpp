@@ -656,10 +656,19 @@ steps = [{ name = "imdb", call = "imdb.get_rating", args = { name = "{{args.name
   ASSERT_EQ(wait_completed(**engine, ids, 60s), 27);
   (*engine)->stop();
   const auto stats = server_->stats().portals.at("imdb");
-  EXPECT_EQ(stats.throttled, 0) << stats.requests << " requests";
+  // Each arrival as its window and how far into it, with the answer's
+  // status: which window a refused call found spent, and what spent it.
+  std::string arrivals;
+  for (const auto& r : server_->requests()) {
+    const std::int64_t t = r.arrived_us - 300'000;
+    arrivals += " " + std::to_string(t / 2'000'000 % 1000) + ":" + std::to_string(t % 2'000'000 / 1000) +
+                "ms/" + std::to_string(r.status);
+  }
+  EXPECT_EQ(stats.throttled, 0) << stats.requests << " requests, window:ms into it/status:" << arrivals;
   // The most arrivals within 400 ms: a window's quota at once but for the
   // units held to probe its end (three of twelve while its phase is not
-  // known), where a pace spread over the window (170 ms apart) puts three
+  // known; in the last two windows, as many as the last can spare), where
+  // a pace spread over the window (170 ms apart) puts three
   // after the opening's few. An instrumented build sends a burst more
   // slowly: within 1 s, where a pace puts at most seven.
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
