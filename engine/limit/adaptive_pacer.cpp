@@ -28,6 +28,7 @@ AdaptivePacer::AdaptivePacer(PacerOptions options) : options_(options) {
 void AdaptivePacer::start_ramp_locked(std::int64_t from_us, std::int64_t interval_us,
                                       std::int64_t doubling_us) {
   ramping_ = true;
+  untold_spread_us_ = 0;
   ramp_doubling_us_ = std::max<std::int64_t>(1, doubling_us);
   ramp_from_us_ = from_us;
   ramp_interval_us_ = std::max<std::int64_t>(1, interval_us);
@@ -218,6 +219,23 @@ bool AdaptivePacer::window_from_refusal_locked(const RefusalReading& refusal, st
   return refused_at_window_pace;
 }
 
+void AdaptivePacer::late_admission_locked(const RefusalReading& refusal, std::int64_t now_us) {
+  // The stretch the last refusal ended admitted one call more than it had
+  // when the refusal was answered: a proxy that refuses at once answered it
+  // before the calls it forwarded. Counted one short, a bucket of three
+  // behind nginx was read as a window of one call a second.
+  if (least_admitted_ == refusal.admitted - 1 && least_length_us_ == refusal.length_us) {
+    least_admitted_ = refusal.admitted;
+  }
+  if (ramping_ && untold_spread_us_ > 0) {
+    const std::int64_t floor_us = std::max<std::int64_t>(1, to_micros(options_.floor));
+    const std::int64_t max_us = std::max(to_micros(options_.max_interval), floor_us);
+    ramp_interval_us_ =
+        std::clamp(untold_spread_us_ / std::max<std::int64_t>(1, refusal.admitted), floor_us, max_us);
+    if (now_us < ramp_from_us_) interval_us_ = ramp_interval_us_;
+  }
+}
+
 void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<TimePoint> call_started,
                             std::int64_t units) {
   const std::int64_t now_us = to_micros(now);
@@ -335,6 +353,7 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
     learned = window_locked() / *hint.limit;
   } else if (!hint.limit && (!hint.throttled || hint.resume_at)) {
     refusal = learn_from_refusals_locked(hint, now_us, call_started);
+    if (refusal && refusal->late) late_admission_locked(*refusal, now_us);
     std::int64_t read_us = refusal && refusal->rate ? static_cast<std::int64_t>(1.0 / *refusal->rate) : 0;
     const bool window_refused = refusal && hint.throttled && hint.resume_at &&
                                 window_from_refusal_locked(*refusal, to_micros(*hint.resume_at) - now_us);
@@ -431,6 +450,7 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
     ++untold_refusals_;
     start_ramp_locked(std::max(now_us, resume_us_),
                       std::clamp(first, std::max<std::int64_t>(floor_us, 1), max_us), doubling);
+    untold_spread_us_ = spread;
     return;
   }
   // A 429 that names the quota, while its pace is kept, is arrival jitter

@@ -350,6 +350,12 @@ class AdaptivePacer final : public Limiter {
   // Refusals with only Retry-After that ended a stretch the rate could not
   // be read from (the first slows the next slow start's doubling).
   int untold_refusals_ = 0;
+  // The slow start after such a refusal begins at the stretch's length and
+  // a little over, over the calls it admitted: this much over them (zero:
+  // the slow start is another's). Calls of the stretch answered after its
+  // refusal (late_admission_locked) make it faster.
+  std::int64_t untold_spread_us_ = 0;
+  void late_admission_locked(const RefusalReading& refusal, std::int64_t now_us);
   // A fixed window that only refuses (refusal_estimator.hpp reads
   // buckets): its quota is the least a stretch admitted, its length at most
   // the longest pause asked for. Read once stretches of different lengths,

@@ -10,13 +10,15 @@ void BucketFit::answered(std::int64_t started_us, bool admitted) {
   // Replies come in any order; the starts are what the server saw, in order.
   const auto at = std::upper_bound(answers_.begin(), answers_.end(), started_us,
                                    [](std::int64_t t, const Answer& a) { return t < a.started_us; });
-  answers_.insert(at, Answer{started_us, admitted});
-  if (!refused_yet_) {
-    if (admitted) {
-      ++first_admitted_;
-    } else {
-      refused_yet_ = true;
-    }
+  const auto inserted = answers_.insert(at, Answer{started_us, admitted});
+  // Counted by start: a call admitted before the first refusal may be
+  // answered after it (a proxy refuses at once and forwards the rest).
+  if (admitted) {
+    if (!refused_yet_ || started_us < first_refused_us_) ++first_admitted_;
+  } else if (!refused_yet_ || started_us < first_refused_us_) {
+    refused_yet_ = true;
+    first_refused_us_ = started_us;
+    first_admitted_ = std::count_if(answers_.begin(), inserted, [](const Answer& a) { return a.admitted; });
   }
   if (answers_.size() > kMaxAnswers) trim();
 }
@@ -52,6 +54,18 @@ bool BucketFit::replays(double interval_us, double burst, double jitter) const {
   return true;
 }
 
+std::optional<std::int64_t> BucketFit::nearest_size(double interval_us, double burst,
+                                                    std::int64_t max_burst) const {
+  std::optional<std::int64_t> best;
+  for (std::int64_t b = 1; b <= max_burst; ++b) {
+    if (!replays(interval_us, static_cast<double>(b), static_cast<double>(kJitterUs))) continue;
+    if (!best || std::abs(static_cast<double>(b) - burst) < std::abs(static_cast<double>(*best) - burst)) {
+      best = b;
+    }
+  }
+  return best;
+}
+
 bool BucketFit::fits(const BucketShape& shape) const {
   if (shape.rate <= 0) return false;
   return replays(1.0 / shape.rate, shape.burst, static_cast<double>(kJitterUs));
@@ -75,14 +89,7 @@ BucketShape BucketFit::fit(const BucketShape& reading) const {
       const double l = centre + side * k * log_step;
       if (l < lowest || l > highest) continue;
       const double interval_us = std::exp(l);
-      std::optional<std::int64_t> best;
-      for (std::int64_t b = 1; b <= max_burst; ++b) {
-        if (!replays(interval_us, static_cast<double>(b), static_cast<double>(kJitterUs))) continue;
-        if (!best || std::abs(static_cast<double>(b) - reading.burst) <
-                         std::abs(static_cast<double>(*best) - reading.burst)) {
-          best = b;
-        }
-      }
+      const std::optional<std::int64_t> best = nearest_size(interval_us, reading.burst, max_burst);
       if (!best) continue;
       // Within kKeepWithin of the reading: the tangent's rate stands (its
       // jitter, not a misreading).
@@ -91,6 +98,21 @@ BucketShape BucketFit::fit(const BucketShape& reading) const {
     }
   }
   return reading;
+}
+
+std::optional<BucketShape> BucketFit::slowest_from(double least_rate, double burst) const {
+  if (answers_.empty() || least_rate <= 0) return std::nullopt;
+  const std::int64_t max_burst = std::min<std::int64_t>(kMaxBurst, first_admitted_ + 1);
+  const double log_step = std::log(kGridStep);
+  const double slowest = std::min(std::log(1.0 / least_rate), std::log(static_cast<double>(kSlowestUs)));
+  const double fastest = std::max(std::log(static_cast<double>(kFastestUs)), slowest - std::log(kReach));
+  for (double l = slowest; l >= fastest; l -= log_step) {
+    const double interval_us = std::exp(l);
+    if (const auto best = nearest_size(interval_us, burst, max_burst)) {
+      return BucketShape{1.0 / interval_us, static_cast<double>(*best)};
+    }
+  }
+  return std::nullopt;
 }
 
 std::optional<BucketShape> BucketFit::midst() const {

@@ -59,6 +59,11 @@ class BucketFit {
   // low, a refusal costs one pause: a refusal there cuts the span by a
   // quarter the next time. Nothing when the span is wider, or none fits.
   std::optional<BucketShape> midst() const;
+
+  // The slowest bucket at `least_rate` or faster (within kReach of it) that
+  // fits every answer, of the sizes that fit there the nearest `burst`;
+  // nothing when none does.
+  std::optional<BucketShape> slowest_from(double least_rate, double burst) const;
   static constexpr double kMostSpread = 16;
   static constexpr std::int64_t kMaxMidstBurst = 64;
 
@@ -86,10 +91,13 @@ class BucketFit {
     bool admitted;
   };
   bool replays(double interval_us, double burst, double jitter_us) const;
+  // Of the sizes up to `max_burst` that fit at this spacing, the nearest `burst`.
+  std::optional<std::int64_t> nearest_size(double interval_us, double burst, std::int64_t max_burst) const;
   void trim();
 
   std::vector<Answer> answers_;      // by start
-  std::int64_t first_admitted_ = 0;  // admitted before the first refusal
+  std::int64_t first_admitted_ = 0;  // started before the first refusal
+  std::int64_t first_refused_us_ = 0;
   bool refused_yet_ = false;
 };
 

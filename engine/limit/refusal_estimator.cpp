@@ -35,8 +35,11 @@ std::optional<RefusalReading> RefusalEstimator::admitted(std::int64_t started_us
       late = late || s == &ended_;
     }
   }
-  if (!late || !compared_) return std::nullopt;
-  RefusalReading reading = read(*compared_, *ended_);
+  if (!late) return std::nullopt;
+  RefusalReading reading;
+  if (compared_) reading = read(*compared_, *ended_);
+  reading.not_a_bucket = not_a_bucket_;
+  reading.late = true;
   reading.admitted = ended_->admitted;
   reading.length_us = ended_->refused_us - ended_->start_us;
   return reading;
@@ -46,19 +49,33 @@ RefusalReading RefusalEstimator::read(const Stretch& reference, const Stretch& s
   RefusalReading reading;
   std::optional<Line> line = tangent(reference, s);
   if (!line) line = lower_bound(reference, s);
-  // A bucket admits no more than its rate over a whole stretch and the
-  // pause after it (B + r T, with at most B refilled in the pause), so a
-  // rate read below that is not a bucket's: a fixed window, say, admits its
-  // quota whatever the stretch's length. It tells nothing.
-  if (line && cycle_ &&
-      line->rate * static_cast<double>(cycle_->length_us) < static_cast<double>(cycle_->admitted)) {
-    line.reset();
-    not_a_bucket_ = true;
-  }
   if (line) {
     const BucketShape shape = fit_.fit({line->rate, std::max(0.0, line->burst)});
-    reading.rate = shape.rate;
-    reading.burst = shape.burst;
+    line = Line{shape.rate, shape.burst};
+  }
+  // A bucket admits no more than its rate over a whole stretch and the
+  // pause after it (B + r T, with at most B refilled in the pause): a
+  // bucket's rate is at least that. A reading under it is raised to the
+  // slowest bucket at or above it that fits every answer; none fits, and
+  // the server is no bucket: a fixed window, say, admits its quota whatever
+  // the stretch's length. A bound read while the stretch's first calls
+  // were still being answered (a proxy that refuses at once and forwards
+  // the rest) was 2.4/s against a bucket of 6/s, and took it for no bucket.
+  if (line && cycle_) {
+    const double least = static_cast<double>(cycle_->admitted) / static_cast<double>(cycle_->length_us);
+    if (line->rate < least) {
+      const std::optional<BucketShape> raised = fit_.slowest_from(least, line->burst);
+      if (raised) {
+        line = Line{raised->rate, raised->burst};
+      } else {
+        line.reset();
+        not_a_bucket_ = true;
+      }
+    }
+  }
+  if (line) {
+    reading.rate = line->rate;
+    reading.burst = line->burst;
   } else if (!not_a_bucket_) {
     if (const std::optional<BucketShape> shape = fit_.midst()) {
       reading.rate = shape->rate;

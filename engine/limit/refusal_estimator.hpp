@@ -44,6 +44,9 @@ struct RefusalReading {
   bool not_a_bucket = false;
   std::int64_t admitted = 0;   // in the stretch the refusal ended
   std::int64_t length_us = 0;  // of that stretch
+  // Taken again with a call of that stretch answered after its refusal (a
+  // proxy refuses at once and forwards the rest): `admitted` counts it.
+  bool late = false;
 };
 
 class RefusalEstimator {
@@ -51,7 +54,8 @@ class RefusalEstimator {
   // A call started at `started_us` was admitted. A call started within the
   // last stretch that ended (its reply came after the refusal's) counts
   // there, and the reading of that refusal is taken again with it and
-  // returned; calls started in a pause (in flight at a refusal) do not count.
+  // returned (`late`, with no rate when there was none to take again);
+  // calls started in a pause (in flight at a refusal) do not count.
   std::optional<RefusalReading> admitted(std::int64_t started_us);
 
   // A call started at `started_us` was refused; the next stretch begins at

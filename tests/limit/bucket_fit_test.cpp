@@ -79,6 +79,32 @@ TEST(BucketFit, AnswersNoBucketGivesLeaveTheReadingAsItIs) {
   EXPECT_FALSE(fit.midst());
 }
 
+TEST(BucketFit, TheSlowestBucketFromABoundIsOneThatFitsAnswersInAnyOrder) {
+  // A bucket of three at 6/s. The call refused at 49 ms is answered before
+  // two admitted before it (a proxy that refuses at once): the sizes tried
+  // are bounded by the calls started, not answered, before the first
+  // refusal, or no bucket of three is ever tried.
+  BucketFit fit;
+  fit.answered(0, true);
+  fit.answered(49 * kMs, false);
+  fit.answered(34 * kMs, true);
+  fit.answered(42 * kMs, true);
+  for (const std::int64_t t : {1049, 1598, 1718, 1804, 1871}) fit.answered(t * kMs, true);
+  fit.answered(1927 * kMs, false);
+  EXPECT_TRUE(fit.fits({6e-6, 3}));
+  EXPECT_FALSE(fit.fits({2e-6, 2})) << "two can't hold the three admitted at once";
+  const auto raised = fit.slowest_from(3 / 1.049e6, 3);
+  ASSERT_TRUE(raised.has_value());
+  EXPECT_GE(raised->rate * 1e6, 3 / 1.049);
+  EXPECT_TRUE(fit.fits(*raised));
+  for (const double b : {1, 2, 3, 4}) {
+    EXPECT_FALSE(fit.fits({raised->rate / 1.02, b})) << "the slowest that fits, on a grid a percent apart";
+  }
+  EXPECT_EQ(raised->burst, 3);
+  // Past the fastest that refuses the call at 1.927 s, nothing fits.
+  EXPECT_FALSE(fit.slowest_from(20e-6, 3).has_value());
+}
+
 TEST(BucketFit, WithNoReading_ARateInsideTheSpanTheAnswersAllowOnceTheyBoundItBothWays) {
   BucketFit fit;
   answer(fit, 5, 1, {0, 10, 18});

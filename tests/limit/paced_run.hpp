@@ -4,8 +4,10 @@
 // arrives there, `latency_us` after its start; a refused call is tried
 // again. The server is any type with `latency_us`, `refused` (how many it
 // refused) and `PaceHint answer(std::int64_t arrival_us)`, as the fixed
-// window below. Before each slot it tells the pacer how many calls wait, as
-// the engine's turn queue does.
+// window below; a server whose reply comes back later than it decides (a
+// proxy that refuses at once and forwards the rest) also has
+// `std::int64_t reply_after_us(const PaceHint&)`. Before each slot it
+// tells the pacer how many calls wait, as the engine's turn queue does.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -90,12 +92,17 @@ template <typename Server>
 PacedRun run_against(Server& server, int jobs, std::int64_t t0, int workers = INT_MAX) {
   AdaptivePacer pacer(plugin_pacing(Duration::zero()));
   std::multimap<std::int64_t, std::int64_t> in_flight;  // arrival -> start
+  struct Reply {
+    PaceHint hint;
+    std::int64_t started;
+  };
+  std::multimap<std::int64_t, Reply> replies;  // when the client reads it
   int done = 0;
   int waiting = jobs;
   std::int64_t now = t0;
   PacedRun run;
   while (done < jobs) {
-    while (waiting > 0 && static_cast<int>(in_flight.size()) < workers) {
+    while (waiting > 0 && static_cast<int>(in_flight.size() + replies.size()) < workers) {
       pacer.waiting(waiting, now);  // as the engine's turn queue tells it
       auto at = pacer.earliest(now, now);
       EXPECT_TRUE(at);
@@ -115,10 +122,11 @@ PacedRun run_against(Server& server, int jobs, std::int64_t t0, int workers = IN
       ++run.requests;
       --waiting;
     }
-    const bool can_start = waiting > 0 && static_cast<int>(in_flight.size()) < workers;
+    const bool can_start = waiting > 0 && static_cast<int>(in_flight.size() + replies.size()) < workers;
     auto next_ask = can_start ? pacer.earliest(now, now) : Result<std::int64_t>(INT64_MAX);
-    const std::int64_t next_reply = in_flight.empty() ? INT64_MAX : in_flight.begin()->first;
-    const std::int64_t next = std::min(next_reply, next_ask ? *next_ask : INT64_MAX);
+    const std::int64_t next_arrival = in_flight.empty() ? INT64_MAX : in_flight.begin()->first;
+    const std::int64_t next_reply = replies.empty() ? INT64_MAX : replies.begin()->first;
+    const std::int64_t next = std::min({next_arrival, next_reply, next_ask ? *next_ask : INT64_MAX});
     if (next == INT64_MAX) {
       ADD_FAILURE() << "nothing in flight and nothing to ask for";
       break;
@@ -130,7 +138,15 @@ PacedRun run_against(Server& server, int jobs, std::int64_t t0, int workers = IN
       if (run.first_arrival == 0) run.first_arrival = arrival;
       run.last_arrival = std::max(run.last_arrival, arrival);
       const PaceHint h = server.answer(arrival);
-      pacer.observe(h, from_micros(arrival), from_micros(started));
+      std::int64_t after = 0;
+      if constexpr (requires { server.reply_after_us(h); }) after = server.reply_after_us(h);
+      replies.emplace(arrival + after, Reply{h, started});
+    }
+    while (!replies.empty() && replies.begin()->first <= now) {
+      const auto [at, reply] = *replies.begin();
+      replies.erase(replies.begin());
+      const PaceHint& h = reply.hint;
+      pacer.observe(h, from_micros(at), from_micros(reply.started));
       if (h.throttled) {
         ++waiting;
       } else {

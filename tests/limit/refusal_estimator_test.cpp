@@ -49,6 +49,36 @@ TEST(RefusalEstimator, AServerThatAdmitsItsQuotaWhateverTheStretch_IsNoBucketAnd
   EXPECT_TRUE(second->not_a_bucket);
 }
 
+TEST(RefusalEstimator, CallsAnsweredAfterTheRefusalThatEndedTheirStretch_CountThereAndKeepABucketABucket) {
+  // nginx limit_req, 6 r/s burst=2 nodelay, in front of a portal 34 ms
+  // away: it refuses at once and forwards the rest, so the first refusal
+  // (at 49 ms) is answered before two calls admitted before it. Counted
+  // in answer order, the first stretch held one call, a bucket of one or
+  // two was all that fit it, the rate read was a bound of 2.4/s, and with
+  // three calls admitted over the 1.05 s from the first to the second
+  // stretch the server was taken for no bucket at all (then for a window
+  // of one call a second).
+  RefusalEstimator e;
+  e.admitted(0);
+  auto first = e.refused(49 * kMs, 1049 * kMs);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->admitted, 1);
+  auto late = e.admitted(34 * kMs);
+  ASSERT_TRUE(late.has_value()) << "a call of the stretch answered after its refusal is reported";
+  EXPECT_TRUE(late->late);
+  EXPECT_EQ(late->admitted, 2);
+  late = e.admitted(42 * kMs);
+  ASSERT_TRUE(late.has_value());
+  EXPECT_EQ(late->admitted, 3);
+  for (const std::int64_t t : {1049, 1598, 1718, 1804, 1871}) e.admitted(t * kMs);
+  auto second = e.refused(1927 * kMs, 2927 * kMs);
+  ASSERT_TRUE(second && second->rate);
+  EXPECT_FALSE(second->not_a_bucket);
+  // Three admitted from 0 to 1.049 s: a bucket refills that fast at least.
+  EXPECT_GE(*second->rate * 1e6, 3 / 1.049);
+  EXPECT_LE(*second->rate * 1e6, 6.5);
+}
+
 // What a GCRA bucket of 15 at 89/s answers to calls sent at `sends`
 // (microseconds): the starts of the calls it admitted, and of the first it
 // refused.

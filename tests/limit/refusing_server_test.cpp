@@ -330,5 +330,67 @@ TEST(AdaptivePacer_RetryAfterWindow, AQuotaReadUnderTheServersIsProbedUpToIt_Rar
   EXPECT_LE(run.refused, run.requests / 200) << run.refused << " of " << run.requests;
 }
 
+// Debian's nginx limit_req, nodelay, as ngx_http_limit_req_lookup counts:
+// in thousandths of a call, by whole milliseconds of its cached clock. It
+// refuses at once and forwards an admitted call to the portal behind it.
+struct NginxLimitReq {
+  std::int64_t rate;         // r/s
+  std::int64_t burst;        // burst=
+  std::int64_t latency_us;   // to nginx
+  std::int64_t upstream_us;  // the portal behind it and back
+  bool retry_after = true;   // add_header Retry-After 1 always
+  std::int64_t excess = 0;
+  std::int64_t last_ms = -1;
+  int refused = 0;
+
+  PaceHint answer(std::int64_t arrival_us) {
+    const std::int64_t now_ms = arrival_us / 1000;
+    const std::int64_t ms = last_ms < 0 ? 0 : std::max<std::int64_t>(0, now_ms - last_ms);
+    const std::int64_t e = last_ms < 0 ? 0 : std::max<std::int64_t>(0, excess - rate * ms + 1000);
+    PaceHint h;
+    if (e > burst * 1000) {
+      ++refused;
+      h.throttled = true;
+      if (retry_after) {
+        h.source = HintSource::kRetryAfter;
+        h.resume_at = from_micros(arrival_us + kSecond);
+      } else {
+        h.source = HintSource::kBareThrottle;
+      }
+      return h;
+    }
+    excess = e;
+    last_ms = now_ms;
+    return h;
+  }
+  std::int64_t reply_after_us(const PaceHint& h) const { return h.throttled ? 100 : upstream_us; }
+};
+
+TEST(AdaptivePacer_Bucket, ABucketBehindAProxyThatRefusesAtOnceIsReadAsABucketNotAWindowOfOneCall) {
+  // nginx limit_req (nodelay, Retry-After: 1) in front of a portal: each
+  // first refusal of a stretch was answered before the calls admitted just
+  // before it. Counted in the order answered, the stretch held fewer calls
+  // than it did, no bucket fit them, and the pace fell to one call a
+  // second: 5.7, 4.8, 79, 63 and 6.2 times the least time.
+  struct Case {
+    std::int64_t rate;
+    std::int64_t burst;
+    std::int64_t upstream_us;
+    int jobs;
+    double most;  // of the least time
+  };
+  for (const Case c :
+       {Case{6, 2, 34'000, 50, 1.6}, Case{5, 2, 21'000, 50, 1.6}, Case{82, 2, 44'000, 1000, 1.35},
+        Case{65, 2, 43'000, 1000, 1.35}, Case{51, 10, 48'000, 1000, 1.35}}) {
+    NginxLimitReq server{c.rate, c.burst, 300, c.upstream_us};
+    const PacedRun run = run_against(server, c.jobs, 1'700'000'000 * kSecond + 600'000, 8);
+    const double makespan = static_cast<double>(run.last_arrival - run.first_arrival) / 1e6;
+    const double bound = static_cast<double>(c.jobs - c.burst - 1) / static_cast<double>(c.rate);
+    EXPECT_LE(makespan, c.most * bound)
+        << c.rate << " r/s burst=" << c.burst << ": " << makespan << " s against " << bound;
+    EXPECT_LE(run.refused * 20, run.requests) << c.rate << " r/s burst=" << c.burst;
+  }
+}
+
 }  // namespace
 }  // namespace ratchet::limit
