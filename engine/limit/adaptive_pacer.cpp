@@ -300,7 +300,10 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
   // window gone by: what remains of it, or that it is spent, says nothing
   // of the window now.
   const bool stale = !opened && call_started && to_micros(*call_started) < window_start_us_;
-  if (opened) window_start_us_ = to_micros(*call_started);
+  if (opened) {
+    window_start_us_ = to_micros(*call_started);
+    window_opener_replied_us_ = now_us;
+  }
   if (call_started) {
     // How long replies take: fast to grow, slow to shrink.
     const std::int64_t took = std::max<std::int64_t>(0, now_us - to_micros(*call_started));
@@ -323,10 +326,12 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
     const std::int64_t window = known > 0 ? known : reset_in;
     // As for a spent quota below: the server's windows, as learned, place
     // its reset more exactly than a reset in whole seconds.
-    if (const std::int64_t end = window_end_locked(to_micros(*call_started), now_us, window); end > 0) {
+    if (const std::int64_t end =
+            window_end_locked(to_micros(*call_started), now_us, window, until - reset_slack(hint));
+        end > 0) {
       until = std::min(until, end);
     }
-    count_remaining_locked(*hint.remaining, until, now_us, window, opened);
+    count_remaining_locked(*hint.remaining, until, now_us, window, opened, to_micros(*call_started));
   }
   if (hint.resume_at && !stale) {
     std::int64_t resume = to_micros(*hint.resume_at);
@@ -337,7 +342,9 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
       // second late, read against a Date rounded down).
       const std::int64_t started = to_micros(*call_started);
       phase_.ends_by(started, resume);
-      if (const std::int64_t end = window_end_locked(started, now_us, window_locked()); end > 0) {
+      if (const std::int64_t end =
+              window_end_locked(started, now_us, window_locked(), resume - reset_slack(hint));
+          end > 0) {
         resume = std::min(resume, end);
       }
     }
@@ -661,7 +668,7 @@ bool AdaptivePacer::from_quota_locked(std::int64_t t, std::int64_t units, bool d
 }
 
 void AdaptivePacer::count_remaining_locked(std::int64_t remaining, std::int64_t until_us, std::int64_t now_us,
-                                           std::int64_t window_us, bool opened) {
+                                           std::int64_t window_us, bool opened, std::int64_t started_us) {
   // The server counted the replying call and every call whose reply came
   // before it. The calls still on their way (no reply yet: counted or not,
   // in an order nobody knows; one started a second ago has arrived, and
@@ -694,9 +701,18 @@ void AdaptivePacer::count_remaining_locked(std::int64_t remaining, std::int64_t 
   // replies come back in any order: within one window of the server the
   // least it said remains is its latest count, and what is still to come
   // shrinks as the calls on their way reply (a reply that came before
-  // those of calls counted ahead of it takes nothing for good). A reset
-  // well past the window's (or the window gone by) is the next one.
-  const bool next_window = opened || quota_until_us_ <= now_us || until_us > quota_until_us_ + window_us / 2;
+  // those of calls counted ahead of it takes nothing for good). A window's
+  // first call answered after a later call of its window (one started no
+  // later than the least's) opens no new one: taken for a new window, the
+  // calls sent together at a boundary and counted past it were counted
+  // as if none were, and a thirteenth call was sent into a window of
+  // twelve. A reset well past the window's (or the window gone by) is the
+  // next one.
+  const bool opener_of_this_window =
+      opened && quota_until_us_ > now_us && least_started_us_ > 0 && started_us <= least_started_us_;
+  const bool next_window = (opened && !opener_of_this_window) || quota_until_us_ <= now_us ||
+                           until_us > quota_until_us_ + window_us / 2;
+  if (next_window || remaining < least_remaining_) least_started_us_ = started_us;
   if (next_window) {
     least_remaining_ = remaining;
     quota_until_us_ = until_us;
@@ -738,12 +754,31 @@ void AdaptivePacer::learn_phase_locked(const PaceHint& hint, std::int64_t starte
 }
 
 std::int64_t AdaptivePacer::window_end_locked(std::int64_t started_us, std::int64_t now_us,
-                                              std::int64_t window) const {
+                                              std::int64_t window, std::int64_t not_before_us) const {
   if (phase_.known()) return phase_.end_after(started_us) + kBoundaryGuard;
   if (window_start_us_ <= 0 || window <= 0) return 0;
-  // The first calls of the server's windows place their ends.
-  const std::int64_t windows = (now_us - window_start_us_) / window + 1;
-  return window_start_us_ + windows * window + kBoundaryGuard;
+  // The first calls of the server's windows place their ends (each start
+  // moved on by how much slower than the quickest its reply came: a call
+  // slowed on its way was counted that much later): the end of the window
+  // the reply is of, which its reset says is no earlier than
+  // `not_before_us`. A run's first call, counted just before its window's
+  // end, is taken for a window's first call; the calls sent after it may
+  // be counted past that end, and what their replies said remains is of
+  // the window after it, not of the first call's.
+  // (The quickest reply is known better the more came: the first call's
+  // own was the only one when it was answered.)
+  const std::int64_t opened = phase_.corrected(window_start_us_, window_opener_replied_us_);
+  std::int64_t windows = (now_us - opened) / window + 1;
+  const std::int64_t end = opened + windows * window + kBoundaryGuard;
+  if (not_before_us > end) windows += (not_before_us - end + window - 1) / window;
+  return opened + windows * window + kBoundaryGuard;
+}
+
+std::int64_t AdaptivePacer::reset_slack(const PaceHint& hint) {
+  // A reset in seconds from now, rounded either way, is less than a second
+  // off; one written as a Unix time and read against a Date, both in whole
+  // seconds, up to two.
+  return hint.reset_epoch_ms ? 2'000'000 : 1'000'000;
 }
 
 void AdaptivePacer::waiting(std::int64_t calls, std::int64_t now_us) {

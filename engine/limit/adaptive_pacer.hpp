@@ -183,9 +183,9 @@ class AdaptivePacer final : public Limiter {
   bool from_quota_locked(std::int64_t t, std::int64_t units, bool demand_fits) const;
   // What remains of the server's window, from a reply that left
   // `remaining` units until `until_us`; `opened`: the replying call was the
-  // first of a window.
+  // first of a window; it started at `started_us`.
   void count_remaining_locked(std::int64_t remaining, std::int64_t until_us, std::int64_t now_us,
-                              std::int64_t window_us, bool opened);
+                              std::int64_t window_us, bool opened, std::int64_t started_us);
   void note_start_locked(std::int64_t now_us, std::int64_t units);
   // Ends the hold on a reply of the call started at `started_us` (zero:
   // not known).
@@ -233,10 +233,11 @@ class AdaptivePacer final : public Limiter {
   // its future, give or take an interval): room given back by a call
   // started since is still ahead.
   std::int64_t idle_at_us_ = 0;
-  std::int64_t window_us_ = 0;        // the quota's window, or the longest time to a reset seen
-  std::int64_t window_start_us_ = 0;  // start of a call that opened a server window
-  std::int64_t reset_epoch_ms_ = 0;   // the latest reset in the server's own Unix time
-  std::int64_t reset_step_us_ = 0;    // the least step between two of those
+  std::int64_t window_us_ = 0;                 // the quota's window, or the longest time to a reset seen
+  std::int64_t window_start_us_ = 0;           // start of a call that opened a server window
+  std::int64_t window_opener_replied_us_ = 0;  // when its reply came
+  std::int64_t reset_epoch_ms_ = 0;            // the latest reset in the server's own Unix time
+  std::int64_t reset_step_us_ = 0;             // the least step between two of those
   // A reset in whole seconds rounded up, read against a Date in whole
   // seconds rounded down: the time to it is up to two seconds long.
   static constexpr std::int64_t kResetStepSlack = 2'100'000;
@@ -252,8 +253,11 @@ class AdaptivePacer final : public Limiter {
   void learn_phase_locked(const PaceHint& hint, std::int64_t started_us, std::int64_t now_us, bool opened);
   // The latest the window of a call started at `started_us` can end, from
   // the phase or else from the first calls of its windows, `window` long
-  // (zero: neither).
-  std::int64_t window_end_locked(std::int64_t started_us, std::int64_t now_us, std::int64_t window) const;
+  // (zero: neither), of the windows that end no earlier than `not_before_us`.
+  std::int64_t window_end_locked(std::int64_t started_us, std::int64_t now_us, std::int64_t window,
+                                 std::int64_t not_before_us) const;
+  // How far before the reset a reply states its window may end.
+  static std::int64_t reset_slack(const PaceHint& hint);
   // A window's last units go as probes (window_phase.hpp), one at a time:
   // the time for one at or after `t`, or zero. How many: enough to narrow
   // the phase to its resolution, at most four, and fewer for a small quota
@@ -324,8 +328,9 @@ class AdaptivePacer final : public Limiter {
   std::int64_t quota_pending_ = 0;  // units of slots granted from it, not yet started
   // The window is kept by the pace: only calls that all fit go from its quota.
   bool quota_paced_ = false;
-  std::int64_t first_until_us_ = 0;   // the end of the first window counted
-  std::int64_t least_remaining_ = 0;  // the least the server said remains of its current window
+  std::int64_t first_until_us_ = 0;    // the end of the first window counted
+  std::int64_t least_remaining_ = 0;   // the least the server said remains of its current window
+  std::int64_t least_started_us_ = 0;  // the start of the call that said so
   // Recent starts: (time, units), the units zero once the call replied.
   std::vector<std::pair<std::int64_t, std::int64_t>> spent_;
   // A call started this long ago has reached the server (see count_remaining_locked).

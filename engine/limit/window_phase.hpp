@@ -75,13 +75,17 @@ class WindowPhase {
   // middle, however early the boundary).
   std::int64_t probe_before(std::int64_t end_us, std::int64_t probes = 1) const;
 
+  // The start of a call answered at `replied_us`, moved on by how much
+  // longer than the quickest reply seen its reply took: the latest it may
+  // have been counted, less the quickest way there.
+  std::int64_t corrected(std::int64_t started_us, std::int64_t replied_us) const;
+
  private:
   // The boundary interval's index for a start at `t`, and how far into it.
   std::int64_t index(std::int64_t t) const;
   // The part of the boundary interval at or before `end_us` that lies
   // before it: (first, second].
   std::pair<std::int64_t, std::int64_t> span_before(std::int64_t end_us) const;
-  std::int64_t corrected(std::int64_t started_us, std::int64_t replied_us) const;
 
   std::int64_t window_us_ = 0;
   bool known_ = false;

@@ -34,8 +34,9 @@ struct PacedRun {
 // started, and replies then. It says what remains and when it resets, in
 // whole seconds of its Unix time, as X-RateLimit-* does; or, `ietf`, in
 // whole seconds from now, with its window in a policy, as RateLimit and
-// RateLimit-Policy do; or, `bare`, it says nothing and refuses the rest of
-// a spent window with a bare 429.
+// RateLimit-Policy do; or, `delta`, in whole seconds from now and nothing
+// of its window, as X-RateLimit-Reset in seconds does; or, `bare`, it says
+// nothing and refuses the rest of a spent window with a bare 429.
 struct FixedWindowServer {
   std::int64_t window_us;
   std::int64_t offset_us;
@@ -43,6 +44,7 @@ struct FixedWindowServer {
   std::int64_t latency_us;
   bool bare = false;
   bool ietf = false;
+  bool delta = false;
   std::int64_t index = -1;
   std::int64_t count = 0;
   int refused = 0;
@@ -71,9 +73,9 @@ struct FixedWindowServer {
     h.limit = limit;
     h.remaining = std::max<std::int64_t>(0, limit - count);
     if (ietf) h.window = std::chrono::microseconds(window_us);
-    if (!ietf) h.reset_epoch_ms = reset_s * 1000;
+    if (!ietf && !delta) h.reset_epoch_ms = reset_s * 1000;
     const auto reset_in =
-        std::chrono::seconds(ietf ? (end - arrival_us + kSecond - 1) / kSecond : reset_s - date_s);
+        std::chrono::seconds(ietf || delta ? (end - arrival_us + kSecond - 1) / kSecond : reset_s - date_s);
     const TimePoint now = from_micros(arrival_us);
     if (count > limit) {
       h.throttled = true;
