@@ -90,6 +90,32 @@ struct FixedWindowServer {
   }
 };
 
+// A server that counts each call up to `jitter_us` later than it arrived,
+// by a fixed pseudo-random sequence: a machine's and a network's delays
+// that vary from call to call. With `delayed_reply`, the reply comes that
+// much later too, as it does when the call itself was slowed.
+template <typename Server>
+struct Jittery {
+  Server inner;
+  std::int64_t latency_us;
+  std::int64_t jitter_us;
+  bool delayed_reply = false;
+  std::uint64_t state = 88172645463325252ULL;
+  int refused = 0;
+  std::int64_t delay_us = 0;  // of the call answered last
+
+  PaceHint answer(std::int64_t arrival_us) {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    delay_us = static_cast<std::int64_t>(state % static_cast<std::uint64_t>(jitter_us + 1));
+    const PaceHint h = inner.answer(arrival_us + delay_us);
+    refused = inner.refused;
+    return h;
+  }
+  std::int64_t reply_after_us(const PaceHint&) const { return delayed_reply ? delay_us : 0; }
+};
+
 template <typename Server>
 PacedRun run_against(Server& server, int jobs, std::int64_t t0, int workers = INT_MAX) {
   AdaptivePacer pacer(plugin_pacing(Duration::zero()));

@@ -111,27 +111,6 @@ TEST(AdaptivePacer_Bucket, ASmallBucketWhoseStretchesAllEndAlikeIsNotRefusedStre
   EXPECT_LE(makespan, 1.6 * bound) << makespan << " s against " << bound;
 }
 
-// A RefusingBucket that sees each call up to `jitter_us` later than it
-// arrived, by a fixed pseudo-random sequence: a machine's and a network's
-// delays that vary from call to call.
-struct JitteryBucket {
-  RefusingBucket inner;
-  std::int64_t latency_us;
-  std::int64_t jitter_us;
-  std::uint64_t state = 88172645463325252ULL;
-  int refused = 0;
-
-  PaceHint answer(std::int64_t arrival_us) {
-    state ^= state << 13;
-    state ^= state >> 7;
-    state ^= state << 17;
-    const auto delay = static_cast<std::int64_t>(state % static_cast<std::uint64_t>(jitter_us + 1));
-    const PaceHint h = inner.answer(arrival_us + delay);
-    refused = inner.refused;
-    return h;
-  }
-};
-
 TEST(AdaptivePacer_Bucket, ARefusalAtThePaceReadSlowsItEvenWhenTheNextReadingIsNoSlower) {
   // A bucket of one, 56 and 80 a second, its calls seen up to 4 or 8 ms
   // late. Read at the edge of what its answers allow, the pace drew a
@@ -145,7 +124,7 @@ TEST(AdaptivePacer_Bucket, ARefusalAtThePaceReadSlowsItEvenWhenTheNextReadingIsN
     std::int64_t jitter_us;
   };
   for (const Case c : {Case{56, 4'000}, Case{80, 8'000}}) {
-    JitteryBucket server{RefusingBucket{c.rate, 1, 16'000}, 16'000, c.jitter_us};
+    Jittery<RefusingBucket> server{RefusingBucket{c.rate, 1, 16'000}, 16'000, c.jitter_us};
     const PacedRun run = run_against(server, 1000, 1'700'000'000 * kSecond, 8);
     const double makespan = static_cast<double>(run.last_arrival - run.first_arrival) / 1e6;
     const double bound = 999 / c.rate;

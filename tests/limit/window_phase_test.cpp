@@ -285,29 +285,6 @@ TEST(AdaptivePacer_Phase, AWindowThatBeganWithItsQuotaAtOnceGoesOnSoToItsEnd) {
   }
 }
 
-// A FixedWindowServer that counts each call up to `jitter_us` later than
-// it arrived, by a fixed pseudo-random sequence, and answers it only then:
-// a loaded machine's delays, seen in how long each reply takes.
-struct JitteryWindow {
-  FixedWindowServer inner;
-  std::int64_t latency_us;
-  std::int64_t jitter_us;
-  std::uint64_t state = 88172645463325252ULL;
-  int refused = 0;
-  std::int64_t delay_us = 0;  // of the call answered last
-
-  PaceHint answer(std::int64_t arrival_us) {
-    state ^= state << 13;
-    state ^= state >> 7;
-    state ^= state << 17;
-    delay_us = static_cast<std::int64_t>(state % static_cast<std::uint64_t>(jitter_us + 1));
-    const PaceHint h = inner.answer(arrival_us + delay_us);
-    refused = inner.refused;
-    return h;
-  }
-  std::int64_t reply_after_us(const PaceHint&) const { return delay_us; }
-};
-
 TEST(AdaptivePacer_Quota, CallsSentAtOnceAtAWindowsEndAndCountedInTheNextAreNotCountedAsIfNoneWere) {
   // 27 calls, 12 per 2 s (X-RateLimit-Reset in seconds from now), 20 ms to
   // the server and up to 10, 30 or 60 ms more, the first call at 200
@@ -325,12 +302,14 @@ TEST(AdaptivePacer_Quota, CallsSentAtOnceAtAWindowsEndAndCountedInTheNextAreNotC
   for (const int workers : {4, 8, 16}) {
     for (const std::int64_t jitter_us : {0, 10'000, 30'000, 60'000}) {
       for (int i = 0; i < 200; ++i) {
-        JitteryWindow server{FixedWindowServer{.window_us = 2 * kSecond,
-                                               .offset_us = 300'000,
-                                               .limit = 12,
-                                               .latency_us = 20'000,
-                                               .delta = true},
-                             20'000, jitter_us, 88172645463325252ULL + static_cast<std::uint64_t>(i)};
+        // Each call slowed on its way is answered that much later.
+        Jittery<FixedWindowServer> server{FixedWindowServer{.window_us = 2 * kSecond,
+                                                            .offset_us = 300'000,
+                                                            .limit = 12,
+                                                            .latency_us = 20'000,
+                                                            .delta = true},
+                                          20'000, jitter_us, true,
+                                          88172645463325252ULL + static_cast<std::uint64_t>(i)};
         const std::int64_t t0 = 1'700'000'000 * kSecond + i * 10'007;
         const PacedRun run = run_against(server, 27, t0, workers);
         if (run.refused > 0) {
