@@ -236,6 +236,26 @@ void AdaptivePacer::late_admission_locked(const RefusalReading& refusal, std::in
   }
 }
 
+void AdaptivePacer::speed_up_locked(std::int64_t now_us) {
+  // A rate read from refusals is the slowest of the buckets two stretches
+  // allow, or a bound under it: nginx's 5 r/s, read at 4.4, was kept so for
+  // the whole run. While calls are admitted and none refused, the pace
+  // speeds up a step at a time towards the fastest rate no answer rules
+  // out; a refusal on the way narrows that and slows the pace again.
+  if (read_fastest_us_ <= 0 || learned_us_ <= read_fastest_us_ || interval_us_ != learned_us_ || ramping_ ||
+      window_paced_ || learned_window_ || rate_at_decrease_ > 0) {
+    return;
+  }
+  if (now_us - std::max(decreased_at_us_, sped_up_at_us_) < kSpeedUpEveryUs) return;
+  // Worth the refusal it may draw: the calls waiting would all go sooner,
+  // at the fastest rate allowed, by more than the longest pause a refusal
+  // asked for.
+  if (waiting_calls_ * (learned_us_ - read_fastest_us_) < longest_pause_us_) return;
+  sped_up_at_us_ = now_us;
+  learned_us_ = std::max(read_fastest_us_, learned_us_ - learned_us_ / kSpeedUpShare);
+  interval_us_ = learned_us_;
+}
+
 void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<TimePoint> call_started,
                             std::int64_t units) {
   const std::int64_t now_us = to_micros(now);
@@ -411,6 +431,7 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
     // A rate read from refusals has a margin of its own (the same by
     // default): read a little high, it draws a refusal, a whole pause, and
     // is slowed by a tenth; read too low, every call after it pays.
+    const std::int64_t refused_pace_us = learned_us_;
     const double margin = refusal && !window_paced_ ? options_.refusal_margin : options_.margin;
     auto paced = static_cast<std::int64_t>(static_cast<double>(*learned) * margin);
     if (refused_at_read_pace && !window_paced_) paced = std::max(paced, learned_us_ + learned_us_ / 10 + 1);
@@ -423,6 +444,16 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
     // refills while the pace waits (a pause, an idle spell) goes at once, up
     // to a share of its size. The refusal says the bucket was empty then.
     burst_units_ = refusal && refusal->burst && !window_paced_ ? kBurstShare * *refusal->burst : 0;
+    // The fastest the answers allow, with the same margin: the pace rises
+    // towards it while nothing is refused (speed_up_locked).
+    read_fastest_us_ = refusal && refusal->fastest && *refusal->fastest > 0 && !window_paced_
+                           ? static_cast<std::int64_t>(margin / *refusal->fastest)
+                           : 0;
+    // Refused at the pace read (or one sped up from it): never that fast
+    // again, whatever the answers allow (a server's jitter).
+    if (refused_at_read_pace && read_fastest_us_ > 0) {
+      read_fastest_us_ = std::max(read_fastest_us_, refused_pace_us + refused_pace_us / kSpeedUpShare + 1);
+    }
     if (const std::int64_t tau = burst_tau_locked(); tau > 0 && hint.throttled && call_started) {
       started_tat_ = std::max(started_tat_, to_micros(*call_started) + tau);
     }
@@ -438,6 +469,7 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
       learned_us_ = std::min(max_us, learned_us_ + learned_us_ / 10 + 1);
       interval_us_ = learned_us_;
       burst_units_ /= 2;
+      read_fastest_us_ = 0;  // no reading narrowed it: the pace stays
       return;
     }
     const std::int64_t spread = refusal->length_us + to_micros(options_.restart_spread);
@@ -551,6 +583,7 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
   if (call_started && to_micros(*call_started) >= decreased_at_us_) admitted_since_decrease_ = true;
   admits_.emplace_back(now_us, std::max<std::int64_t>(1, units));
   while (!admits_.empty() && admits_.front().first <= now_us - kObservedSpan) admits_.pop_front();
+  speed_up_locked(now_us);
   if (rate_at_decrease_ > 0) {
     // Additive increase back towards the learned (or declared) pace.
     double rate = 1.0 / static_cast<double>(std::max<std::int64_t>(interval_us_, 1));

@@ -360,6 +360,13 @@ class AdaptivePacer final : public Limiter {
   // the slow start is another's). Calls of the stretch answered after its
   // refusal (late_admission_locked) make it faster.
   std::int64_t untold_spread_us_ = 0;
+  // A bucket's rate read from refusals: the pace may rise to this spacing,
+  // the fastest every answer allows (zero: it stays).
+  std::int64_t read_fastest_us_ = 0;
+  std::int64_t sped_up_at_us_ = 0;
+  static constexpr std::int64_t kSpeedUpEveryUs = 500'000;
+  static constexpr std::int64_t kSpeedUpShare = 25;  // each step a 25th faster
+  void speed_up_locked(std::int64_t now_us);
   void late_admission_locked(const RefusalReading& refusal, std::int64_t now_us);
   // A fixed window that only refuses (refusal_estimator.hpp reads
   // buckets): its quota is the least a stretch admitted, its length at most

@@ -100,6 +100,49 @@ BucketShape BucketFit::fit(const BucketShape& reading) const {
   return reading;
 }
 
+bool BucketFit::fits_some(double interval_us) const {
+  // No jitter allowed: a bucket a few milliseconds faster than the
+  // server's fits its answers within kJitterUs, and a pace raised to one
+  // draws refusals.
+  constexpr double jitter = 0;
+  double tat = -std::numeric_limits<double>::infinity();
+  double tau = 0;
+  for (const Answer& a : answers_) {
+    if (!a.admitted) continue;
+    const auto t = static_cast<double>(a.started_us);
+    tau = std::max(tau, tat - t - jitter);
+    tat = std::max(tat, t) + interval_us;
+  }
+  // (size - 1) * interval >= tau
+  const double least = tau <= 0 ? 1 : std::ceil(tau / interval_us) + 1;
+  const std::int64_t max_burst = std::min<std::int64_t>(kMaxBurst, first_admitted_ + 1);
+  if (least > static_cast<double>(max_burst)) return false;
+  return replays(interval_us, least, jitter);
+}
+
+std::optional<double> BucketFit::fastest_from(double rate) const {
+  if (answers_.empty() || rate <= 0) return std::nullopt;
+  const double log_step = std::log(kGridStep);
+  const double from = std::log(1.0 / rate);
+  const double fastest = std::max(std::log(static_cast<double>(kFastestUs)), from - std::log(kReach));
+  // From the first rate that fits (the reading itself, read from a tangent,
+  // may miss by a little) to the last one before a run of kMostGap that do
+  // not (whole sizes: a rate between two that fit may need a size between
+  // two whole ones).
+  std::optional<double> last;
+  int gap = 0;
+  for (double l = from; l >= fastest; l -= log_step) {
+    if (fits_some(std::exp(l))) {
+      last = l;
+      gap = 0;
+    } else if (last && ++gap > kMostGap) {
+      break;
+    }
+  }
+  if (!last) return std::nullopt;
+  return 1.0 / std::exp(*last);
+}
+
 std::optional<BucketShape> BucketFit::slowest_from(double least_rate, double burst) const {
   if (answers_.empty() || least_rate <= 0) return std::nullopt;
   const std::int64_t max_burst = std::min<std::int64_t>(kMaxBurst, first_admitted_ + 1);

@@ -60,6 +60,15 @@ class BucketFit {
   // quarter the next time. Nothing when the span is wider, or none fits.
   std::optional<BucketShape> midst() const;
 
+  // The fastest rate, on the grid from `rate` up (within kReach of it),
+  // that some bucket fitting every answer exactly (no jitter allowed)
+  // refills at, with no more than kMostGap grid steps in a row between it
+  // and the first from `rate` up that fits none: a rate read from refusals may be paced faster
+  // up to it, where no answer says the server is slower. Nothing when no
+  // rate there fits.
+  std::optional<double> fastest_from(double rate) const;
+  static constexpr int kMostGap = 8;
+
   // The slowest bucket at `least_rate` or faster (within kReach of it) that
   // fits every answer, of the sizes that fit there the nearest `burst`;
   // nothing when none does.
@@ -91,6 +100,10 @@ class BucketFit {
     bool admitted;
   };
   bool replays(double interval_us, double burst, double jitter_us) const;
+  // Some size fits at this spacing, with no jitter: the least that admits every admitted
+  // call (admitted calls move the replay alike whatever the size) refuses
+  // every refused one best.
+  bool fits_some(double interval_us) const;
   // Of the sizes up to `max_burst` that fit at this spacing, the nearest `burst`.
   std::optional<std::int64_t> nearest_size(double interval_us, double burst, std::int64_t max_burst) const;
   void trim();

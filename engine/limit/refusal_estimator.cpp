@@ -82,6 +82,7 @@ RefusalReading RefusalEstimator::read(const Stretch& reference, const Stretch& s
       reading.burst = shape->burst;
     }
   }
+  if (reading.rate) reading.fastest = fit_.fastest_from(*reading.rate);
   reading.not_a_bucket = not_a_bucket_;
   return reading;
 }

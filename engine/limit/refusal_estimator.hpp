@@ -39,6 +39,9 @@ struct RefusalReading {
   std::optional<double> rate;  // calls per microsecond, once two stretches tell it
   // With the rate, when it is a bucket's: its size (at least zero).
   std::optional<double> burst;
+  // With the rate: the fastest the server may refill at, as far as every
+  // answer it gave says (bucket_fit.hpp). The pace may rise to it.
+  std::optional<double> fastest;
   // Some stretch admitted more over it and its pause than a bucket of the
   // rate read could: the server is no bucket, and no rate is read from it.
   bool not_a_bucket = false;

@@ -105,6 +105,28 @@ TEST(BucketFit, TheSlowestBucketFromABoundIsOneThatFitsAnswersInAnyOrder) {
   EXPECT_FALSE(fit.slowest_from(20e-6, 3).has_value());
 }
 
+TEST(BucketFit, TheFastestRateTheAnswersAllowIsWhereAPaceReadLowMayRiseTo) {
+  // A bucket of five refilled 20 times a second, sent to at 25/s for a
+  // second from full, then after a pause at 10/s: from the slowest rate
+  // that fits, the pace may rise to the fastest rate no answer rules out,
+  // which is at least the server's and, with the refusals of the drain at
+  // 25/s, under that.
+  BucketFit fit;
+  std::vector<std::int64_t> sends;
+  for (std::int64_t t = 0; t < 1000; t += 40) sends.push_back(t);
+  for (std::int64_t t = 2000; t < 4000; t += 100) sends.push_back(t);
+  answer(fit, 20, 5, sends);
+  const auto slowest = fit.slowest_from(15e-6, 5);
+  ASSERT_TRUE(slowest.has_value());
+  EXPECT_LE(slowest->rate * 1e6, 20);
+  const auto fastest = fit.fastest_from(slowest->rate);
+  ASSERT_TRUE(fastest.has_value());
+  EXPECT_GE(*fastest * 1e6, 20 * 0.99);
+  EXPECT_LT(*fastest * 1e6, 25);
+  // A rate no bucket of these answers refills at: nothing to rise to.
+  EXPECT_FALSE(fit.fastest_from(40e-6).has_value());
+}
+
 TEST(BucketFit, WithNoReading_ARateInsideTheSpanTheAnswersAllowOnceTheyBoundItBothWays) {
   BucketFit fit;
   answer(fit, 5, 1, {0, 10, 18});

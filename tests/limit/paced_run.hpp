@@ -28,6 +28,7 @@ struct PacedRun {
   std::int64_t last_arrival = 0;
   int refused = 0;
   int requests = 0;
+  std::int64_t interval_us = 0;  // the pace at the end
 };
 
 // A fixed-window server: counts a call when it arrives, `latency` after it
@@ -183,6 +184,7 @@ PacedRun run_against(Server& server, int jobs, std::int64_t t0, int workers = IN
     }
   }
   run.refused = server.refused;
+  run.interval_us = to_micros(pacer.interval());
   return run;
 }
 
