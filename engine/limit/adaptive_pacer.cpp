@@ -240,8 +240,9 @@ void AdaptivePacer::speed_up_locked(std::int64_t now_us) {
   // A rate read from refusals is the slowest of the buckets two stretches
   // allow, or a bound under it: nginx's 5 r/s, read at 4.4, was kept so for
   // the whole run. While calls are admitted and none refused, the pace
-  // speeds up a step at a time towards the fastest rate no answer rules
-  // out; a refusal on the way narrows that and slows the pace again.
+  // speeds up a step at a time towards halfway to the fastest rate no
+  // answer rules out; a refusal on the way narrows that and slows the pace
+  // again.
   if (read_fastest_us_ <= 0 || learned_us_ <= read_fastest_us_ || interval_us_ != learned_us_ || ramping_ ||
       window_paced_ || learned_window_ || rate_at_decrease_ > 0) {
     return;
@@ -444,11 +445,15 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
     // refills while the pace waits (a pause, an idle spell) goes at once, up
     // to a share of its size. The refusal says the bucket was empty then.
     burst_units_ = refusal && refusal->burst && !window_paced_ ? kBurstShare * *refusal->burst : 0;
-    // The fastest the answers allow, with the same margin: the pace rises
-    // towards it while nothing is refused (speed_up_locked).
-    read_fastest_us_ = refusal && refusal->fastest && *refusal->fastest > 0 && !window_paced_
-                           ? static_cast<std::int64_t>(margin / *refusal->fastest)
-                           : 0;
+    // Halfway (in ratio) from the rate read to the fastest the answers
+    // allow, with the same margin: the pace rises towards it while nothing
+    // is refused (speed_up_locked). The fastest itself is no answer's
+    // contradiction only for want of answers there: nginx's 6 r/s was
+    // allowed up to 6.4, and a pace raised to it drew a third refusal.
+    read_fastest_us_ =
+        refusal && refusal->rate && refusal->fastest && *refusal->fastest > *refusal->rate && !window_paced_
+            ? static_cast<std::int64_t>(margin / std::sqrt(*refusal->rate * *refusal->fastest))
+            : 0;
     // Refused at the pace read (or one sped up from it): never that fast
     // again, whatever the answers allow (a server's jitter).
     if (refused_at_read_pace && read_fastest_us_ > 0) {

@@ -373,18 +373,19 @@ TEST(AdaptivePacer_Bucket, ABucketBehindAProxyThatRefusesAtOnceIsReadAsABucketNo
 
 TEST(AdaptivePacer_Bucket, ARateReadUnderTheServersSpeedsUpToTheFastestItsAnswersAllow) {
   // Two refusals read the slowest bucket their stretches allow, or a bound
-  // under it: nginx's 5 r/s at 4.4, a bucket of 7/s at 4.5, and the pace
+  // under it: nginx's 5 r/s at 4.4, a bucket of 7/s at 4.6, and the pace
   // stayed there for the whole run (1.25 and 1.77 times the least time).
   // It speeds up a 25th every half second, while the calls waiting would
-  // gain more than a refusal's pause, up to the fastest rate no answer
-  // rules out.
+  // gain more than a refusal's pause, up to halfway to the fastest rate no
+  // answer rules out (6.5 and 7.0: few answers rule out little): 1.18 and
+  // 1.66, refused no more.
   {
     NginxLimitReq server{5, 2, 300, 21'000};
     const PacedRun run = run_against(server, 50, 1'700'000'000 * kSecond + 600'000, 8);
     const double makespan = static_cast<double>(run.last_arrival - run.first_arrival) / 1e6;
     const double bound = 47 / 5.0;
-    EXPECT_LE(makespan, 1.15 * bound) << "nginx 5 r/s burst=2: " << makespan << " s against " << bound;
-    EXPECT_LE(run.interval_us, 1'000'000 / 5 * 105 / 100) << "nginx 5 r/s burst=2";
+    EXPECT_LE(makespan, 1.2 * bound) << "nginx 5 r/s burst=2: " << makespan << " s against " << bound;
+    EXPECT_LE(run.interval_us, 215'000) << "nginx 5 r/s burst=2";
     EXPECT_LE(run.refused, 2);
   }
   {
@@ -392,7 +393,7 @@ TEST(AdaptivePacer_Bucket, ARateReadUnderTheServersSpeedsUpToTheFastestItsAnswer
     const PacedRun run = run_against(server, 50, 1'700'000'000 * kSecond, 8);
     const double makespan = static_cast<double>(run.last_arrival - run.first_arrival) / 1e6;
     const double bound = 48 / 7.0;
-    EXPECT_LE(makespan, 1.6 * bound) << "7/s burst 2: " << makespan << " s against " << bound;
+    EXPECT_LE(makespan, 1.7 * bound) << "7/s burst 2: " << makespan << " s against " << bound;
     EXPECT_LE(run.refused, 5);
   }
 }
