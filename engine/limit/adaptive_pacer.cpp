@@ -845,7 +845,16 @@ std::int64_t AdaptivePacer::probes_wanted_locked() const {
   // lost. A span of up to two seconds (a reset read against a Date) is
   // found soonest, for a quota a second, at about a quarter of it held.
   const std::int64_t share = phase_.known() ? 10 : 4;
-  return std::min({halvings, std::int64_t{4}, std::max<std::int64_t>(1, quota_limit_ / share)});
+  const std::int64_t wanted =
+      std::min({halvings, std::int64_t{4}, std::max<std::int64_t>(1, quota_limit_ / share)});
+  if (phase_.known() || waiting_calls_ <= 0) return wanted;
+  // Units held that the next window would hold anyway, were all of them
+  // lost, cost no window: the calls waiting, less what this window sends
+  // at once, fit in the next one. A run's last two windows scan the span
+  // with that many (at most kMostScanProbes), and the last calls go that
+  // much sooner after the boundary.
+  const std::int64_t spare = std::min(quota_ + quota_limit_ - waiting_calls_, kMostScanProbes);
+  return std::max(wanted, spare);
 }
 
 std::int64_t AdaptivePacer::probe_at_locked(std::int64_t t, std::int64_t units, bool demand_fits) const {

@@ -262,9 +262,11 @@ class AdaptivePacer final : public Limiter {
   // the time for one at or after `t`, or zero. How many: enough to narrow
   // the phase to its resolution, at most four, and fewer for a small quota
   // (a probe that lands in the next window loses the old window's units
-  // still held for probes).
+  // still held for probes); before the phase is known, as many as the next
+  // window could spare were all of them lost (see probes_wanted_locked).
   std::int64_t probe_at_locked(std::int64_t t, std::int64_t units, bool demand_fits) const;
   std::int64_t probes_wanted_locked() const;
+  static constexpr std::int64_t kMostScanProbes = 16;
   std::int64_t quota_limit_ = 0;    // the server's quota, as it last said
   std::int64_t probe_slot_us_ = 0;  // a probe granted, its reply not in (zero: none)
   // Calls waiting for a slot, as the turn queue last said (waiting()), and

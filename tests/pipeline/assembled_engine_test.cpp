@@ -667,7 +667,8 @@ steps = [{ name = "imdb", call = "imdb.get_rating", args = { name = "{{args.name
   EXPECT_EQ(stats.throttled, 0) << stats.requests << " requests, window:ms into it/status:" << arrivals;
   // The most arrivals within 400 ms: a window's quota at once but for the
   // units held to probe its end (three of twelve while its phase is not
-  // known), where a pace spread over the window (170 ms apart) puts three
+  // known; in the last two windows, as many as the last can spare), where
+  // a pace spread over the window (170 ms apart) puts three
   // after the opening's few. An instrumented build sends a burst more
   // slowly: within 1 s, where a pace puts at most seven.
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
