@@ -435,7 +435,7 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
     const std::int64_t refused_pace_us = learned_us_;
     const double margin = refusal && !window_paced_ ? options_.refusal_margin : options_.margin;
     auto paced = static_cast<std::int64_t>(static_cast<double>(*learned) * margin);
-    if (refused_at_read_pace && !window_paced_) paced = std::max(paced, learned_us_ + learned_us_ / 10 + 1);
+    if (refused_at_read_pace) paced = std::max(paced, learned_us_ + learned_us_ / 10 + 1);
     learned_us_ = std::clamp(paced, floor_us, max_us);
     interval_us_ = learned_us_;
     rate_at_decrease_ = 0;

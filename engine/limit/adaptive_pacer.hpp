@@ -363,7 +363,7 @@ class AdaptivePacer final : public Limiter {
   // refusal (late_admission_locked) make it faster.
   std::int64_t untold_spread_us_ = 0;
   // A bucket's rate read from refusals: the pace may rise to this spacing,
-  // the fastest every answer allows (zero: it stays).
+  // halfway to the fastest every answer allows (zero: it stays).
   std::int64_t read_fastest_us_ = 0;
   std::int64_t sped_up_at_us_ = 0;
   static constexpr std::int64_t kSpeedUpEveryUs = 500'000;

@@ -104,20 +104,19 @@ bool BucketFit::fits_some(double interval_us) const {
   // No jitter allowed: a bucket a few milliseconds faster than the
   // server's fits its answers within kJitterUs, and a pace raised to one
   // draws refusals.
-  constexpr double jitter = 0;
   double tat = -std::numeric_limits<double>::infinity();
   double tau = 0;
   for (const Answer& a : answers_) {
     if (!a.admitted) continue;
     const auto t = static_cast<double>(a.started_us);
-    tau = std::max(tau, tat - t - jitter);
+    tau = std::max(tau, tat - t);
     tat = std::max(tat, t) + interval_us;
   }
   // (size - 1) * interval >= tau
   const double least = tau <= 0 ? 1 : std::ceil(tau / interval_us) + 1;
   const std::int64_t max_burst = std::min<std::int64_t>(kMaxBurst, first_admitted_ + 1);
   if (least > static_cast<double>(max_burst)) return false;
-  return replays(interval_us, least, jitter);
+  return replays(interval_us, least, 0);
 }
 
 std::optional<double> BucketFit::fastest_from(double rate) const {

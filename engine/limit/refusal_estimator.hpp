@@ -40,7 +40,7 @@ struct RefusalReading {
   // With the rate, when it is a bucket's: its size (at least zero).
   std::optional<double> burst;
   // With the rate: the fastest the server may refill at, as far as every
-  // answer it gave says (bucket_fit.hpp). The pace may rise to it.
+  // answer it gave says (bucket_fit.hpp). The pace may rise towards it.
   std::optional<double> fastest;
   // Some stretch admitted more over it and its pause than a bucket of the
   // rate read could: the server is no bucket, and no rate is read from it.
