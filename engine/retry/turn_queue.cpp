@@ -142,6 +142,13 @@ std::size_t TurnQueue::grant_locked(std::int64_t now_us, Woken& woken) {
       place(key, now_us);  // idle, or waiting for its own limits
       continue;
     }
+    // The count comes before the question of when: a learned pace holds a
+    // window's last units for probes only while more calls wait than the
+    // window holds, and a run's last call, told nothing, would wait for the
+    // window's end.
+    const std::int64_t to_come =
+        static_cast<std::int64_t>(queued_) + (backlog_ ? std::max<std::int64_t>(0, backlog_()) : 0);
+    for (const auto& l : head->shared_) l->waiting(to_come, now_us);
     auto earliest = limit::LimiterStack::earliest_of(head->shared_, now, head->units_);
     if (earliest && limit::to_micros(*earliest) - now_us > horizon_us_) {
       next_us_ = limit::to_micros(*earliest) - horizon_us_;
@@ -164,9 +171,6 @@ std::size_t TurnQueue::grant_locked(std::int64_t now_us, Woken& woken) {
       break;
     }
     if (earliest) {
-      const std::int64_t to_come =
-          static_cast<std::int64_t>(queued_) + (backlog_ ? std::max<std::int64_t>(0, backlog_()) : 0);
-      for (const auto& l : head->shared_) l->waiting(to_come, now_us);
       limit::LimiterStack stack(head->limiters_);
       auto slot = stack.reserve(now, head->units_);
       if (slot) {

@@ -16,6 +16,7 @@
 #include "forwarding_limiter.hpp"
 #include "limit/make_limiter.hpp"
 #include "limit/micros.hpp"
+#include "paced_run.hpp"
 
 namespace ratchet::retry {
 namespace {
@@ -169,6 +170,41 @@ TEST(TurnQueue, TheCallsTheEngineStillHoldsAddToTheCountTheLimitHears) {
   bed.drain();
   ASSERT_FALSE(recorder->told.empty());
   for (const std::int64_t n : recorder->told) EXPECT_EQ(n, 1) << "with none held, only the call itself";
+}
+
+TEST(TurnQueue, ALimitSharedByTheTurnsHearsHowManyCallsWaitBeforeItSaysWhenTheNextMayGo) {
+  // The learned pace holds a window's last unit back, to probe where the
+  // window ends, only while more calls wait than the window has left. A
+  // run's last call (a retry after a 5xx, say) that asks alone while one
+  // unit is left must have it at once, not at the window's end: the queue
+  // asks when the head may go, so the count must come before that too.
+  constexpr std::int64_t kSecond = 1'000'000;
+  limit::FixedWindowServer server{2 * kSecond, 0, 18, 10'000};
+  server.ietf = true;
+  auto pacer = std::make_shared<limit::AdaptivePacer>(limit::plugin_pacing(Duration::zero()));
+  std::int64_t now = 1'700'000'000 * kSecond + 300'000;
+  // Seventeen calls of the server's eighteen, answered: one unit is left
+  // of a window that ends 1.7 s from now, at a place not yet known exactly.
+  for (const int calls : {1, 16}) {
+    std::vector<std::int64_t> started;
+    for (int i = 0; i < calls; ++i) {
+      pacer->waiting(calls - i + 1, now);
+      auto slot = pacer->reserve(now, now);
+      ASSERT_TRUE(slot && slot->at_us == now) << "call " << i << " of " << calls;
+      ASSERT_TRUE(pacer->start(*slot, now));
+      started.push_back(now);
+    }
+    now += server.latency_us;
+    for (const std::int64_t s : started) {
+      pacer->observe(server.answer(now), limit::from_micros(now), limit::from_micros(s));
+    }
+  }
+  Bed bed;
+  bed.shared = pacer;
+  bed.clock.set(limit::from_micros(now));
+  auto& last = bed.ask("alice");
+  ASSERT_TRUE(last.slot.has_value()) << "the last call was not granted when it asked";
+  EXPECT_EQ(last.slot->at(), limit::from_micros(now)) << "the last unit was held for a probe";
 }
 
 TEST(TurnQueue, AKeyWithAFewCallsIsNotQueuedBehindAKeyWithMany) {
