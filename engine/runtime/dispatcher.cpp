@@ -113,7 +113,8 @@ void Dispatcher::dispatch_loop(std::stop_token stop) {
     std::size_t got = claimed->jobs.size();
     {
       std::lock_guard lock(held_.mu);
-      held_.more_in_store = claimed->more_due;
+      held_.more_fresh_in_store =
+          claimed->more_due && (claimed->jobs.empty() || !claimed->jobs.back().resumed);
       for (auto& j : claimed->jobs) {
         // A resumed job often holds a reserved limiter slot that is only good
         // around its time: it goes ahead of fresh jobs already waiting here.

@@ -13,6 +13,7 @@
 // `batch` and `backlog` under `mu`.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
@@ -42,15 +43,24 @@ struct HeldJobs {
 
   const std::size_t batch;  // one claim's worth: as many jobs as workers
 
-  // The jobs in `ready`, and one batch more when the last claim left
-  // more due in the database: calls still to come, for the step caller's
-  // limits (StepCaller::set_backlog). Read without mu.
+  // The fresh jobs in `ready`, and one batch more when the last claim left
+  // more fresh ones due in the database: calls still to come, for the step
+  // caller's limits (StepCaller::set_backlog). Read without mu. A resumed
+  // job is not counted: parked for a limiter's slot, it holds that slot,
+  // and the limiter counts it already (heard again, a run's last calls
+  // were taken for more than its last window holds); one parked for a
+  // retry's backoff is missed, which at worst sends a window's last units
+  // at once instead of probing its end.
   void publish_backlog() {
-    const std::size_t jobs = ready.size() + (more_in_store ? batch : 0);
+    const auto fresh =
+        std::count_if(ready.begin(), ready.end(), [](const store::ClaimedJob& j) { return !j.resumed; });
+    const std::size_t jobs = static_cast<std::size_t>(fresh) + (more_fresh_in_store ? batch : 0);
     backlog->store(static_cast<std::int64_t>(jobs), std::memory_order_relaxed);
   }
   const std::shared_ptr<std::atomic<std::int64_t>> backlog = std::make_shared<std::atomic<std::int64_t>>(0);
-  bool more_in_store = false;
+  // The last claim took its limit, more were due, and the last it took was
+  // fresh: resumed jobs are claimed first, so those left are fresh too.
+  bool more_fresh_in_store = false;
 
   std::mutex mu;
   std::condition_variable work_cv;      // ready gained a job, or stopping

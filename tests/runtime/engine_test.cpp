@@ -115,6 +115,44 @@ TEST_F(EngineFixture, Backlog_EachCallHearsOfTheJobsBehindItAndTheLastOfNone) {
   for (const std::int64_t n : heard) EXPECT_GE(n, 0);
 }
 
+TEST_F(EngineFixture, Backlog_JobsResumedFromAParkAreNotHeardAgain) {
+  // A job parked for a limiter slot holds that slot: the limiter counts it
+  // already. Heard again as a job still to come when it resumes, the calls
+  // of a run's last window were taken for more than the window holds, and
+  // its last units held back for probes at the window's end.
+  auto e = open(/*workers=*/1);
+  std::mutex mu;
+  std::vector<std::int64_t> resumed_heard;
+  std::map<std::string, int> calls;
+  ASSERT_TRUE(e->define("ask", [&](StepContext& ctx) {
+    return ctx.call("q", "p.op", {{"n", ctx.args().at("n")}});
+  }));
+  caller_->on("p.op", [&](const runtime::StepCall& c) {
+    std::lock_guard lock(mu);
+    if (++calls[c.args.dump()] == 1)
+      return runtime::CallOutcome::park_until(clock_->now() + 10s, "slot at +10s");
+    resumed_heard.push_back(caller_->backlog().value_or(-1));
+    return runtime::CallOutcome::ok(1);
+  });
+  constexpr int kJobs = 6;
+  std::vector<JobId> ids;
+  for (int i = 0; i < kJobs; ++i) {
+    auto id = e->enqueue("ask", {{"n", i}});
+    ASSERT_TRUE(id);
+    ids.push_back(*id);
+  }
+  ASSERT_TRUE(e->start());
+  for (const JobId id : ids) wait_state(*e, id, JobState::kScheduled);
+  clock_->advance(10s);
+  EngineAccess::impl(*e).wake();
+  for (const JobId id : ids) wait_state(*e, id, JobState::kCompleted);
+  e->stop();
+  std::lock_guard lock(mu);
+  ASSERT_EQ(resumed_heard.size(), static_cast<std::size_t>(kJobs));
+  for (const std::int64_t n : resumed_heard)
+    EXPECT_EQ(n, 0) << "a resumed job was heard as a call still to come";
+}
+
 TEST_F(EngineFixture, Handler_NextStepStarts_EveryEarlierCheckpointIsAlreadyCommitted) {
   auto e = open();
   const auto path = options().database;
