@@ -1105,10 +1105,18 @@ UseResult AdaptivePacer::start_locked(Slot& slot, std::int64_t now_us) {
   // A slot of the current pace used late may start up to one interval
   // closer to the last start than the pace (a burst of two at most): a late
   // start then does not push every slot behind it, each of which would
-  // wait again.
+  // wait again. While replies overdraw (a call admitted at the least its
+  // operation costs), each correction moves the pace on under the slots
+  // granted before it came: those may start up to one call's largest
+  // overdraft closer still, the most a limit is over with reported costs
+  // anyway. Moved instead, each parked again, and the moved ones queued
+  // behind each other (moved_tat_) pushed the last of them further on.
   const std::int64_t tau = burst_tau_locked();
-  if (interval_us_ > 0 && now_us < started_tat_ - interval_us_ - tau) {
-    const std::int64_t turn = std::max(started_tat_ - interval_us_ - tau, moved_tat_);
+  const std::int64_t overdraft =
+      overdrafts_.empty() ? 0 : *std::max_element(overdrafts_.begin(), overdrafts_.end()) * interval_us_;
+  const std::int64_t slack = interval_us_ + tau + overdraft;
+  if (interval_us_ > 0 && now_us < started_tat_ - slack) {
+    const std::int64_t turn = std::max(started_tat_ - slack, moved_tat_);
     moved_tat_ = turn + slot.units * interval_us_;
     slot.at_us = turn;
     return UseResult::kMoved;
@@ -1149,6 +1157,8 @@ Status AdaptivePacer::adjust(Slot& slot, std::int64_t units, std::int64_t now_us
     slot.units = units;
     return {};
   }
+  overdrafts_.push_back(std::max<std::int64_t>(0, units - slot.units));
+  if (overdrafts_.size() > kOverdraftsKept) overdrafts_.pop_front();
   if (units > slot.units) {
     started_tat_ += (units - slot.units) * interval_us_;
     tat_ = std::max(tat_, started_tat_);

@@ -218,6 +218,12 @@ class AdaptivePacer final : public Limiter {
   std::int64_t started_tat_ = 0;  // after the calls started: who may go
   std::int64_t outstanding_ = 0;  // units of the slots granted, not yet started or given back
   std::int64_t moved_tat_ = 0;    // after every slot moved (see start)
+  // The overdrafts (units a reply said a call cost beyond its slot, zero
+  // for none) of the last kOverdraftsKept corrections: the largest is how
+  // far a correction may have moved the pace under slots granted before it
+  // (see start_locked).
+  std::deque<std::int64_t> overdrafts_;
+  static constexpr std::size_t kOverdraftsKept = 32;
   std::uint64_t generation_ = 0;  // of the pace slots are granted by
   static constexpr std::int64_t kObservedSpan = 1'000'000;
   // A call's start precedes its arrival at the server by the time to send it.

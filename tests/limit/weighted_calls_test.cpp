@@ -183,6 +183,51 @@ TEST(WeightedPacer, ARefundFromBeforeAnIdleSpellIsKept) {
   EXPECT_EQ(must(p.earliest(kT0 + kSec, kT0 + kSec, 1)), busy_until);
 }
 
+// A reply that says its call cost more than its slot moves the pace on
+// under the slots granted before it came: they were spaced for the least
+// cost. Each may start up to one call's overdraft ahead of the moved pace
+// (the bound a limit keeps with reported costs anyway), rather than each
+// park again and push the next one further; the pace after them is kept.
+TEST(WeightedPacer, SlotsGrantedBeforeAnOverdraftStillGoOnTime) {
+  AdaptivePacer p;
+  PaceHint h;
+  h.interval = std::chrono::milliseconds(100);
+  p.observe(h, from_micros(kT0));
+  const std::int64_t interval = to_micros(p.interval());
+  Slot a = must(p.reserve(kT0, kT0, 2));
+  Slot b = must(p.reserve(kT0, kT0, 2));
+  Slot c = must(p.reserve(kT0, kT0, 2));
+  ASSERT_EQ(b.at_us, kT0 + 2 * interval);
+  ASSERT_EQ(c.at_us, kT0 + 4 * interval);
+  ASSERT_EQ(p.start(a, kT0).value_or(UseResult::kMoved), UseResult::kStarted);
+  ASSERT_TRUE(p.adjust(a, 6, kT0 + 50 * kMs).has_value());  // 4 units over
+  EXPECT_EQ(p.start(b, b.at_us).value_or(UseResult::kMoved), UseResult::kStarted);
+  EXPECT_EQ(p.start(c, c.at_us).value_or(UseResult::kMoved), UseResult::kStarted);
+  // Ten units spent by c's start: the next call waits for all of them.
+  EXPECT_GE(must(p.earliest(c.at_us, c.at_us, 1)), kT0 + 10 * interval - interval);
+}
+
+// The leeway is one call's largest overdraft, not the sum of them: two
+// calls that each overdrew by four units move a slot granted before them
+// on by the second's four.
+TEST(WeightedPacer, TheLeewayIsOneCallsOverdraftNotTheirSum) {
+  AdaptivePacer p;
+  PaceHint h;
+  h.interval = std::chrono::milliseconds(100);
+  p.observe(h, from_micros(kT0));
+  const std::int64_t interval = to_micros(p.interval());
+  Slot a = must(p.reserve(kT0, kT0, 2));
+  Slot d = must(p.reserve(kT0, kT0, 2));
+  Slot b = must(p.reserve(kT0, kT0, 2));
+  ASSERT_EQ(p.start(a, a.at_us).value_or(UseResult::kMoved), UseResult::kStarted);
+  ASSERT_EQ(p.start(d, d.at_us).value_or(UseResult::kMoved), UseResult::kStarted);
+  ASSERT_TRUE(p.adjust(a, 6, d.at_us).has_value());
+  ASSERT_TRUE(p.adjust(d, 6, d.at_us).has_value());
+  // 12 units spent from kT0: b may go 5 intervals (one, and four over) before the pace's end.
+  EXPECT_EQ(p.start(b, b.at_us).value_or(UseResult::kStarted), UseResult::kMoved);
+  EXPECT_EQ(b.at_us, kT0 + 7 * interval);
+}
+
 TEST(WeightedJournal, AStartOfUnitsIsHandedOnAsThatManyStarts) {
   auto j = StartJournal::open("imdb", {.keep_us = kSec}, {}, kT0);
   ASSERT_TRUE(j.has_value());
