@@ -172,6 +172,27 @@ TEST_F(RatchetCommandTest, ConfigCheck_ValidFile_PrintsASummaryAndExitsZero) {
   EXPECT_FALSE(fs::exists(dir_ / "jobs.db")) << "config check must not open the database";
 }
 
+// The footer says every command takes -c FILE: config check does too, and
+// finds the file where the others do when none is named.
+TEST_F(RatchetCommandTest, ConfigCheck_TakesTheFileAsTheOtherCommandsDo) {
+  auto flag = ratchet({"config", "check", "-c", config_});
+  EXPECT_EQ(flag.exit_code, 0) << flag.err;
+  EXPECT_THAT(flag.out, HasSubstr("valid"));
+  auto env = ratchet({"config", "check"}, {"RATCHET_CONFIG=" + config_});
+  EXPECT_EQ(env.exit_code, 0) << env.err;
+  EXPECT_THAT(env.out, HasSubstr("valid"));
+  auto here = ratchet({"config", "check"}, {}, dir_);
+  EXPECT_EQ(here.exit_code, 0) << here.err;
+  EXPECT_THAT(here.out, HasSubstr("ratchet.toml is valid"));
+  fs::create_directories(dir_ / "elsewhere");
+  auto none = ratchet({"config", "check"}, {}, dir_ / "elsewhere");
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_THAT(none.err, HasSubstr("RATCHET_CONFIG"));
+  auto both = ratchet({"config", "check", "-c", config_, (dir_ / "other.toml").string()});
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_THAT(both.err, HasSubstr("other.toml"));
+}
+
 TEST_F(RatchetCommandTest, ConfigCheck_InvalidFile_ListsEveryProblemAndExitsTwo) {
   auto bad = dir_ / "bad.toml";
   std::ofstream(bad) << "[engine]\nworkerz = 3\n[job.x]\nattempts = 0\nsteps = []\n";

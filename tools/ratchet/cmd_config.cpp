@@ -1,4 +1,4 @@
-// `ratchet config check FILE`: reads and validates a config file without
+// `ratchet config check [FILE]`: reads and validates a config file without
 // opening its database, and checks its plugins and the steps' calls against
 // the plugin folder (loading each library there to read what it provides),
 // so it refuses what opening the engine would. Uses the engine's internal
@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "commands.hpp"
 #include "config/load.hpp"
@@ -20,7 +21,8 @@ namespace ratchet::cli {
 namespace {
 
 struct CheckOptions {
-  std::string file;
+  std::string file;  // as a positional
+  std::string flag;  // as -c FILE
   bool quiet = false;
 };
 
@@ -56,10 +58,28 @@ PluginCheck check_plugins(const config::Config& c, const std::string& file) {
   return out;
 }
 
-int check(const CheckOptions& o) {
+// The file named, as a positional or with -c as every other command takes
+// it; else where those look: $RATCHET_CONFIG, else ./ratchet.toml.
+Result<std::string> file_to_check(const CheckOptions& o) {
+  if (!o.file.empty() && !o.flag.empty() && o.file != o.flag) {
+    return fail(Error::invalid_argument(
+        fmt::format("two config files named, \"{}\" and -c \"{}\": check one at a time", o.file, o.flag)));
+  }
+  if (!o.file.empty()) return o.file;
+  if (!o.flag.empty()) return o.flag;
+  if (const char* env = std::getenv("RATCHET_CONFIG"); env && *env) return std::string(env);
+  return std::string("ratchet.toml");
+}
+
+int check(CheckOptions o) {
+  auto file = file_to_check(o);
+  if (!file) return usage_error(file.error().message());
+  o.file = *file;
   std::error_code ec;
   if (!std::filesystem::exists(o.file, ec)) {
-    return usage_error(fmt::format("config file \"{}\" not found", o.file));
+    return usage_error(fmt::format(
+        "config file \"{}\" not found (looked in {}); name it, pass -c FILE or set RATCHET_CONFIG", o.file,
+        std::filesystem::current_path(ec).string()));
   }
   auto loaded = config::load_file(o.file);
   PluginCheck plugins;
@@ -97,7 +117,11 @@ void add_config(CLI::App& app, Action& action) {
       "Validate a config file without opening its database, its plugins and steps' calls against the plugin "
       "folder included: print every problem (file:line:column: key: message) and exit 2, or print a short "
       "summary of what it declares (secrets shown as ***)");
-  chk->add_option("FILE", o->file, "The TOML config file")->required();
+  chk->add_option(
+      "FILE", o->file,
+      "The TOML config file (or -c FILE; default: $RATCHET_CONFIG, else ratchet.toml in the current "
+      "folder)");
+  chk->add_option("-c,--config", o->flag, "The TOML config file, as every other command takes it");
   chk->add_flag("-q,--quiet", o->quiet, "Print nothing when the file is valid");
   chk->callback([o, &action] { action = [o] { return check(*o); }; });
 }
