@@ -4,6 +4,8 @@
 //     calls spread over 100,000 accounts (target: keyed within 2x);
 //   - memory: resident set growth with 100,000 keys in one window against one
 //     key (target: within 32 MiB), printed before the timings;
+//   - memory with learned paces: 100,000 keys whose replies each state the
+//     key's quota, so each key learns a pace of its own, against one key;
 //   - memory in turns: 100,000 steps waiting for their turns on a budget
 //     their keys share (retry/turn_queue.hpp), over 100,000 keys against
 //     over one key (the same target), each measured in a process of its own.
@@ -20,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "limit/adaptive_pacer.hpp"
 #include "limit/make_limiter.hpp"
 #include "limit/micros.hpp"
 #include "retry/call_gate.hpp"
@@ -118,6 +121,41 @@ long grown_kib(int keys) {
   return after - before;
 }
 
+// Resident memory of a keyed gate whose `keys` keys each learned a pace of
+// their own: every reply states the key's quota (X-RateLimit-*), as a
+// server that limits per account or per API key says it.
+long paced_kib(int keys) {
+  const auto args = accounts(keys);
+  const long before = resident_kib();
+  CallGateParts parts;
+  parts.retry.attempts = 1;
+  parts.keyed.push_back(std::move(*make_keyed_limit(spec(5, "{{args.account}}"), "bench/paced", {})));
+  parts.key_salt = "salt";
+  // The plugin's own pace as with a limit declared (one a microsecond): the
+  // keys' first calls go at once, not in an opening's slow start.
+  parts.pacer = std::make_shared<limit::AdaptivePacer>(limit::plugin_pacing(1us));
+  parts.key_pacers = make_key_pacers(200ms);
+  CallGate g(std::move(parts));
+  const std::vector<limit::HttpHeader> headers{
+      {"X-RateLimit-Limit", "5"}, {"X-RateLimit-Remaining", "4"}, {"X-RateLimit-Reset", "1"}};
+  std::int64_t now = kT0;
+  std::int64_t paced = 0;
+  for (const auto& a : args) {
+    now += 10;
+    const TimePoint t = limit::from_micros(now);
+    CallState step(t);
+    if (!g.bind_keys(step, a, nlohmann::json::object())) continue;
+    auto admitted = g.admit(step, t);
+    auto* go = std::get_if<CallGate::Go>(&admitted);
+    if (go == nullptr) continue;
+    (void)g.record(step, std::move(go->ticket), Outcome::ok(), headers, t);
+    ++paced;
+  }
+  const long after = resident_kib();
+  if (paced < keys) std::fprintf(stderr, "only %lld of the keys called\n", static_cast<long long>(paced));
+  return after - before;
+}
+
 // Resident memory of kKeys steps waiting for their turns on a budget their
 // keys share (100 a second), spread over `keys` keys of 5 a second each:
 // the steps' own state is the same either way, the keys' is the difference.
@@ -184,6 +222,18 @@ int main(int argc, char** argv) {
         "(target <= 32 MiB)\n",
         ratchet::retry::kKeys, ratchet::retry::kKeys, static_cast<double>(many) / 1024,
         static_cast<double>(one) / 1024, static_cast<double>(many - one) / 1024);
+  }
+  {
+    using ratchet::retry::in_own_process;
+    using ratchet::retry::paced_kib;
+    const long one = in_own_process(&paced_kib, 1);
+    const long many = in_own_process(&paced_kib, ratchet::retry::kKeys);
+    std::printf(
+        "keyed memory with learned paces: %d keys each told its quota +%.1f MiB (%.0f bytes a key), 1 key "
+        "+%.1f MiB: %.1f MiB apart (target <= 32 MiB)\n",
+        ratchet::retry::kKeys, static_cast<double>(many) / 1024,
+        static_cast<double>(many - one) * 1024 / ratchet::retry::kKeys, static_cast<double>(one) / 1024,
+        static_cast<double>(many - one) / 1024);
   }
   const long one = ratchet::retry::grown_kib(1);
   const long many = ratchet::retry::grown_kib(ratchet::retry::kKeys);

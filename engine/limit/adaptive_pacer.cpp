@@ -79,22 +79,27 @@ double AdaptivePacer::observed_interval_locked(std::int64_t now_us) const {
   return static_cast<double>(now_us - first->first) / static_cast<double>(units);
 }
 
+AdaptivePacer::RefusalLearning& AdaptivePacer::refusal_learning_locked() {
+  if (!refusal_learning_) refusal_learning_ = std::make_unique<RefusalLearning>();
+  return *refusal_learning_;
+}
+
 std::optional<RefusalReading> AdaptivePacer::learn_from_refusals_locked(
     const PaceHint& hint, std::int64_t now_us, std::optional<TimePoint> call_started) {
   const std::int64_t started = call_started ? to_micros(*call_started) : now_us;
   if (!hint.throttled) {
-    refusal_window_.admitted(started);
-    return refusals_.admitted(started);
+    refusal_learning_locked().window.admitted(started);
+    return refusal_learning_locked().refusals.admitted(started);
   }
   const std::int64_t resume = hint.resume_at ? std::max(now_us, to_micros(*hint.resume_at)) : now_us;
-  std::optional<RefusalReading> reading = refusals_.refused(started, resume);
-  if (reading) refusal_window_.refused(started);  // the first refusal of its stretch
+  std::optional<RefusalReading> reading = refusal_learning_locked().refusals.refused(started, resume);
+  if (reading) refusal_learning_locked().window.refused(started);  // the first refusal of its stretch
   return reading;
 }
 
 bool AdaptivePacer::read_window_locked(std::int64_t now_us, std::int64_t w, int refusals) {
   if (w <= 0 || w > kMaxLearnedWindowUs || windows_given_up_ >= kMaxWindowsGivenUp) return false;
-  const std::optional<WindowReading> r = refusal_window_.read(w, refusals);
+  const std::optional<WindowReading> r = refusal_learning_locked().window.read(w, refusals);
   if (!r) return false;
   // No start in the doubt about the boundary, nor within the time to send
   // a call of either side of it.
@@ -104,7 +109,7 @@ bool AdaptivePacer::read_window_locked(std::int64_t now_us, std::int64_t w, int 
   learned_window_ = std::make_unique<FixedWindowLimiter>(r->quota, w, guard, offset);
   // The calls of the window it is read in count there; one started where
   // the boundary is in doubt may be the server's next window's.
-  std::vector<std::int64_t> recent = refusal_window_.starts_from(now_us - w);
+  std::vector<std::int64_t> recent = refusal_learning_locked().window.starts_from(now_us - w);
   for (std::int64_t& t : recent) {
     const std::int64_t into = t - offset - floor_div(t - offset, w) * w;
     if (into >= w - guard) t += w - into;
@@ -282,7 +287,7 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
     window_kept_quota_ = 0;
     ++windows_given_up_;
     // Its window began at most a window before it.
-    refusal_window_.forget_before(to_micros(*call_started) - longest_pause_us_);
+    refusal_learning_locked().window.forget_before(to_micros(*call_started) - longest_pause_us_);
   }
   if (learned_window_ && !hint.throttled && now_us >= window_probe_at_us_) probe_window_locked(now_us);
   const std::int64_t interval_before = interval_us_;
@@ -534,7 +539,7 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
         // The first refusal since calls were admitted again: a fixed
         // window's first refusal in its window, if it is one. Its length
         // is not said: the usual ones are tried, shortest first.
-        refusal_window_.refused(to_micros(*call_started));
+        refusal_learning_locked().window.refused(to_micros(*call_started));
         for (const std::int64_t w : kBareWindowsUs) {
           if (read_window_locked(now_us, w, 3)) break;
         }
@@ -1112,8 +1117,7 @@ UseResult AdaptivePacer::start_locked(Slot& slot, std::int64_t now_us) {
   // anyway. Moved instead, each parked again, and the moved ones queued
   // behind each other (moved_tat_) pushed the last of them further on.
   const std::int64_t tau = burst_tau_locked();
-  const std::int64_t overdraft =
-      overdrafts_.empty() ? 0 : *std::max_element(overdrafts_.begin(), overdrafts_.end()) * interval_us_;
+  const std::int64_t overdraft = std::max(overdraft_now_, overdraft_before_) * interval_us_;
   const std::int64_t slack = interval_us_ + tau + overdraft;
   if (interval_us_ > 0 && now_us < started_tat_ - slack) {
     const std::int64_t turn = std::max(started_tat_ - slack, moved_tat_);
@@ -1157,8 +1161,12 @@ Status AdaptivePacer::adjust(Slot& slot, std::int64_t units, std::int64_t now_us
     slot.units = units;
     return {};
   }
-  overdrafts_.push_back(std::max<std::int64_t>(0, units - slot.units));
-  if (overdrafts_.size() > kOverdraftsKept) overdrafts_.pop_front();
+  if (++corrections_ > kOverdraftsKept) {
+    overdraft_before_ = overdraft_now_;
+    overdraft_now_ = 0;
+    corrections_ = 1;
+  }
+  overdraft_now_ = std::max(overdraft_now_, units - slot.units);
   if (units > slot.units) {
     started_tat_ += (units - slot.units) * interval_us_;
     tat_ = std::max(tat_, started_tat_);

@@ -98,7 +98,6 @@
 #pragma once
 
 #include <chrono>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -110,6 +109,7 @@
 #include "limit/rate_headers.hpp"
 #include "limit/refusal_estimator.hpp"
 #include "limit/refusal_window.hpp"
+#include "limit/time_queue.hpp"
 #include "limit/window_phase.hpp"
 
 namespace ratchet::limit {
@@ -218,12 +218,15 @@ class AdaptivePacer final : public Limiter {
   std::int64_t started_tat_ = 0;  // after the calls started: who may go
   std::int64_t outstanding_ = 0;  // units of the slots granted, not yet started or given back
   std::int64_t moved_tat_ = 0;    // after every slot moved (see start)
-  // The overdrafts (units a reply said a call cost beyond its slot, zero
-  // for none) of the last kOverdraftsKept corrections: the largest is how
-  // far a correction may have moved the pace under slots granted before it
-  // (see start_locked).
-  std::deque<std::int64_t> overdrafts_;
-  static constexpr std::size_t kOverdraftsKept = 32;
+  // The largest overdraft (units a reply said a call cost beyond its slot)
+  // of the last kOverdraftsKept to twice as many corrections, in two blocks:
+  // how far a correction may have moved the pace under slots granted
+  // before it (see start_locked). Three numbers, not a list: a key of its
+  // own pace is one of up to a hundred thousand.
+  std::int64_t overdraft_now_ = 0;     // the most in the current block
+  std::int64_t overdraft_before_ = 0;  // the most in the block before
+  std::int64_t corrections_ = 0;       // in the current block
+  static constexpr std::int64_t kOverdraftsKept = 32;
   std::uint64_t generation_ = 0;  // of the pace slots are granted by
   static constexpr std::int64_t kObservedSpan = 1'000'000;
   // A call's start precedes its arrival at the server by the time to send it.
@@ -232,8 +235,8 @@ class AdaptivePacer final : public Limiter {
 
   // (time, units) of the starts, and of the replies that were not
   // refusals, within the last kObservedSpan: what the server saw, in units.
-  std::deque<std::pair<std::int64_t, std::int64_t>> starts_;
-  std::deque<std::pair<std::int64_t, std::int64_t>> admits_;
+  TimeQueue<std::pair<std::int64_t, std::int64_t>> starts_;
+  TimeQueue<std::pair<std::int64_t, std::int64_t>> admits_;
   std::int64_t first_start_us_ = 0;
   // The latest start that found the pace idle (nothing started still in
   // its future, give or take an interval): room given back by a call
@@ -298,8 +301,17 @@ class AdaptivePacer final : public Limiter {
   static constexpr double kKnownLimitDecrease = 0.75;
   bool admitted_since_decrease_ = false;
 
-  // Servers that only refuse (refusal_estimator.hpp).
-  RefusalEstimator refusals_;
+  // What is read from a server that only refuses: its bucket
+  // (refusal_estimator.hpp) and its fixed window (refusal_window.hpp).
+  // Made at the first reply that says nothing of the limits, so a pace
+  // learned from headers (a key's own, one of up to a hundred thousand)
+  // carries neither.
+  struct RefusalLearning {
+    RefusalEstimator refusals;
+    RefusalWindow window;
+  };
+  std::unique_ptr<RefusalLearning> refusal_learning_;
+  RefusalLearning& refusal_learning_locked();
   // The part of a bucket read from refusals that may go at once (zero:
   // none), and how far ahead of the pace that lets starts run.
   double burst_units_ = 0;
@@ -397,7 +409,6 @@ class AdaptivePacer final : public Limiter {
   // phase, and its quota goes at each window's start, none in the span
   // where the boundary is still in doubt. A refusal of a call started under
   // it ends it; the next refusals may read it again.
-  RefusalWindow refusal_window_;
   std::unique_ptr<FixedWindowLimiter> learned_window_;
   std::int64_t learned_window_since_us_ = 0;
   std::uint64_t window_generation_ = 0;  // slots of the current reading carry it

@@ -34,9 +34,10 @@
 
 #include <climits>
 #include <cstdint>
-#include <deque>
 #include <optional>
 #include <vector>
+
+#include "limit/time_queue.hpp"
 
 namespace ratchet::limit {
 
@@ -80,8 +81,8 @@ class RefusalWindow {
   static constexpr std::size_t kMaxStarts = 8192;
 
  private:
-  std::deque<std::int64_t> starts_;  // admitted, sorted
-  std::deque<std::int64_t> refusals_;
+  TimeQueue<std::int64_t> starts_;  // admitted, sorted
+  TimeQueue<std::int64_t> refusals_;
   // Every start from here on is known: from the first call, or from the
   // oldest start kept.
   std::int64_t seen_from_us_ = INT64_MIN;

@@ -32,8 +32,8 @@
 #pragma once
 
 #include <algorithm>
+
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -41,6 +41,7 @@
 
 #include "limit/database_limiter.hpp"
 #include "limit/limiter.hpp"
+#include "limit/time_queue.hpp"
 
 namespace ratchet::limit {
 
@@ -115,7 +116,7 @@ class StartJournal final : public Limiter {
   std::unique_ptr<store::LimiterTables> db_;
   mutable std::mutex mu_;
   Options options_;
-  std::deque<std::int64_t> recent_;  // sorted starts within keep_us
+  TimeQueue<std::int64_t> recent_;  // sorted starts within keep_us
   std::vector<std::int64_t> unsaved_;
   std::int64_t not_before_ = 0;  // the end of a lease an earlier process left open
   std::int64_t lease_until_ = 0;

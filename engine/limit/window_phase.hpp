@@ -33,8 +33,9 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <utility>
+
+#include "limit/time_queue.hpp"
 
 namespace ratchet::limit {
 
@@ -96,7 +97,7 @@ class WindowPhase {
   // first call's or a later one's (zero: none).
   std::int64_t pending_lo_ = 0;
   std::int64_t min_rtt_us_ = -1;
-  std::deque<std::int64_t> starts_;  // within the last two windows
+  TimeQueue<std::int64_t> starts_;  // within the last two windows
 };
 
 }  // namespace ratchet::limit
