@@ -1,5 +1,6 @@
 // How long one limiter decision takes: uncontended (target < 200 ns) and with
-// 8 threads contending for one limiter. A decision is reserve + start of a
+// 8 threads contending for one limiter, and the limiters' lock against
+// std::mutex, contended and not. A decision is reserve + start of a
 // slot that is free now (the common path of a call that goes at once).
 //
 //   build/default/bench/limiter/limiter_bench
@@ -10,12 +11,14 @@
 #include <atomic>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 
 #include "limit/database_limiter.hpp"
 #include "limit/fixed_window.hpp"
 #include "limit/limiter_stack.hpp"
 #include "limit/micros.hpp"
 #include "limit/sliding_window.hpp"
+#include "limit/small_mutex.hpp"
 #include "limit/token_bucket.hpp"
 #include "retry/call_gate.hpp"
 #include "store/open_store.hpp"
@@ -154,6 +157,24 @@ BENCHMARK(BM_Contended_SlidingWindow)->Threads(8)->UseRealTime();
 
 void BM_Contended_TokenBucket(benchmark::State& state) { contended(state, g_bucket, g_clock); }
 BENCHMARK(BM_Contended_TokenBucket)->Threads(8)->UseRealTime();
+
+// The limiters' lock against std::mutex, side by side: 8 threads take it
+// around a critical section about as long as a decision's (a few dozen
+// ns of work on shared state), so it is contended nearly always.
+template <typename M>
+void BM_Lock(benchmark::State& state) {
+  static M mu;
+  static std::int64_t shared[8] = {};
+  for (auto _ : state) {
+    std::lock_guard lock(mu);
+    for (std::int64_t& s : shared) s = s * 3 + 1;
+    benchmark::DoNotOptimize(shared);
+  }
+}
+BENCHMARK(BM_Lock<std::mutex>)->Threads(8)->UseRealTime();
+BENCHMARK(BM_Lock<SmallMutex>)->Threads(8)->UseRealTime();
+BENCHMARK(BM_Lock<std::mutex>)->Threads(1)->UseRealTime();
+BENCHMARK(BM_Lock<SmallMutex>)->Threads(1)->UseRealTime();
 
 }  // namespace
 }  // namespace ratchet::limit

@@ -18,10 +18,13 @@ PacerOptions plugin_pacing(Duration floor) {
   return o;
 }
 
-AdaptivePacer::AdaptivePacer(PacerOptions options) : options_(options) {
-  if (options_.opening_interval > Duration::zero() && options_.floor == Duration::zero()) {
-    start_ramp_locked(0, to_micros(options_.opening_interval), to_micros(options_.ramp_doubling));
-    awaiting_reply_ = options_.opening_hold > Duration::zero();
+AdaptivePacer::AdaptivePacer(PacerOptions options)
+    : AdaptivePacer(std::make_shared<const PacerOptions>(options)) {}
+
+AdaptivePacer::AdaptivePacer(std::shared_ptr<const PacerOptions> options) : options_(std::move(options)) {
+  if (options_->opening_interval > Duration::zero() && options_->floor == Duration::zero()) {
+    start_ramp_locked(0, to_micros(options_->opening_interval), to_micros(options_->ramp_doubling));
+    awaiting_reply_ = options_->opening_hold > Duration::zero();
   }
 }
 
@@ -44,7 +47,7 @@ std::int64_t AdaptivePacer::ramp_interval_at_locked(std::int64_t t_us) const {
   const double interval = static_cast<double>(ramp_interval_us_) * std::exp2(-doublings);
   // As fast as the declared pace (or unpaced): nothing more to find out
   // until the server says no.
-  if (interval <= static_cast<double>(std::max<std::int64_t>(1, to_micros(options_.floor))))
+  if (interval <= static_cast<double>(std::max<std::int64_t>(1, to_micros(options_->floor))))
     return learned_us_;
   return static_cast<std::int64_t>(interval);
 }
@@ -233,8 +236,8 @@ void AdaptivePacer::late_admission_locked(const RefusalReading& refusal, std::in
     least_admitted_ = refusal.admitted;
   }
   if (ramping_ && untold_spread_us_ > 0) {
-    const std::int64_t floor_us = std::max<std::int64_t>(1, to_micros(options_.floor));
-    const std::int64_t max_us = std::max(to_micros(options_.max_interval), floor_us);
+    const std::int64_t floor_us = std::max<std::int64_t>(1, to_micros(options_->floor));
+    const std::int64_t max_us = std::max(to_micros(options_->max_interval), floor_us);
     ramp_interval_us_ =
         std::clamp(untold_spread_us_ / std::max<std::int64_t>(1, refusal.admitted), floor_us, max_us);
     if (now_us < ramp_from_us_) interval_us_ = ramp_interval_us_;
@@ -265,8 +268,8 @@ void AdaptivePacer::speed_up_locked(std::int64_t now_us) {
 void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<TimePoint> call_started,
                             std::int64_t units) {
   const std::int64_t now_us = to_micros(now);
-  const std::int64_t floor_us = to_micros(options_.floor);
-  const std::int64_t max_us = std::max(to_micros(options_.max_interval), floor_us);
+  const std::int64_t floor_us = to_micros(options_->floor);
+  const std::int64_t max_us = std::max(to_micros(options_->max_interval), floor_us);
   std::lock_guard lock(mu_);
   observed_us_ = std::max(observed_us_, now_us);
   if (learned_window_ && hint.throttled && call_started && window_kept_quota_ > 0 &&
@@ -342,7 +345,7 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
   end_hold_locked(now_us, call_started ? to_micros(*call_started) : 0);
   if (hint.throttled) {
     quota_until_us_ = 0;  // refused: the pause below says when to go on
-  } else if (options_.floor == Duration::zero() && hint.remaining && call_started && !stale &&
+  } else if (options_->floor == Duration::zero() && hint.remaining && call_started && !stale &&
              (hint.reset_in || hint.resume_at)) {
     const std::int64_t reset_in =
         hint.reset_in ? to_micros(*hint.reset_in) : to_micros(*hint.resume_at) - now_us;
@@ -391,7 +394,7 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
     const bool window_refused = refusal && hint.throttled && hint.resume_at &&
                                 window_from_refusal_locked(*refusal, to_micros(*hint.resume_at) - now_us);
     if (refusal && hint.throttled && hint.resume_at && !learned_window_ &&
-        options_.floor == Duration::zero()) {
+        options_->floor == Duration::zero()) {
       // Retry-After is whole seconds: the longest pause asked for is the
       // window's length, once a refusal came early in a window.
       read_window_locked(now_us, longest_pause_us_, refusal->not_a_bucket ? 2 : 3);
@@ -438,7 +441,7 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
     // default): read a little high, it draws a refusal, a whole pause, and
     // is slowed by a tenth; read too low, every call after it pays.
     const std::int64_t refused_pace_us = learned_us_;
-    const double margin = refusal && !window_paced_ ? options_.refusal_margin : options_.margin;
+    const double margin = refusal && !window_paced_ ? options_->refusal_margin : options_->margin;
     auto paced = static_cast<std::int64_t>(static_cast<double>(*learned) * margin);
     if (refused_at_read_pace) paced = std::max(paced, learned_us_ + learned_us_ / 10 + 1);
     learned_us_ = std::clamp(paced, floor_us, max_us);
@@ -482,7 +485,7 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
       read_fastest_us_ = 0;  // no reading narrowed it: the pace stays
       return;
     }
-    const std::int64_t spread = refusal->length_us + to_micros(options_.restart_spread);
+    const std::int64_t spread = refusal->length_us + to_micros(options_->restart_spread);
     const std::int64_t first = spread / std::max<std::int64_t>(1, refusal->admitted);
     // The rate is read from two stretches of different lengths. A slow
     // start that doubles as fast as the first one's ends about as long
@@ -493,8 +496,8 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
     // stretch's length): its quota is then taken quickly from each pause's
     // end, as the later slow starts double as fast as the first calls'.
     const std::int64_t doubling = refusal->not_a_bucket || untold_refusals_ > 0
-                                      ? to_micros(options_.ramp_doubling)
-                                      : std::max(to_micros(options_.ramp_doubling),
+                                      ? to_micros(options_->ramp_doubling)
+                                      : std::max(to_micros(options_->ramp_doubling),
                                                  refusal->length_us + RefusalEstimator::kMinStretchGapUs);
     ++untold_refusals_;
     start_ramp_locked(std::max(now_us, resume_us_),
@@ -535,7 +538,7 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
       pause_us_ = floor_us;
       if (!hint.resume_at) resume_us_ = std::max(resume_us_, now_us + floor_us);
     } else if (!in_flight_at_decrease) {
-      if (call_started && options_.floor == Duration::zero() && !learned_window_) {
+      if (call_started && options_->floor == Duration::zero() && !learned_window_) {
         // The first refusal since calls were admitted again: a fixed
         // window's first refusal in its window, if it is one. Its length
         // is not said: the usual ones are tried, shortest first.
@@ -560,7 +563,8 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
                                            : static_cast<double>(span) / static_cast<double>(admitted);
       double current = std::max({static_cast<double>(interval_us_), observed_interval_locked(now_us),
                                  admitted_interval, static_cast<double>(floor_us)});
-      if (current <= 0) current = static_cast<double>(to_micros(options_.first_interval)) * options_.decrease;
+      if (current <= 0)
+        current = static_cast<double>(to_micros(options_->first_interval)) * options_->decrease;
       // A limit that drew this 429 at about the rate the last one did is
       // the server's own, not a passing overload: a step under it is
       // enough, where halving would spend most of each cycle climbing back.
@@ -569,16 +573,16 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
                                drew <= last_429_rate_ * (1 + kSameLimit);
       last_429_rate_ = drew;
       const auto next =
-          static_cast<std::int64_t>(current / (known_limit ? kKnownLimitDecrease : options_.decrease));
+          static_cast<std::int64_t>(current / (known_limit ? kKnownLimitDecrease : options_->decrease));
       interval_us_ = std::clamp<std::int64_t>(next, std::max<std::int64_t>(floor_us, 1), max_us);
       rate_at_decrease_ = 1.0 / static_cast<double>(interval_us_);
       probed_ = 0;
       probe_doubles_ = !known_limit;
       // Recovery stops short of the rate that drew this 429, and only
       // creeps above it, so one overload does not come back every few calls.
-      ceiling_ = options_.ceiling / current;
+      ceiling_ = options_->ceiling / current;
       decreased_at_us_ = now_us;
-      pause_us_ = std::max(interval_us_, to_micros(options_.min_pause));
+      pause_us_ = std::max(interval_us_, to_micros(options_->min_pause));
       admitted_since_decrease_ = false;
       // Retry-After already says when to resume; a bare 429 pauses (one
       // interval, at least min_pause).
@@ -597,7 +601,7 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
   if (rate_at_decrease_ > 0) {
     // Additive increase back towards the learned (or declared) pace.
     double rate = 1.0 / static_cast<double>(std::max<std::int64_t>(interval_us_, 1));
-    const double step = options_.recovery * rate_at_decrease_;
+    const double step = options_->recovery * rate_at_decrease_;
     if (rate < ceiling_) {
       rate = std::min(ceiling_, rate + step);
     } else {
@@ -613,7 +617,7 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
       const double growth =
           probe_doubles_ ? std::exp2(std::min(kProbeMaxDoublings, static_cast<double>(probed_) / doubling))
                          : 1.0;
-      ceiling_ += step * options_.probe * growth;
+      ceiling_ += step * options_->probe * growth;
       ++probed_;
       rate = ceiling_;
     }
@@ -635,14 +639,14 @@ void AdaptivePacer::hold_after_pause_locked() {
   // all be refused while the window is still spent (a pause doubling from
   // 50 ms takes a few tries to ride out a window of seconds), each a 429.
   // Not with a limit declared: the server's own pace is known there.
-  if (options_.floor != Duration::zero() || options_.opening_hold <= Duration::zero()) return;
+  if (options_->floor != Duration::zero() || options_->opening_hold <= Duration::zero()) return;
   awaiting_reply_ = true;
   hold_until_us_ = 0;
   hold_from_us_ = std::max<std::int64_t>(1, resume_us_);
 }
 
 std::int64_t AdaptivePacer::hold_span_locked() const {
-  const std::int64_t most = to_micros(options_.opening_hold);
+  const std::int64_t most = to_micros(options_->opening_hold);
   if (hold_from_us_ == 0 || reply_took_us_ <= 0) return most;
   // After a pause, for about as long as replies take: the steps held are
   // granted their slots then, in time to be woken for them, rather than
@@ -783,7 +787,7 @@ std::int64_t AdaptivePacer::exact_window_locked() const {
 void AdaptivePacer::learn_phase_locked(const PaceHint& hint, std::int64_t started_us, std::int64_t now_us,
                                        bool opened) {
   const std::int64_t window = exact_window_locked();
-  if (options_.floor != Duration::zero() || window > kQuotaBurstSpan) return;
+  if (options_->floor != Duration::zero() || window > kQuotaBurstSpan) return;
   if (!hint.throttled && !hint.remaining) return;  // a reply that says nothing of the window
   if (window > 0) phase_.set_window(window);
   phase_.replied(started_us, now_us);
@@ -905,7 +909,7 @@ void AdaptivePacer::respace_locked(std::int64_t now_us) {
 }
 
 bool AdaptivePacer::at_declared_pace_locked(std::int64_t now_us) const {
-  const std::int64_t floor_us = to_micros(options_.floor);
+  const std::int64_t floor_us = to_micros(options_->floor);
   if (floor_us <= 0 || interval_us_ > floor_us || rate_at_decrease_ > 0) return false;
   // Starts a tenth slower than declared still count: the declared limiters
   // keep a margin of their own.

@@ -23,6 +23,7 @@
 #include <mutex>
 
 #include "limit/limiter.hpp"
+#include "limit/small_mutex.hpp"
 
 namespace ratchet::limit {
 
@@ -69,7 +70,7 @@ class FixedWindowLimiter final : public Limiter {
   const std::int64_t per_;
   const std::int64_t guard_;
   const std::int64_t offset_;  // in [0, per_)
-  std::mutex mu_;
+  SmallMutex mu_;              // one a key, of up to a hundred thousand
   std::int64_t high_water_ = 0;
   std::map<std::int64_t, std::int64_t> counts_;   // window index -> units started and reserved
   std::map<std::int64_t, std::int64_t> started_;  // window index -> units started: who may go

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "limit/limiter.hpp"
+#include "limit/small_mutex.hpp"
 #include "limit/sorted_log.hpp"
 
 namespace ratchet::limit {
@@ -60,7 +61,7 @@ class SlidingWindowLimiter final : public Limiter {
   const std::int64_t rate_;
   const std::int64_t per_;        // starts are checked in windows this long
   const std::int64_t grant_per_;  // slots are granted in windows this long
-  std::mutex mu_;
+  SmallMutex mu_;                 // one a key, of up to a hundred thousand
   std::int64_t high_water_ = 0;
   SortedLog log_;      // every slot granted, started or not: when to come
   SortedLog started_;  // the calls started: who may go

@@ -20,6 +20,7 @@
 
 #include "limit/gcra_math.hpp"
 #include "limit/limiter.hpp"
+#include "limit/small_mutex.hpp"
 
 namespace ratchet::limit {
 
@@ -59,7 +60,7 @@ class TokenBucketLimiter final : public Limiter {
   // after a full bucket (its tolerance is longer): grants after a start are
   // held back by as much, so a call on time is never turned back.
   const std::int64_t tolerance_gap_;
-  std::mutex mu_;
+  SmallMutex mu_;                           // one a key, of up to a hundred thousand
   std::int64_t tat_ = Gcra::kIdle;          // of every slot granted: when to come
   std::int64_t started_tat_ = Gcra::kIdle;  // of the calls started: who may go
 };

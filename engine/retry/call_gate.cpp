@@ -485,9 +485,10 @@ Result<KeyedLimit> make_keyed_limit(const config::LimitSpec& spec, const std::st
 }
 
 std::shared_ptr<limit::KeyedLimiters> make_key_pacers(Duration floor) {
+  auto options = std::make_shared<const limit::PacerOptions>(limit::plugin_pacing(floor));
   return std::make_shared<limit::KeyedLimiters>(
-      [floor](const std::string&, std::int64_t) -> Result<std::shared_ptr<limit::Limiter>> {
-        return std::make_shared<limit::AdaptivePacer>(limit::plugin_pacing(floor));
+      [options](const std::string&, std::int64_t) -> Result<std::shared_ptr<limit::Limiter>> {
+        return std::make_shared<limit::AdaptivePacer>(options);
       },
       limit::to_micros(limit::AdaptivePacer::kForgetAfter));
 }
