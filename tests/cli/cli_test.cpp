@@ -193,6 +193,31 @@ TEST_F(RatchetCommandTest, ConfigCheck_TakesTheFileAsTheOtherCommandsDo) {
   EXPECT_THAT(both.err, HasSubstr("other.toml"));
 }
 
+TEST_F(RatchetCommandTest, ConfigFlag_BeforeTheCommandOrBetweenItsWords_IsTakenAsAfterIt) {
+  // Run from a folder with no ratchet.toml: only the -c given can find it.
+  fs::create_directories(dir_ / "elsewhere");
+  const fs::path away = dir_ / "elsewhere";
+  auto before = ratchet({"-c", config_, "limits"}, {}, away);
+  EXPECT_EQ(before.exit_code, 0) << before.err;
+  auto between = ratchet({"jobs", "-c", config_, "list"}, {}, away);
+  EXPECT_EQ(between.exit_code, 0) << between.err;
+  auto check = ratchet({"--config", config_, "config", "check"}, {}, away);
+  EXPECT_EQ(check.exit_code, 0) << check.err;
+  EXPECT_THAT(check.out, HasSubstr("valid"));
+  // A file named on the command line wins over $RATCHET_CONFIG, wherever it is named.
+  auto over_env =
+      ratchet({"-c", config_, "plugins"}, {"RATCHET_CONFIG=" + (away / "none.toml").string()}, away);
+  EXPECT_EQ(over_env.exit_code, 0) << over_env.err;
+  // Two different files: which one was meant is not guessed.
+  const std::string other = (away / "other.toml").string();
+  auto both = ratchet({"-c", config_, "jobs", "list", "-c", other}, {}, away);
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_THAT(both.err, HasSubstr("other.toml"));
+  EXPECT_THAT(both.err, HasSubstr(fs::path(config_).filename().string()));
+  auto same = ratchet({"-c", config_, "jobs", "list", "-c", config_}, {}, away);
+  EXPECT_EQ(same.exit_code, 0) << same.err;
+}
+
 TEST_F(RatchetCommandTest, ConfigCheck_InvalidFile_ListsEveryProblemAndExitsTwo) {
   auto bad = dir_ / "bad.toml";
   std::ofstream(bad) << "[engine]\nworkerz = 3\n[job.x]\nattempts = 0\nsteps = []\n";

@@ -121,7 +121,8 @@ void add_config(CLI::App& app, Action& action) {
       "FILE", o->file,
       "The TOML config file (or -c FILE; default: $RATCHET_CONFIG, else ratchet.toml in the current "
       "folder)");
-  chk->add_option("-c,--config", o->flag, "The TOML config file, as every other command takes it");
+  add_config_option(*chk, o->flag, ConfigDefault::kLeaveEmpty,
+                    "The TOML config file, as every other command takes it (here or before the command)");
   chk->add_flag("-q,--quiet", o->quiet, "Print nothing when the file is valid");
   chk->callback([o, &action] { action = [o] { return check(*o); }; });
 }

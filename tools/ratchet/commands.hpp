@@ -33,9 +33,14 @@ struct Globals {
 
 using Action = std::function<int()>;
 
-// Adds -c/--config (default: $RATCHET_CONFIG, else ratchet.toml in the
-// current folder) to a command.
-void add_config_option(CLI::App& cmd, std::string& path);
+// Adds -c/--config to a command. Once parsed, `path` is the file named
+// there, else the one named before the command (`ratchet -c F jobs list`),
+// else, with kEnvironmentOrHere, $RATCHET_CONFIG or ratchet.toml in the
+// current folder (kLeaveEmpty: the command looks for it itself). `help`
+// empty: the usual text.
+enum class ConfigDefault { kEnvironmentOrHere, kLeaveEmpty };
+void add_config_option(CLI::App& cmd, std::string& path,
+                       ConfigDefault fallback = ConfigDefault::kEnvironmentOrHere, std::string help = {});
 
 // How a command opens the engine: with its plugins (to run jobs or list
 // plugins), or only its database and config (to look at jobs and act on

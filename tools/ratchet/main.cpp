@@ -5,17 +5,66 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "commands.hpp"
 #include "exit_codes.hpp"
 
 namespace ratchet::cli {
 
-void add_config_option(CLI::App& cmd, std::string& path) {
-  path = "ratchet.toml";
-  cmd.add_option("-c,--config", path,
-                 "The TOML config file (default: $RATCHET_CONFIG, else ratchet.toml in the current folder)")
-      ->envname("RATCHET_CONFIG");
+namespace {
+
+// Every command's own -c, resolved once parsing is done (resolve_config):
+// the file may also be named before the command (`ratchet -c F jobs list`,
+// `ratchet jobs -c F list`), where the root takes it.
+struct ConfigOption {
+  const CLI::App* command;
+  const CLI::Option* option;
+  std::string* path;
+  ConfigDefault fallback;
+};
+
+std::vector<ConfigOption>& config_options() {
+  static std::vector<ConfigOption> options;
+  return options;
+}
+
+// Precedence: the command's own -c, else the one before it, else
+// $RATCHET_CONFIG, else ./ratchet.toml. Two different files named is a
+// usage error: which one was meant is not guessed.
+int resolve_config(const CLI::Option& outer, const std::string& outer_path) {
+  const bool named_before = outer.count() > 0;
+  for (const ConfigOption& c : config_options()) {
+    // Only the command given: the leaves of a group may share one path.
+    if (!c.command->parsed()) continue;
+    if (c.option->count() > 0) {
+      if (named_before && *c.path != outer_path)
+        return usage_error(fmt::format(
+            "two config files named, -c \"{}\" before the command and -c \"{}\" after it: name one",
+            outer_path, *c.path));
+      continue;
+    }
+    if (named_before) {
+      *c.path = outer_path;
+    } else if (c.fallback == ConfigDefault::kEnvironmentOrHere) {
+      const char* env = std::getenv("RATCHET_CONFIG");
+      *c.path = env != nullptr && *env != '\0' ? env : "ratchet.toml";
+    }
+  }
+  return kOk;
+}
+
+}  // namespace
+
+void add_config_option(CLI::App& cmd, std::string& path, ConfigDefault fallback, std::string help) {
+  if (help.empty())
+    help =
+        "The TOML config file, here or before the command (default: $RATCHET_CONFIG, else ratchet.toml in "
+        "the "
+        "current folder)";
+  path.clear();
+  config_options().push_back({&cmd, cmd.add_option("-c,--config", path, std::move(help)), &path, fallback});
 }
 
 std::unique_ptr<Engine> open_cli_engine(const std::string& config, int& exit_code, EngineUse use,
@@ -48,13 +97,16 @@ int run_main(int argc, char** argv) {
       "that "
       "calls rate-limited HTTP APIs through plugins.",
       "ratchet"};
-  app.footer(
-      std::string(kExitCodeHelp) +
-      "\nEvery command that needs the engine takes -c FILE (default $RATCHET_CONFIG, else ./ratchet.toml)."
-      "\nRun `ratchet COMMAND --help` for a command's flags.");
+  app.footer(std::string(kExitCodeHelp) +
+             "\nEvery command that needs the engine takes -c FILE, before or after the command (default "
+             "$RATCHET_CONFIG, else ./ratchet.toml)."
+             "\nRun `ratchet COMMAND --help` for a command's flags.");
   app.require_subcommand(1, 1);
-  app.fallthrough();
+  app.fallthrough();  // the root's options may be given after the command too
   Globals globals;
+  std::string config_before;
+  auto* config =
+      app.add_option("-c,--config", config_before, "The TOML config file, for the command that follows");
   auto* level =
       app.add_option(
              "--log-level", globals.log_level,
@@ -90,6 +142,7 @@ int run_main(int argc, char** argv) {
   // themselves; everything else logs plainly.
   // Only `run` narrates at info; the other commands print their answer, and
   // the engine's "plugin loaded" lines would only bury it.
+  if (const int code = resolve_config(*config, config_before); code != kOk) return code;
   globals.log_level_given = level->count() > 0;
   if (!globals.log_level_given) globals.log_level = "warn";
   if (auto s = setup_logging(globals.log_level, globals.format(), nullptr); !s) return report(s.error());
