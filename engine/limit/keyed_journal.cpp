@@ -141,8 +141,55 @@ Result<std::vector<std::int64_t>> KeyedJournal::history(const std::string& key, 
       if (at > since) out.push_back(at);
     }
     if (not_before_ > since) out.insert(out.end(), static_cast<std::size_t>(left_open_), not_before_);
-    std::sort(out.begin(), out.end());
   }
+  if (auto st = add_replaced(key, now_us, out); !st) return fail(st.error());
+  return out;
+}
+
+void KeyedJournal::replaces(std::shared_ptr<KeyedJournal> before, std::int64_t until_us) {
+  std::lock_guard lock(mu_);
+  replaced_ = std::move(before);
+  replaced_until_ = until_us;
+}
+
+std::shared_ptr<KeyedJournal> KeyedJournal::replaced(std::int64_t now_us) {
+  std::lock_guard lock(mu_);
+  if (replaced_ && now_us >= replaced_until_) replaced_.reset();  // and with it, the journals it replaced
+  return replaced_;
+}
+
+Status KeyedJournal::add_replaced(const std::string& key, std::int64_t now_us,
+                                  std::vector<std::int64_t>& out) {
+  // Without this journal's lock: the one replaced takes its own.
+  if (auto before = replaced(now_us)) {
+    auto starts = before->recent(key, now_us);
+    if (!starts) return fail(starts.error());
+    out.insert(out.end(), starts->begin(), starts->end());
+  }
+  std::sort(out.begin(), out.end());
+  return {};
+}
+
+Result<std::vector<std::int64_t>> KeyedJournal::recent(const std::string& key, std::int64_t now_us) {
+  const std::int64_t since = now_us - options_.keep_us;
+  std::vector<std::int64_t> out;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [k, at] : unsaved_) {
+      if (k == key && at > since) out.push_back(at);
+    }
+  }
+  std::vector<std::int64_t> saved;
+  {
+    std::lock_guard lock(tables_->mu);
+    auto st = tables_->db->transact("journal/" + owner_, "read a key's starts",
+                                    [&] { saved = tables_->db->journal_starts(owner_of(key)); });
+    if (!st) return fail(st.error().with_context("limiter history of " + owner_));
+  }
+  for (std::int64_t at : saved) {
+    if (at > since) out.push_back(at);
+  }
+  if (auto st = add_replaced(key, now_us, out); !st) return fail(st.error());
   return out;
 }
 

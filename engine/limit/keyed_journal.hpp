@@ -59,6 +59,20 @@ class KeyedJournal : public std::enable_shared_from_this<KeyedJournal> {
   // limiter made for the key now must count as its own past.
   [[nodiscard]] Result<std::vector<std::int64_t>> history(const std::string& key, std::int64_t now_us);
 
+  // This journal's limit replaces the one `before` journals (a reload
+  // changed its rate, window or algorithm, over the same key): until
+  // `until_us`, one of that limit's windows on, history() and recent() hold
+  // what `before` recorded of a key as well, and what it took over in turn.
+  void replaces(std::shared_ptr<KeyedJournal> before, std::int64_t until_us);
+
+  // The starts of `key` recorded here within keep_us before now_us, saved
+  // or not yet, with those of the journals this one replaces, sorted: for
+  // the limit that replaces this one.
+  [[nodiscard]] Result<std::vector<std::int64_t>> recent(const std::string& key, std::int64_t now_us);
+
+  // How long a start counts here: the longest window of the limit.
+  std::int64_t keep_us() const { return options_.keep_us; }
+
   // `inner`, the key's limiter, with its starts recorded here.
   std::shared_ptr<Limiter> journaled(std::string key, std::shared_ptr<Limiter> inner);
 
@@ -78,6 +92,11 @@ class KeyedJournal : public std::enable_shared_from_this<KeyedJournal> {
   KeyedJournal(std::string owner, Options options, std::shared_ptr<SharedLimiterTables> tables);
   [[nodiscard]] Status load(std::int64_t now_us);
   [[nodiscard]] Status write(std::int64_t now_us, bool take_lease);  // needs mu_
+  // The journal replaced, while what it recorded still counts (else null).
+  std::shared_ptr<KeyedJournal> replaced(std::int64_t now_us);
+  // Appends what the replaced journals recorded of `key`, and sorts.
+  [[nodiscard]] Status add_replaced(const std::string& key, std::int64_t now_us,
+                                    std::vector<std::int64_t>& out);
   std::string owner_of(const std::string& key) const { return owner_ + "#" + key; }
 
   const std::string owner_;
@@ -93,6 +112,8 @@ class KeyedJournal : public std::enable_shared_from_this<KeyedJournal> {
   std::int64_t lease_until_ = 0;
   std::int64_t lease_left_ = 0;
   bool lease_open_ = false;
+  std::shared_ptr<KeyedJournal> replaced_;  // see replaces()
+  std::int64_t replaced_until_ = 0;
 };
 
 }  // namespace ratchet::limit

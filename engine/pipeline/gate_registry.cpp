@@ -119,7 +119,15 @@ Result<GateRegistry::OwnerLimits> GateRegistry::build_limits(const std::string& 
       std::optional<retry::KeyedLimit> keyed =
           old ? take_same(old->keyed_identities, old->keyed, identity) : std::nullopt;
       if (!keyed) {
-        auto made = retry::make_keyed_limit(l, key, connect_, clock_);
+        // A changed limit over the same key counts what the one it replaces
+        // recorded of each key: the server still counts those calls.
+        std::shared_ptr<limit::KeyedJournal> replaced;
+        if (old && l.scope == config::LimitScope::kProcess) {
+          for (const auto& k : old->keyed) {
+            if (k.key == *l.key && k.journal) replaced = k.journal;
+          }
+        }
+        auto made = retry::make_keyed_limit(l, key, connect_, clock_, std::move(replaced));
         if (!made) return fail(made.error().with_context("limit " + l.source.to_string()));
         keyed = std::move(*made);
       }

@@ -435,7 +435,8 @@ CallGate::Verdict CallGate::record(CallState& step, Ticket ticket, const Outcome
 
 Result<KeyedLimit> make_keyed_limit(const config::LimitSpec& spec, const std::string& db_key,
                                     const limit::ConnectionFactory& connect,
-                                    std::shared_ptr<const Clock> clock) {
+                                    std::shared_ptr<const Clock> clock,
+                                    std::shared_ptr<limit::KeyedJournal> replaced) {
   if (!spec.key) return fail(Error::invalid_argument("limit " + db_key + " has no key"));
   KeyedLimit out;
   out.key = *spec.key;
@@ -462,6 +463,12 @@ Result<KeyedLimit> make_keyed_limit(const config::LimitSpec& spec, const std::st
     const TimePoint now = (clock ? clock : SystemClock::instance())->now();
     auto journal = limit::KeyedJournal::open(db_key, options, *tables, limit::to_micros(now));
     if (!journal) return fail(journal.error().with_context("limit " + db_key));
+    out.journal = *journal;
+    // What the replaced limit recorded counts while it can: one of its windows.
+    if (replaced) {
+      const std::int64_t until = limit::to_micros(now) + replaced->keep_us();
+      out.journal->replaces(std::move(replaced), until);
+    }
     make = [spec, db_key, journal = *journal](
                const std::string& key, std::int64_t now_us) -> Result<std::shared_ptr<limit::Limiter>> {
       auto made = limit::make_limiter(spec, db_key + "#" + key);

@@ -76,6 +76,7 @@
 #include "limit/adaptive_pacer.hpp"
 #include "limit/concurrency.hpp"
 #include "limit/database_limiter.hpp"
+#include "limit/keyed_journal.hpp"
 #include "limit/keyed_limiters.hpp"
 #include "limit/limiter_stack.hpp"
 #include "limit/rate_headers.hpp"
@@ -95,6 +96,8 @@ struct KeyedLimit {
   std::shared_ptr<const config::KeyTemplate> parsed;
   bool hashed = false;  // it reads the plugin's settings: named by a keyed hash
   std::shared_ptr<limit::KeyedLimiters> limiters;
+  // The starts of its keys, process scope with a database (null otherwise).
+  std::shared_ptr<limit::KeyedJournal> journal;
   // Turns between keys on the shared limits (TurnQueue) go by these weights,
   // by the key's text before any hashing; a key not named weighs 1.
   std::map<std::string, std::int64_t> weights;
@@ -355,10 +358,16 @@ std::shared_ptr<limit::KeyedLimiters> make_key_pacers(Duration floor);
 
 // The keyed limit `spec` declares (spec.key set); `db_key` (limiter_key)
 // names its keys' state in the database for `scope = "database"`, kept on one
-// connection that `connect` opens.
+// connection that `connect` opens. `replaced`: the journal of the keyed
+// limit over the same key that this one replaces (a reload changed its
+// rate, window or algorithm): for one of that limit's windows, a key's
+// limiter made here counts the key's starts recorded there as well, so
+// that no key's window at the server takes the calls made before the
+// reload and the new limit's whole budget on top.
 [[nodiscard]] Result<KeyedLimit> make_keyed_limit(const config::LimitSpec& spec, const std::string& db_key,
                                                   const limit::ConnectionFactory& connect,
-                                                  std::shared_ptr<const Clock> clock = nullptr);
+                                                  std::shared_ptr<const Clock> clock = nullptr,
+                                                  std::shared_ptr<limit::KeyedJournal> replaced = nullptr);
 
 // The pace of the tightest declared limit (per / rate), the pacer's floor.
 Duration declared_pace(const std::vector<config::LimitSpec>& limits);

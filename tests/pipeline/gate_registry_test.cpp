@@ -182,6 +182,27 @@ TEST_F(GateRegistryLimits, NewProcessOnTheSameDatabase_EachKeyOfAKeyedLimitResum
   EXPECT_EQ(admitted_soon_for(after, "alice"), 3);
 }
 
+TEST_F(GateRegistryLimits, ReloadOfAKeyedLimit_EachKeyKeepsTheCallsItMade) {
+  const auto per_account = [](int rate) {
+    return "[[plugin.imdb.limit]]\nrate = " + std::to_string(rate) +
+           "\nper = \"1s\"\nkey = \"{{args.account}}\"\n";
+  };
+  DatabaseFile db;
+  const TimePoint first = clock->now();
+  GateRegistry gates(config_with(per_account(3)), db.connect(), 1, clock);
+  EXPECT_EQ(admitted_soon_for(gates, "alice"), 3);
+  gates.reconfigure(config_with(per_account(3) + "[plugin.imdb.retry]\nattempts = 7\n"));
+  EXPECT_EQ(admitted_soon_for(gates, "alice"), 0) << "alice's 3 calls of this second still count";
+  gates.reconfigure(config_with(per_account(5)));
+  EXPECT_EQ(admitted_soon_for(gates, "alice"), 2) << "5 a second, 3 already made";
+  // Changed again at once: the calls made under the first limit still count.
+  gates.reconfigure(config_with(per_account(4)));
+  EXPECT_EQ(admitted_soon_for(gates, "alice"), 0) << "4 a second, 5 already made";
+  EXPECT_EQ(admitted_soon_for(gates, "carol"), 4) << "a key of its own";
+  clock->set(first + 1s + 80ms);
+  EXPECT_EQ(admitted_soon_for(gates, "alice"), 4);
+}
+
 TEST_F(GateRegistryLimits, NewProcessAfterACrash_CountsTheCallsThatWereNotYetSaved) {
   DatabaseFile db;
   const TimePoint first = clock->now();
