@@ -58,11 +58,11 @@ int resolve_config(const CLI::Option& outer, const std::string& outer_path) {
 }  // namespace
 
 void add_config_option(CLI::App& cmd, std::string& path, ConfigDefault fallback, std::string help) {
-  if (help.empty())
+  if (help.empty()) {
     help =
-        "The TOML config file, here or before the command (default: $RATCHET_CONFIG, else ratchet.toml in "
-        "the "
-        "current folder)";
+        "The TOML config file, here or before the command (default: $RATCHET_CONFIG, else ratchet.toml "
+        "in the current folder)";
+  }
   path.clear();
   config_options().push_back({&cmd, cmd.add_option("-c,--config", path, std::move(help)), &path, fallback});
 }
@@ -138,11 +138,11 @@ int run_main(int argc, char** argv) {
                  e.what());
     return kUsage;
   }
+  if (const int code = resolve_config(*config, config_before); code != kOk) return code;
   // Commands that run the engine set up logging with their status line
   // themselves; everything else logs plainly.
   // Only `run` narrates at info; the other commands print their answer, and
   // the engine's "plugin loaded" lines would only bury it.
-  if (const int code = resolve_config(*config, config_before); code != kOk) return code;
   globals.log_level_given = level->count() > 0;
   if (!globals.log_level_given) globals.log_level = "warn";
   if (auto s = setup_logging(globals.log_level, globals.format(), nullptr); !s) return report(s.error());
