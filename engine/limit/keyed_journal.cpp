@@ -126,20 +126,25 @@ Status KeyedJournal::load(std::int64_t now_us) {
   return {};
 }
 
+Status KeyedJournal::add_saved(const std::string& key, std::int64_t since, std::vector<std::int64_t>& out) {
+  std::vector<std::int64_t> saved;
+  std::lock_guard lock(tables_->mu);
+  auto st = tables_->db->transact("journal/" + owner_, "read a key's starts",
+                                  [&] { saved = tables_->db->journal_starts(owner_of(key)); });
+  if (!st) return fail(st.error().with_context("limiter history of " + owner_));
+  for (std::int64_t at : saved) {
+    if (at > since) out.push_back(at);
+  }
+  return {};
+}
+
 Result<std::vector<std::int64_t>> KeyedJournal::history(const std::string& key, std::int64_t now_us) {
   const std::int64_t since = now_us - options_.keep_us;
   std::vector<std::int64_t> out;
   // Past the first window nothing an earlier process saved counts any more:
   // a key met later needs no query.
   if (since < std::max(opened_us_, not_before_)) {
-    std::vector<std::int64_t> saved;
-    std::lock_guard lock(tables_->mu);
-    auto st = tables_->db->transact("journal/" + owner_, "read a key's starts",
-                                    [&] { saved = tables_->db->journal_starts(owner_of(key)); });
-    if (!st) return fail(st.error().with_context("limiter history of " + owner_));
-    for (std::int64_t at : saved) {
-      if (at > since) out.push_back(at);
-    }
+    if (auto st = add_saved(key, since, out); !st) return fail(st.error());
     if (not_before_ > since) out.insert(out.end(), static_cast<std::size_t>(left_open_), not_before_);
   }
   if (auto st = add_replaced(key, now_us, out); !st) return fail(st.error());
@@ -179,16 +184,7 @@ Result<std::vector<std::int64_t>> KeyedJournal::recent(const std::string& key, s
       if (k == key && at > since) out.push_back(at);
     }
   }
-  std::vector<std::int64_t> saved;
-  {
-    std::lock_guard lock(tables_->mu);
-    auto st = tables_->db->transact("journal/" + owner_, "read a key's starts",
-                                    [&] { saved = tables_->db->journal_starts(owner_of(key)); });
-    if (!st) return fail(st.error().with_context("limiter history of " + owner_));
-  }
-  for (std::int64_t at : saved) {
-    if (at > since) out.push_back(at);
-  }
+  if (auto st = add_saved(key, since, out); !st) return fail(st.error());
   if (auto st = add_replaced(key, now_us, out); !st) return fail(st.error());
   return out;
 }

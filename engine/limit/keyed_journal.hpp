@@ -94,6 +94,8 @@ class KeyedJournal : public std::enable_shared_from_this<KeyedJournal> {
   [[nodiscard]] Status write(std::int64_t now_us, bool take_lease);  // needs mu_
   // The journal replaced, while what it recorded still counts (else null).
   std::shared_ptr<KeyedJournal> replaced(std::int64_t now_us);
+  // Appends the starts of `key` saved in the database after `since`.
+  [[nodiscard]] Status add_saved(const std::string& key, std::int64_t since, std::vector<std::int64_t>& out);
   // Appends what the replaced journals recorded of `key`, and sorts.
   [[nodiscard]] Status add_replaced(const std::string& key, std::int64_t now_us,
                                     std::vector<std::int64_t>& out);
