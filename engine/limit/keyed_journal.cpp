@@ -8,8 +8,9 @@ namespace {
 // A key's limiter whose starts the keyed limit's journal records.
 class JournaledKey final : public Limiter {
  public:
-  JournaledKey(std::shared_ptr<KeyedJournal> journal, std::string key, std::shared_ptr<Limiter> inner)
-      : journal_(std::move(journal)), key_(std::move(key)), inner_(std::move(inner)) {}
+  JournaledKey(std::shared_ptr<KeyedJournal> journal, std::string key, std::uint64_t limit,
+               std::shared_ptr<Limiter> inner)
+      : journal_(std::move(journal)), key_(std::move(key)), limit_(limit), inner_(std::move(inner)) {}
 
   Result<std::int64_t> ready_at(Slot& slot, std::int64_t now_us) override {
     auto at = inner_->ready_at(slot, now_us);
@@ -29,14 +30,14 @@ class JournaledKey final : public Limiter {
     const std::int64_t units = slot.units;
     auto used = inner_->restart(slot, now_us);
     if (!used) return used;
-    journal_->forget(key_, was, units);
+    journal_->forget(limit_, key_, was, units);
     if (*used != UseResult::kStarted) return used;
     return recorded(slot);
   }
 
   Status cancel(const Slot& slot) override {
     if (auto st = inner_->cancel(slot); !st) return st;
-    if (slot.started) journal_->forget(key_, slot.at_us, slot.units);
+    if (slot.started) journal_->forget(limit_, key_, slot.at_us, slot.units);
     return {};
   }
 
@@ -45,15 +46,15 @@ class JournaledKey final : public Limiter {
     const std::int64_t was = slot.at_us;
     const std::int64_t units = slot.units;
     if (auto st = inner_->defer(slot, now_us, std::max(to_us, journal_->not_before())); !st) return st;
-    if (started) journal_->forget(key_, was, units);
+    if (started) journal_->forget(limit_, key_, was, units);
     return {};
   }
 
   Status adjust(Slot& slot, std::int64_t units, std::int64_t now_us) override {
     const std::int64_t was = slot.units;
     if (auto st = inner_->adjust(slot, units, now_us); !st) return st;
-    if (units > was) return journal_->record(key_, slot.at_us, units - was);
-    journal_->forget(key_, slot.at_us, was - units);
+    if (units > was) return journal_->record(limit_, key_, slot.at_us, units - was);
+    journal_->forget(limit_, key_, slot.at_us, was - units);
     return {};
   }
 
@@ -72,7 +73,7 @@ class JournaledKey final : public Limiter {
  private:
   // A start the journal could not save does not go: it is given back.
   Result<UseResult> recorded(Slot& slot) {
-    if (auto st = journal_->record(key_, slot.at_us, slot.units); !st) {
+    if (auto st = journal_->record(limit_, key_, slot.at_us, slot.units); !st) {
       (void)inner_->cancel(slot);
       return fail(st.error());
     }
@@ -81,6 +82,7 @@ class JournaledKey final : public Limiter {
 
   const std::shared_ptr<KeyedJournal> journal_;
   const std::string key_;
+  const std::uint64_t limit_;
   const std::shared_ptr<Limiter> inner_;
 };
 
@@ -139,58 +141,57 @@ Status KeyedJournal::add_saved(const std::string& key, std::int64_t since, std::
 }
 
 Result<std::vector<std::int64_t>> KeyedJournal::history(const std::string& key, std::int64_t now_us) {
-  const std::int64_t since = now_us - options_.keep_us;
   std::vector<std::int64_t> out;
-  // Past the first window nothing an earlier process saved counts any more:
-  // a key met later needs no query.
-  if (since < std::max(opened_us_, not_before_)) {
-    if (auto st = add_saved(key, since, out); !st) return fail(st.error());
-    if (not_before_ > since) out.insert(out.end(), static_cast<std::size_t>(left_open_), not_before_);
-  }
-  if (auto st = add_replaced(key, now_us, out); !st) return fail(st.error());
-  return out;
-}
-
-void KeyedJournal::replaces(std::shared_ptr<KeyedJournal> before, std::int64_t until_us) {
-  std::lock_guard lock(mu_);
-  replaced_ = std::move(before);
-  replaced_until_ = until_us;
-}
-
-std::shared_ptr<KeyedJournal> KeyedJournal::replaced(std::int64_t now_us) {
-  std::lock_guard lock(mu_);
-  if (replaced_ && now_us >= replaced_until_) replaced_.reset();  // and with it, the journals it replaced
-  return replaced_;
-}
-
-Status KeyedJournal::add_replaced(const std::string& key, std::int64_t now_us,
-                                  std::vector<std::int64_t>& out) {
-  // Without this journal's lock: the one replaced takes its own.
-  if (auto before = replaced(now_us)) {
-    auto starts = before->recent(key, now_us);
-    if (!starts) return fail(starts.error());
-    out.insert(out.end(), starts->begin(), starts->end());
-  }
-  std::sort(out.begin(), out.end());
-  return {};
-}
-
-Result<std::vector<std::int64_t>> KeyedJournal::recent(const std::string& key, std::int64_t now_us) {
-  const std::int64_t since = now_us - options_.keep_us;
-  std::vector<std::int64_t> out;
+  std::int64_t since = 0;
+  bool read_saved = false;
   {
     std::lock_guard lock(mu_);
-    for (const auto& [k, at] : unsaved_) {
-      if (k == key && at > since) out.push_back(at);
+    since = now_us - options_.keep_us;
+    const bool recounting = now_us < recount_until_us_;
+    // Past the first window nothing an earlier process saved counts any
+    // more: a key met later needs no query, unless a reload made a limit
+    // anew, which must count this process's calls as well.
+    read_saved = recounting || since < std::max(opened_us_, not_before_);
+    if (recounting) {
+      for (const auto& [k, at] : unsaved_) {
+        if (k == key && at > since) out.push_back(at);
+      }
     }
+    if (not_before_ > since) out.insert(out.end(), static_cast<std::size_t>(left_open_), not_before_);
   }
-  if (auto st = add_saved(key, since, out); !st) return fail(st.error());
-  if (auto st = add_replaced(key, now_us, out); !st) return fail(st.error());
+  if (read_saved) {
+    if (auto st = add_saved(key, since, out); !st) return fail(st.error());
+  }
+  std::sort(out.begin(), out.end());
   return out;
 }
 
-std::shared_ptr<Limiter> KeyedJournal::journaled(std::string key, std::shared_ptr<Limiter> inner) {
-  return std::make_shared<JournaledKey>(shared_from_this(), std::move(key), std::move(inner));
+void KeyedJournal::recount(std::int64_t now_us) {
+  std::lock_guard lock(mu_);
+  recount_until_us_ = std::max(recount_until_us_, now_us + options_.keep_us);
+}
+
+void KeyedJournal::set_options(Options options) {
+  std::lock_guard lock(mu_);
+  options_ = options;
+  // The lease taken stays as saved; the next one follows the new options.
+  lease_left_ = std::min(lease_left_, options_.lease_calls);
+}
+
+std::uint64_t KeyedJournal::enlist() {
+  std::lock_guard lock(mu_);
+  if (recorder_ == 0) recorder_ = enlisted_ + 1;
+  return ++enlisted_;
+}
+
+void KeyedJournal::records_from(std::uint64_t limit) {
+  std::lock_guard lock(mu_);
+  recorder_ = limit;
+}
+
+std::shared_ptr<Limiter> KeyedJournal::journaled(std::string key, std::uint64_t limit,
+                                                 std::shared_ptr<Limiter> inner) {
+  return std::make_shared<JournaledKey>(shared_from_this(), std::move(key), limit, std::move(inner));
 }
 
 Status KeyedJournal::write(std::int64_t now_us, bool take_lease) {
@@ -215,9 +216,11 @@ Status KeyedJournal::write(std::int64_t now_us, bool take_lease) {
   return {};
 }
 
-Status KeyedJournal::record(const std::string& key, std::int64_t at, std::int64_t units) {
+Status KeyedJournal::record(std::uint64_t limit, const std::string& key, std::int64_t at,
+                            std::int64_t units) {
   if (units <= 0) return {};
   std::lock_guard lock(mu_);
+  if (limit != recorder_) return {};
   unsaved_.insert(unsaved_.end(), static_cast<std::size_t>(units), {key, at});
   if (lease_open_ && at <= lease_until_ && lease_left_ >= units) {
     lease_left_ -= units;
@@ -231,8 +234,9 @@ Status KeyedJournal::record(const std::string& key, std::int64_t at, std::int64_
   return {};
 }
 
-void KeyedJournal::forget(const std::string& key, std::int64_t at, std::int64_t units) {
+void KeyedJournal::forget(std::uint64_t limit, const std::string& key, std::int64_t at, std::int64_t units) {
   std::lock_guard lock(mu_);
+  if (limit != recorder_) return;
   for (auto it = unsaved_.end(); units > 0 && it != unsaved_.begin();) {
     --it;
     if (it->second == at && it->first == key) {
@@ -248,6 +252,10 @@ Status KeyedJournal::save() {
   std::int64_t last = lease_until_ - options_.lease_us;
   for (const auto& entry : unsaved_) last = std::max(last, entry.second);
   return write(last, false);
+}
+
+std::string keyed_journal_owner(const std::string& owner, const std::string& key_template) {
+  return owner + "/key=" + key_template;
 }
 
 }  // namespace ratchet::limit

@@ -1,22 +1,32 @@
-// The recent call starts of a process-scope keyed limit, per key, kept so
-// that each key's window holds across a restart as an unkeyed limit's does
-// (limit/start_journal.hpp; docs/semantics.md point 7): the server keeps
-// counting a key's calls made before the restart.
+// The recent call starts of the process-scope keyed limits of one owner (a
+// plugin, or one of its operations) over one key template, per key, kept so
+// that each key's window holds across a reload and a restart as an unkeyed
+// limit's does (limit/start_journal.hpp; docs/semantics.md point 7): the
+// server keeps counting a key's calls made before either.
 //
-// One journal per keyed limit, on the one connection its keys share. Each
-// key's starts are saved under an owner of their own ("<limit>#<key>"), so
-// a key's limiter made later reads only its own. Saving follows the start
-// journal's lease, taken for the whole limit rather than per key: a start
-// that finds no lease left saves every key's unsaved starts at once and
-// takes a lease on the next `lease_calls` starts (of any key) within
-// `lease_us`. A process that died with a lease open may have spent all of
-// its calls on any one key, so the next process counts that many starts at
-// the lease's end in every key, and starts no call of the limit before that
-// end: slower for a moment after a crash, never faster.
+// One journal per key template, not per limit: it is named by the owner and
+// the template alone ("<owner>/key=<template>"), so a restart or a reload
+// that changes a limit's rate, window or algorithm finds the calls the old
+// limit made. Every call starts under each keyed limit of its template, so
+// the journal takes its starts from one of them (the recorder, see
+// records_from()) and records each call once: two limits over one key (10 a
+// second and 1,000 an hour per account) count a call once each, not twice.
+//
+// Each key's starts are saved under an owner of their own
+// ("<journal>#<key>"), so a key's limiter made later reads only its own.
+// Saving follows the start journal's lease, taken for the whole journal
+// rather than per key: a start that finds no lease left saves every key's
+// unsaved starts at once and takes a lease on the next `lease_calls` starts
+// (of any key) within `lease_us`. A process that died with a lease open may
+// have spent all of its calls on any one key, so the next process counts
+// that many starts at the lease's end in every key, and starts no call of
+// the template's limits before that end: slower for a moment after a crash,
+// never faster.
 //
 // The journal reads the database only while what earlier processes saved
-// can still count (its first window): after that a new key's limiter starts
-// empty without a query, and idle keys are dropped as before
+// can still count (its first window), and for one window after a reload
+// made a limit anew (recount()): otherwise a new key's limiter starts empty
+// without a query, and idle keys are dropped as before
 // (limit/keyed_limiters.hpp). Rows of keys not seen again are pruned by
 // prefix as the journal saves.
 //
@@ -44,8 +54,9 @@ class KeyedJournal : public std::enable_shared_from_this<KeyedJournal> {
  public:
   using Options = StartJournal::Options;
 
-  // Reads the leases earlier processes left on `owner` (the keyed limit's
-  // name) as of now_us. Fails with kDatabase when the tables cannot be read.
+  // Reads the leases earlier processes left on `owner` (the journal's name,
+  // keyed_journal_owner()) as of now_us. Fails with kDatabase when the
+  // tables cannot be read.
   [[nodiscard]] static Result<std::shared_ptr<KeyedJournal>> open(std::string owner, Options options,
                                                                   std::shared_ptr<SharedLimiterTables> tables,
                                                                   std::int64_t now_us);
@@ -54,27 +65,32 @@ class KeyedJournal : public std::enable_shared_from_this<KeyedJournal> {
   KeyedJournal(const KeyedJournal&) = delete;
   KeyedJournal& operator=(const KeyedJournal&) = delete;
 
-  // The starts of `key` that earlier processes saved within keep_us before
-  // now_us, with the unsaved calls of a lease they left open, sorted: what a
-  // limiter made for the key now must count as its own past.
+  // The starts of `key` within keep_us before now_us that a limiter made for
+  // the key now must count as its own past, sorted: those earlier processes
+  // saved, with the unsaved calls of a lease they left open, during the
+  // first window; and, during a recount, those of this process as well.
   [[nodiscard]] Result<std::vector<std::int64_t>> history(const std::string& key, std::int64_t now_us);
 
-  // This journal's limit replaces the one `before` journals (a reload
-  // changed its rate, window or algorithm, over the same key): until
-  // `until_us`, one of that limit's windows on, history() and recent() hold
-  // what `before` recorded of a key as well, and what it took over in turn.
-  void replaces(std::shared_ptr<KeyedJournal> before, std::int64_t until_us);
+  // A limit over this journal's template was made anew (a reload changed
+  // its rate, window or algorithm, or added it): for one window from
+  // now_us, history() holds this process's starts of a key too, so that no
+  // key's window at the server takes the calls made before the reload and
+  // the new limit's whole budget on top.
+  void recount(std::int64_t now_us);
 
-  // The starts of `key` recorded here within keep_us before now_us, saved
-  // or not yet, with those of the journals this one replaces, sorted: for
-  // the limit that replaces this one.
-  [[nodiscard]] Result<std::vector<std::int64_t>> recent(const std::string& key, std::int64_t now_us);
+  // The reload's options (the longest window of the template's limits now).
+  void set_options(Options options);
 
-  // How long a start counts here: the longest window of the limit.
-  std::int64_t keep_us() const { return options_.keep_us; }
+  // A name for one more limit over this template, for journaled(). The
+  // first one named records until records_from() names another.
+  std::uint64_t enlist();
+  // The starts recorded from now on are those of the limit named `limit`
+  // (the others' wrappers only read): each call is recorded once.
+  void records_from(std::uint64_t limit);
 
-  // `inner`, the key's limiter, with its starts recorded here.
-  std::shared_ptr<Limiter> journaled(std::string key, std::shared_ptr<Limiter> inner);
+  // `inner`, the key's limiter under the limit named `limit`, with its
+  // starts recorded here while that limit is the recorder.
+  std::shared_ptr<Limiter> journaled(std::string key, std::uint64_t limit, std::shared_ptr<Limiter> inner);
 
   // Saves the starts not yet saved and ends the lease.
   [[nodiscard]] Status save();
@@ -82,23 +98,20 @@ class KeyedJournal : public std::enable_shared_from_this<KeyedJournal> {
   // The end of a lease an earlier process left open: no call starts before it.
   std::int64_t not_before() const { return not_before_; }
 
-  // For the wrapper: `units` starts of `key` at `at`, saved with a lease
-  // when the open one does not cover them; and starts given back (a start
-  // already saved stays counted: slower, never faster).
-  [[nodiscard]] Status record(const std::string& key, std::int64_t at, std::int64_t units);
-  void forget(const std::string& key, std::int64_t at, std::int64_t units);
+  // For the wrapper of the limit named `limit` (nothing unless it is the
+  // recorder): `units` starts of `key` at `at`, saved with a lease when the
+  // open one does not cover them; and starts given back (a start already
+  // saved stays counted: slower, never faster).
+  [[nodiscard]] Status record(std::uint64_t limit, const std::string& key, std::int64_t at,
+                              std::int64_t units);
+  void forget(std::uint64_t limit, const std::string& key, std::int64_t at, std::int64_t units);
 
  private:
   KeyedJournal(std::string owner, Options options, std::shared_ptr<SharedLimiterTables> tables);
   [[nodiscard]] Status load(std::int64_t now_us);
   [[nodiscard]] Status write(std::int64_t now_us, bool take_lease);  // needs mu_
-  // The journal replaced, while what it recorded still counts (else null).
-  std::shared_ptr<KeyedJournal> replaced(std::int64_t now_us);
   // Appends the starts of `key` saved in the database after `since`.
   [[nodiscard]] Status add_saved(const std::string& key, std::int64_t since, std::vector<std::int64_t>& out);
-  // Appends what the replaced journals recorded of `key`, and sorts.
-  [[nodiscard]] Status add_replaced(const std::string& key, std::int64_t now_us,
-                                    std::vector<std::int64_t>& out);
   std::string owner_of(const std::string& key) const { return owner_ + "#" + key; }
 
   const std::string owner_;
@@ -114,8 +127,12 @@ class KeyedJournal : public std::enable_shared_from_this<KeyedJournal> {
   std::int64_t lease_until_ = 0;
   std::int64_t lease_left_ = 0;
   bool lease_open_ = false;
-  std::shared_ptr<KeyedJournal> replaced_;  // see replaces()
-  std::int64_t replaced_until_ = 0;
+  std::int64_t recount_until_us_ = 0;  // see recount()
+  std::uint64_t enlisted_ = 0;
+  std::uint64_t recorder_ = 0;
 };
+
+// The name of the journal of `owner`'s keyed limits over `key_template`.
+std::string keyed_journal_owner(const std::string& owner, const std::string& key_template);
 
 }  // namespace ratchet::limit

@@ -1,6 +1,7 @@
 #include "pipeline/gate_registry.hpp"
 
 #include <algorithm>
+#include <set>
 #include <sstream>
 
 #include "limit/key_identity.hpp"
@@ -90,7 +91,7 @@ Result<GateRegistry::OwnerLimits> GateRegistry::build_limits(const std::string& 
   std::int64_t min_rate = 0;
   std::int64_t min_per = 0;
   for (const auto& l : specs) {
-    // Keyed limits keep a journal of their own (limit/keyed_journal.hpp).
+    // Keyed limits keep journals of their own (limit/keyed_journal.hpp).
     if (l.scope != config::LimitScope::kProcess || l.key) continue;
     const std::int64_t per = l.per.count() + limit::jitter_margin_us(l.per.count());
     journal.keep_us = std::max(journal.keep_us, per);
@@ -111,6 +112,25 @@ Result<GateRegistry::OwnerLimits> GateRegistry::build_limits(const std::string& 
   }
   const std::vector<std::int64_t> history =
       out.journal ? out.journal->history(now) : std::vector<std::int64_t>{};
+  // One journal per key template of the process-scope keyed limits, kept
+  // across reloads as the unkeyed one is; templates whose journal this
+  // process already recorded in (a limit made over one counts those calls).
+  std::set<std::string> recorded;
+  for (const auto& l : specs) {
+    if (!l.key || !connect_ || out.key_journals.contains(*l.key)) continue;
+    auto options = retry::keyed_journal_options(specs, *l.key);
+    if (!options) continue;
+    if (old && old->key_journals.contains(*l.key)) {
+      auto& kept = old->key_journals.at(*l.key);
+      kept->set_options(*options);
+      out.key_journals.emplace(*l.key, kept);
+      recorded.insert(*l.key);
+      continue;
+    }
+    auto opened = retry::open_keyed_journal(owner, *l.key, *options, connect_, clock_);
+    if (!opened) return fail(opened.error().with_context("limit " + l.source.to_string()));
+    out.key_journals.emplace(*l.key, std::move(*opened));
+  }
   for (const auto& l : specs) {
     const std::string key = limit::limiter_key(owner, l);
     const std::string identity = key + (l.scope == config::LimitScope::kDatabase ? "/database" : "/process");
@@ -119,15 +139,14 @@ Result<GateRegistry::OwnerLimits> GateRegistry::build_limits(const std::string& 
       std::optional<retry::KeyedLimit> keyed =
           old ? take_same(old->keyed_identities, old->keyed, identity) : std::nullopt;
       if (!keyed) {
-        // A changed limit over the same key counts what the one it replaces
-        // recorded of each key: the server still counts those calls.
-        std::shared_ptr<limit::KeyedJournal> replaced;
-        if (old && l.scope == config::LimitScope::kProcess) {
-          for (const auto& k : old->keyed) {
-            if (k.key == *l.key && k.journal) replaced = k.journal;
-          }
+        std::shared_ptr<limit::KeyedJournal> starts;
+        if (l.scope == config::LimitScope::kProcess) {
+          if (auto it = out.key_journals.find(*l.key); it != out.key_journals.end()) starts = it->second;
         }
-        auto made = retry::make_keyed_limit(l, key, connect_, clock_, std::move(replaced));
+        // A new or changed limit counts the calls of its keys this process
+        // made before the reload: the server still counts them.
+        if (starts && recorded.contains(*l.key)) starts->recount(now);
+        auto made = retry::make_keyed_limit(l, key, connect_, clock_, starts);
         if (!made) return fail(made.error().with_context("limit " + l.source.to_string()));
         keyed = std::move(*made);
       }
@@ -148,6 +167,15 @@ Result<GateRegistry::OwnerLimits> GateRegistry::build_limits(const std::string& 
     }
     out.limiters.push_back(std::move(limiter));
     out.identities.push_back(identity);
+  }
+  // Each call is recorded once, by the first limit over its template: the
+  // limits dropped by a reload, whose gates may still run, only read.
+  for (const auto& [tmpl, starts] : out.key_journals) {
+    for (const auto& k : out.keyed) {
+      if (k.journal != starts) continue;
+      starts->records_from(k.journal_limit);
+      break;
+    }
   }
   return out;
 }

@@ -84,6 +84,8 @@ class GateRegistry {
     std::vector<retry::KeyedLimit> keyed;
     std::vector<std::string> keyed_identities;
     std::shared_ptr<limit::StartJournal> journal;  // null without process-scope limits
+    // Of the process-scope keyed limits, by key template (with a database).
+    std::map<std::string, std::shared_ptr<limit::KeyedJournal>> key_journals;
   };
   struct PluginParts {
     std::string fingerprint;  // the call policy it was built from

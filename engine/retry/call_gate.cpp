@@ -436,7 +436,7 @@ CallGate::Verdict CallGate::record(CallState& step, Ticket ticket, const Outcome
 Result<KeyedLimit> make_keyed_limit(const config::LimitSpec& spec, const std::string& db_key,
                                     const limit::ConnectionFactory& connect,
                                     std::shared_ptr<const Clock> clock,
-                                    std::shared_ptr<limit::KeyedJournal> replaced) {
+                                    std::shared_ptr<limit::KeyedJournal> journal) {
   if (!spec.key) return fail(Error::invalid_argument("limit " + db_key + " has no key"));
   KeyedLimit out;
   out.key = *spec.key;
@@ -455,28 +455,18 @@ Result<KeyedLimit> make_keyed_limit(const config::LimitSpec& spec, const std::st
     make = [spec, db_key, tables = *tables, clock](const std::string& key, std::int64_t) {
       return limit::make_database_limiter(spec, db_key + "#" + key, tables, clock);
     };
-  } else if (connect) {
-    // Each key's window holds across a restart: its starts are journaled.
-    auto tables = limit::SharedLimiterTables::open(connect);
-    if (!tables) return fail(tables.error().with_context("limit " + db_key));
-    const auto options = limit::KeyedJournal::Options::for_limits(window, spec.rate, window);
-    const TimePoint now = (clock ? clock : SystemClock::instance())->now();
-    auto journal = limit::KeyedJournal::open(db_key, options, *tables, limit::to_micros(now));
-    if (!journal) return fail(journal.error().with_context("limit " + db_key));
-    out.journal = *journal;
-    // What the replaced limit recorded counts while it can: one of its windows.
-    if (replaced) {
-      const std::int64_t until = limit::to_micros(now) + replaced->keep_us();
-      out.journal->replaces(std::move(replaced), until);
-    }
-    make = [spec, db_key, journal = *journal](
+  } else if (journal) {
+    // Each key's window holds across a reload and a restart: its starts are journaled.
+    out.journal = journal;
+    out.journal_limit = journal->enlist();
+    make = [spec, db_key, journal, named = out.journal_limit](
                const std::string& key, std::int64_t now_us) -> Result<std::shared_ptr<limit::Limiter>> {
       auto made = limit::make_limiter(spec, db_key + "#" + key);
       if (!made) return made;
       auto history = journal->history(key, now_us);
       if (!history) return fail(history.error());
       (*made)->count_started(*history);
-      return journal->journaled(key, std::move(*made));
+      return journal->journaled(key, named, std::move(*made));
     };
   } else {
     make = [spec, db_key](const std::string& key, std::int64_t) {
@@ -489,6 +479,36 @@ Result<KeyedLimit> make_keyed_limit(const config::LimitSpec& spec, const std::st
   out.limiters =
       std::make_shared<limit::KeyedLimiters>(std::move(make), std::max<std::int64_t>(window, 10'000'000));
   return out;
+}
+
+std::optional<limit::KeyedJournal::Options> keyed_journal_options(const std::vector<config::LimitSpec>& specs,
+                                                                  const std::string& key) {
+  std::int64_t keep = 0;
+  std::int64_t rate = 0;
+  std::int64_t per = 0;
+  for (const auto& l : specs) {
+    if (l.scope != config::LimitScope::kProcess || l.key != key) continue;
+    const std::int64_t window = l.per.count() + limit::jitter_margin_us(l.per.count());
+    keep = std::max(keep, window);
+    rate = rate == 0 ? l.rate : std::min(rate, l.rate);
+    per = per == 0 ? window : std::min(per, window);
+  }
+  if (keep == 0) return std::nullopt;
+  return limit::KeyedJournal::Options::for_limits(keep, rate, per);
+}
+
+Result<std::shared_ptr<limit::KeyedJournal>> open_keyed_journal(const std::string& owner,
+                                                                const std::string& key,
+                                                                limit::KeyedJournal::Options options,
+                                                                const limit::ConnectionFactory& connect,
+                                                                std::shared_ptr<const Clock> clock) {
+  const std::string name = limit::keyed_journal_owner(owner, key);
+  auto tables = limit::SharedLimiterTables::open(connect);
+  if (!tables) return fail(tables.error().with_context("limits of " + name));
+  const TimePoint now = (clock ? clock : SystemClock::instance())->now();
+  auto journal = limit::KeyedJournal::open(name, options, *tables, limit::to_micros(now));
+  if (!journal) return fail(journal.error().with_context("limits of " + name));
+  return journal;
 }
 
 std::shared_ptr<limit::KeyedLimiters> make_key_pacers(Duration floor) {
@@ -521,9 +541,21 @@ Result<std::shared_ptr<CallGate>> make_call_gate(const config::CallPolicy& polic
   parts.cost = policy.cost;
   parts.cost_template = policy.cost_template;
   if (policy.breaker.enabled) parts.breaker = std::make_shared<CircuitBreaker>(policy.breaker);
+  // One journal per key template, with a database (limit/keyed_journal.hpp).
+  std::map<std::string, std::shared_ptr<limit::KeyedJournal>> journals;
   for (const auto& spec : policy.limits) {
     if (spec.key) {
-      auto k = make_keyed_limit(spec, limit::limiter_key(key_prefix, spec), connect);
+      std::shared_ptr<limit::KeyedJournal> journal;
+      if (auto options = keyed_journal_options(policy.limits, *spec.key); options && connect) {
+        auto& shared = journals[*spec.key];
+        if (!shared) {
+          auto opened = open_keyed_journal(key_prefix, *spec.key, *options, connect, nullptr);
+          if (!opened) return fail(opened.error());
+          shared = std::move(*opened);
+        }
+        journal = shared;
+      }
+      auto k = make_keyed_limit(spec, limit::limiter_key(key_prefix, spec), connect, nullptr, journal);
       if (!k) return fail(k.error());
       parts.keyed.push_back(std::move(*k));
       continue;

@@ -96,8 +96,12 @@ struct KeyedLimit {
   std::shared_ptr<const config::KeyTemplate> parsed;
   bool hashed = false;  // it reads the plugin's settings: named by a keyed hash
   std::shared_ptr<limit::KeyedLimiters> limiters;
-  // The starts of its keys, process scope with a database (null otherwise).
+  // The starts of its keys, process scope with a database (null otherwise):
+  // the journal of its owner's keyed limits over the same template, which
+  // names this limit `journal_limit` (it records the starts while the
+  // journal takes them from it).
   std::shared_ptr<limit::KeyedJournal> journal;
+  std::uint64_t journal_limit = 0;
   // Turns between keys on the shared limits (TurnQueue) go by these weights,
   // by the key's text before any hashing; a key not named weighs 1.
   std::map<std::string, std::int64_t> weights;
@@ -358,16 +362,26 @@ std::shared_ptr<limit::KeyedLimiters> make_key_pacers(Duration floor);
 
 // The keyed limit `spec` declares (spec.key set); `db_key` (limiter_key)
 // names its keys' state in the database for `scope = "database"`, kept on one
-// connection that `connect` opens. `replaced`: the journal of the keyed
-// limit over the same key that this one replaces (a reload changed its
-// rate, window or algorithm): for one of that limit's windows, a key's
-// limiter made here counts the key's starts recorded there as well, so
-// that no key's window at the server takes the calls made before the
-// reload and the new limit's whole budget on top.
+// connection that `connect` opens. `journal`: for process scope, the journal
+// its keys' starts are kept in and read from (keyed_journal_options(),
+// open_keyed_journal()), shared by the owner's keyed limits over the same
+// template; null: none (without a database).
 [[nodiscard]] Result<KeyedLimit> make_keyed_limit(const config::LimitSpec& spec, const std::string& db_key,
                                                   const limit::ConnectionFactory& connect,
                                                   std::shared_ptr<const Clock> clock = nullptr,
-                                                  std::shared_ptr<limit::KeyedJournal> replaced = nullptr);
+                                                  std::shared_ptr<limit::KeyedJournal> journal = nullptr);
+
+// The options of the journal that the process-scope keyed limits of `specs`
+// over the key template `key` share: kept for the longest of their windows,
+// saved as often as the tightest needs; nullopt when there are none.
+std::optional<limit::KeyedJournal::Options> keyed_journal_options(const std::vector<config::LimitSpec>& specs,
+                                                                  const std::string& key);
+
+// Opens the journal of `owner`'s keyed limits over `key` on the database
+// `connect` opens, reading what earlier processes left as of the clock's now.
+[[nodiscard]] Result<std::shared_ptr<limit::KeyedJournal>> open_keyed_journal(
+    const std::string& owner, const std::string& key, limit::KeyedJournal::Options options,
+    const limit::ConnectionFactory& connect, std::shared_ptr<const Clock> clock);
 
 // The pace of the tightest declared limit (per / rate), the pacer's floor.
 Duration declared_pace(const std::vector<config::LimitSpec>& limits);

@@ -467,6 +467,51 @@ TEST(Fault, SighupEvery100msDuringSlowCalls_RunFinishesCleanly) {
   expect_limit(w, "sighup", "rotten_tomatoes", 10);
 }
 
+// A restart with a keyed limit's rate changed: the server still counts the
+// calls the key made in its window before the kill, so the new process
+// counts them too, under the new rate.
+TEST(Fault, SigkillThenRestartWithTheKeyedRateRaised_TheKeysWindowHoldsTheCallsBefore) {
+  mock_portal::PortalOptions imdb;
+  imdb.limit = 1000;  // the server refuses nothing: it counts what ratchet sent,
+  imdb.window = 10s;  // in windows far longer than a restart takes
+  Workbench w({{"imdb", imdb}});
+  // One budget per API key (the plugin is configured with one), under a
+  // loose plugin-wide limit: declared, so the restart's first calls go at
+  // once, not in the slow start of a pace still being learned.
+  const auto keyed = [](int rate) {
+    return "[[plugin.imdb.limit]]\nrate = " + std::to_string(rate) +
+           "\nper = \"10s\"\nkey = \"{{settings.api_key}}\"\n" + limit("imdb", 100);
+  };
+  const std::string engine = std::string(kEngine) + "workers = 4\n";
+  const std::map<std::string, std::string> api_key = {{"imdb", "api_key = \"k-1\""}};
+  const std::string job =
+      "[job.rate_movie]\nsteps = [ { name = \"imdb\", call = \"imdb.get_rating\", "
+      "args = { name = \"{{args.name}}\" } } ]\n";
+  w.write_config(engine, keyed(10), job, "", api_key);
+  const int jobs = 24;  // two windows' worth after the first
+  w.enqueue("rate_movie", names("k", 0, jobs / 2));
+  auto first = w.run();
+  ASSERT_TRUE(wait_started(*first, bound_ms(10000))) << first->err();
+  // Killed once the key's budget of the window is spent, its steps waiting.
+  ASSERT_TRUE(wait_until([&] { return w.server().requests().size() >= 10; }, bound_ms(20000)))
+      << first->err();
+  std::this_thread::sleep_for(200ms);
+  first->signal(SIGKILL);
+  EXPECT_EQ(first->wait(5000), 128 + SIGKILL);
+  w.write_config(engine, keyed(12), job, "", api_key);
+  // Steps parked for the next window wait for it anyway; new jobs would go
+  // at once if the key's window had forgotten its calls.
+  w.enqueue("rate_movie", names("k", jobs / 2, jobs / 2));
+  auto second = w.run({"--until-empty"});
+  const int rc = second->wait(bound_ms(60000));
+  EXPECT_EQ(rc, 0) << second->err().substr(0, 4000);
+  Invariants inv = w.check(kImdbStep);
+  print_invariants("keyed restart", inv);
+  expect_sound(inv, jobs);
+  EXPECT_EQ(inv.states["completed"], jobs);
+  expect_limit(w, "keyed restart", "imdb", 12);
+}
+
 // ---------------------------------------------------------- database lock
 
 TEST(Fault, WriteLockHeldPastBusyTimeout_NoLeaseExpiryNoStepRunsAgain) {

@@ -106,12 +106,13 @@ struct KeyedProcess {
     EXPECT_TRUE(j) << j.error().to_string();
     journal = *j;
     keys = std::make_shared<KeyedLimiters>(
-        [j = journal](const std::string& key, std::int64_t now_us) -> Result<std::shared_ptr<Limiter>> {
+        [j = journal, named = journal->enlist()](const std::string& key,
+                                                 std::int64_t now_us) -> Result<std::shared_ptr<Limiter>> {
           auto window = std::make_shared<SlidingWindowLimiter>(3, kSec);
           auto history = j->history(key, now_us);
           if (!history) return fail(history.error());
           window->count_started(*history);
-          return j->journaled(key, window);
+          return j->journaled(key, named, window);
         },
         kSec);
   }

@@ -182,11 +182,12 @@ TEST_F(GateRegistryLimits, NewProcessOnTheSameDatabase_EachKeyOfAKeyedLimitResum
   EXPECT_EQ(admitted_soon_for(after, "alice"), 3);
 }
 
+std::string per_account(int rate, const std::string& per = "1s") {
+  return "[[plugin.imdb.limit]]\nrate = " + std::to_string(rate) + "\nper = \"" + per +
+         "\"\nkey = \"{{args.account}}\"\n";
+}
+
 TEST_F(GateRegistryLimits, ReloadOfAKeyedLimit_EachKeyKeepsTheCallsItMade) {
-  const auto per_account = [](int rate) {
-    return "[[plugin.imdb.limit]]\nrate = " + std::to_string(rate) +
-           "\nper = \"1s\"\nkey = \"{{args.account}}\"\n";
-  };
   DatabaseFile db;
   const TimePoint first = clock->now();
   GateRegistry gates(config_with(per_account(3)), db.connect(), 1, clock);
@@ -201,6 +202,47 @@ TEST_F(GateRegistryLimits, ReloadOfAKeyedLimit_EachKeyKeepsTheCallsItMade) {
   EXPECT_EQ(admitted_soon_for(gates, "carol"), 4) << "a key of its own";
   clock->set(first + 1s + 80ms);
   EXPECT_EQ(admitted_soon_for(gates, "alice"), 4);
+}
+
+TEST_F(GateRegistryLimits, NewProcessWithTheKeyedLimitChanged_EachKeyStillCountsItsCalls) {
+  DatabaseFile db;
+  const TimePoint first = clock->now();
+  {
+    GateRegistry before(config_with(per_account(3)), db.connect(), 1, clock);
+    EXPECT_EQ(admitted_soon_for(before, "alice"), 3);
+  }  // the process stops; the next one reads a config with a higher rate
+  clock->advance(300ms);
+  GateRegistry after(config_with(per_account(5)), db.connect(), 2, clock);
+  EXPECT_EQ(admitted_soon_for(after, "alice"), 2) << "5 a second, alice's 3 calls still counted";
+  EXPECT_EQ(admitted_soon_for(after, "carol"), 5) << "a key of its own";
+  clock->set(first + 1s + 80ms);
+  EXPECT_EQ(admitted_soon_for(after, "alice"), 3) << "the 2 calls after the restart still count";
+}
+
+TEST_F(GateRegistryLimits, TwoKeyedLimitsOverOneKey_CountEachCallOnceAcrossARestart) {
+  DatabaseFile db;
+  const std::string both = per_account(3) + per_account(5, "1m");
+  {
+    GateRegistry before(config_with(both), db.connect(), 1, clock);
+    EXPECT_EQ(admitted_soon_for(before, "alice"), 3);
+  }
+  clock->advance(1100ms);  // past the 3 a second, not the 5 a minute
+  GateRegistry after(config_with(both), db.connect(), 2, clock);
+  EXPECT_EQ(admitted_soon_for(after, "alice"), 2) << "alice's 3 calls count once against the 5 a minute";
+}
+
+TEST_F(GateRegistryLimits, ReloadDroppingOneOfTwoKeyedLimitsOverOneKey_TheOtherKeepsRecordingTheCalls) {
+  DatabaseFile db;
+  {
+    GateRegistry gates(config_with(per_account(3) + per_account(5, "1m")), db.connect(), 1, clock);
+    EXPECT_EQ(admitted_soon_for(gates, "alice"), 3);
+    gates.reconfigure(config_with(per_account(5, "1m")));
+    clock->advance(1100ms);
+    EXPECT_EQ(admitted_soon_for(gates, "alice"), 2) << "5 a minute, 3 already made";
+  }
+  clock->advance(1100ms);
+  GateRegistry after(config_with(per_account(5, "1m")), db.connect(), 2, clock);
+  EXPECT_EQ(admitted_soon_for(after, "alice"), 0) << "all 5 of alice's calls this minute still count";
 }
 
 TEST_F(GateRegistryLimits, NewProcessAfterACrash_CountsTheCallsThatWereNotYetSaved) {
