@@ -91,4 +91,19 @@ std::string limiter_key(const std::string& owner, const config::LimitSpec& spec)
   return key;
 }
 
+std::string database_limit_name(const std::string& owner, const config::LimitSpec& spec,
+                                const std::vector<config::LimitSpec>& specs) {
+  if (spec.algorithm != config::LimitAlgorithm::kSlidingWindow) return limiter_key(owner, spec);
+  for (const auto& other : specs) {
+    if (&other != &spec && other.scope == config::LimitScope::kDatabase &&
+        other.algorithm == config::LimitAlgorithm::kSlidingWindow && other.per == spec.per &&
+        other.key == spec.key) {
+      return limiter_key(owner, spec);
+    }
+  }
+  std::string name = owner + "/per" + std::to_string(spec.per.count()) + "us/sliding";
+  if (spec.key) name += "/key=" + *spec.key;
+  return name;
+}
+
 }  // namespace ratchet::limit

@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "config/spec.hpp"
 #include "limit/database_limiter.hpp"
@@ -90,8 +91,21 @@ constexpr std::int64_t bucket_check_per_us(std::int64_t rate, std::int64_t per_u
     const config::LimitSpec& spec, const std::string& key, std::shared_ptr<SharedLimiterTables> tables,
     std::shared_ptr<const Clock> clock = nullptr);
 
-// A key for a database-scope limit that changes when its shape changes,
+// A key for a limit that changes when its shape changes,
 // e.g. "imdb/get_rating/10per86400000000us/sliding".
 std::string limiter_key(const std::string& owner, const config::LimitSpec& spec);
+
+// The name a database-scope limit's count is kept under. A sliding window's
+// count is a log of calls that any rate can be checked against, so its name
+// leaves the rate out ("imdb/per1000000us/sliding"): a reload or restart
+// that changes only the rate, and processes still running the old rate
+// beside ones running the new, count the same calls, each against its own
+// rate. Another database-scope sliding window of the owner over the same
+// window (and key) would record every call into that log too, so then the
+// rate stays in the name. A token bucket's or a fixed window's state is
+// kept at its rate: their names are limiter_key(). `specs`: all the
+// owner's limits, `spec` one of them.
+std::string database_limit_name(const std::string& owner, const config::LimitSpec& spec,
+                                const std::vector<config::LimitSpec>& specs);
 
 }  // namespace ratchet::limit

@@ -134,6 +134,10 @@ Result<GateRegistry::OwnerLimits> GateRegistry::build_limits(const std::string& 
   for (const auto& l : specs) {
     const std::string key = limit::limiter_key(owner, l);
     const std::string identity = key + (l.scope == config::LimitScope::kDatabase ? "/database" : "/process");
+    // A changed database-scope sliding window keeps its name, and with it
+    // the calls counted (database_limit_name).
+    const std::string name =
+        l.scope == config::LimitScope::kDatabase ? limit::database_limit_name(owner, l, specs) : key;
     if (l.key) {
       // An unchanged keyed limit keeps every key's window.
       std::optional<retry::KeyedLimit> keyed =
@@ -146,7 +150,7 @@ Result<GateRegistry::OwnerLimits> GateRegistry::build_limits(const std::string& 
         // A new or changed limit counts the calls of its keys this process
         // made before the reload: the server still counts them.
         if (starts && recorded.contains(*l.key)) starts->recount(now);
-        auto made = retry::make_keyed_limit(l, key, connect_, clock_, starts);
+        auto made = retry::make_keyed_limit(l, name, connect_, clock_, starts);
         if (!made) return fail(made.error().with_context("limit " + l.source.to_string()));
         keyed = std::move(*made);
       }
@@ -159,7 +163,7 @@ Result<GateRegistry::OwnerLimits> GateRegistry::build_limits(const std::string& 
     std::shared_ptr<limit::Limiter> limiter;
     if (old) limiter = take_same(old->identities, old->limiters, identity).value_or(nullptr);
     if (!limiter) {
-      auto made = limit::make_limiter(l, key, connect_, clock_);
+      auto made = limit::make_limiter(l, name, connect_, clock_);
       if (!made) return fail(made.error().with_context("limit " + l.source.to_string()));
       limiter = std::move(*made);
       // A new or changed limit counts the calls the server has already seen.

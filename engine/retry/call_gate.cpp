@@ -541,6 +541,11 @@ Result<std::shared_ptr<CallGate>> make_call_gate(const config::CallPolicy& polic
   parts.cost = policy.cost;
   parts.cost_template = policy.cost_template;
   if (policy.breaker.enabled) parts.breaker = std::make_shared<CircuitBreaker>(policy.breaker);
+  const auto limit_name = [&](const config::LimitSpec& spec) {
+    return spec.scope == config::LimitScope::kDatabase
+               ? limit::database_limit_name(key_prefix, spec, policy.limits)
+               : limit::limiter_key(key_prefix, spec);
+  };
   // One journal per key template, with a database (limit/keyed_journal.hpp).
   std::map<std::string, std::shared_ptr<limit::KeyedJournal>> journals;
   for (const auto& spec : policy.limits) {
@@ -555,12 +560,12 @@ Result<std::shared_ptr<CallGate>> make_call_gate(const config::CallPolicy& polic
         }
         journal = shared;
       }
-      auto k = make_keyed_limit(spec, limit::limiter_key(key_prefix, spec), connect, nullptr, journal);
+      auto k = make_keyed_limit(spec, limit_name(spec), connect, nullptr, journal);
       if (!k) return fail(k.error());
       parts.keyed.push_back(std::move(*k));
       continue;
     }
-    auto l = limit::make_limiter(spec, limit::limiter_key(key_prefix, spec), connect);
+    auto l = limit::make_limiter(spec, limit_name(spec), connect);
     if (!l) return fail(l.error());
     parts.limiters.push_back(std::move(*l));
   }

@@ -512,6 +512,41 @@ TEST(Fault, SigkillThenRestartWithTheKeyedRateRaised_TheKeysWindowHoldsTheCallsB
   expect_limit(w, "keyed restart", "imdb", 12);
 }
 
+// A config change rolled out to one process and not yet to another: both
+// run on one database, one at the old rate of a database-scope limit, one
+// at the new. The server sees at most the higher of the two rates.
+TEST(Fault, TwoProcessesAtTheOldAndTheNewRateOfADatabaseScopeLimit_TheServerSeesTheHigherOnly) {
+  mock_portal::PortalOptions imdb;
+  imdb.limit = 1000;  // the server refuses nothing: it counts what ratchet sent
+  Workbench w({{"imdb", imdb}});
+  const auto shared = [](int rate) {
+    return "[[plugin.imdb.limit]]\nrate = " + std::to_string(rate) + "\nper = \"1s\"\nscope = \"database\"\n";
+  };
+  const std::string engine = std::string(kEngine) + "workers = 4\n";
+  const std::string job =
+      "[job.rate_movie]\nsteps = [ { name = \"imdb\", call = \"imdb.get_rating\", "
+      "args = { name = \"{{args.name}}\" } } ]\n";
+  const int jobs = scaled(60);
+  w.write_config(engine, shared(10), job);
+  auto old_rate = w.run();
+  ASSERT_TRUE(wait_started(*old_rate, bound_ms(10000))) << old_rate->err();
+  w.write_config(engine, shared(12), job);
+  auto new_rate = w.run();
+  ASSERT_TRUE(wait_started(*new_rate, bound_ms(10000))) << new_rate->err();
+  // The jobs come once both are up, so both take their share of them.
+  w.enqueue("rate_movie", names("r", 0, jobs));
+  EXPECT_TRUE(wait_until([&] { return w.unfinished() == 0; }, bound_ms(60000)));
+  for (auto* run : {old_rate.get(), new_rate.get()}) {
+    run->signal(SIGTERM);
+    EXPECT_EQ(run->wait(bound_ms(15000)), 0) << run->err().substr(0, 4000);
+  }
+  Invariants inv = w.check(kImdbStep);
+  print_invariants("two rates", inv);
+  expect_sound(inv, jobs);
+  EXPECT_EQ(inv.states["completed"], jobs);
+  expect_limit(w, "two rates", "imdb", 12);
+}
+
 // ---------------------------------------------------------- database lock
 
 TEST(Fault, WriteLockHeldPastBusyTimeout_NoLeaseExpiryNoStepRunsAgain) {

@@ -82,6 +82,20 @@ TEST_P(DatabaseLimiterTest, Sliding_QuotaSurvivesARestart) {
   EXPECT_EQ(must(after->reserve(kT0 + 3600 * kSec, kT0)).at_us, kT0 + 86400 * kSec);
 }
 
+// A sliding window's count is a log of calls: processes at two rates over
+// one name (a config change rolled out to one and not yet to the other,
+// database_limit_name) count the same calls, each against its own rate.
+TEST_P(DatabaseLimiterTest, Sliding_TwoRatesOverOneName_CountTheSameCallsEachAgainstItsOwnRate) {
+  testing::LimiterTables db(GetParam());
+  auto old_rate = open(db, spec(config::LimitAlgorithm::kSlidingWindow, 2, 86400s));
+  auto new_rate = open(db, spec(config::LimitAlgorithm::kSlidingWindow, 3, 86400s));
+  EXPECT_EQ(must(old_rate->reserve(kT0, kT0)).at_us, kT0);
+  EXPECT_EQ(must(old_rate->reserve(kT0, kT0)).at_us, kT0);
+  EXPECT_EQ(must(old_rate->reserve(kT0, kT0)).at_us, kT0 + 86400 * kSec) << "2 a day, 2 made";
+  EXPECT_EQ(must(new_rate->reserve(kT0 + kSec, kT0)).at_us, kT0 + kSec) << "3 a day, 2 made";
+  EXPECT_EQ(must(new_rate->reserve(kT0 + kSec, kT0)).at_us, kT0 + 86400 * kSec);
+}
+
 TEST_P(DatabaseLimiterTest, Sliding_KeysAreIndependent) {
   testing::LimiterTables db(GetParam());
   auto s = spec(config::LimitAlgorithm::kSlidingWindow, 1, 1s);

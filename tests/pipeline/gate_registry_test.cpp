@@ -269,5 +269,38 @@ TEST_F(GateRegistryLimits, ReloadKeepsADatabaseScopeLimit) {
   EXPECT_EQ(admitted_now(gates), 0);
 }
 
+std::string database_scope(int rate) {
+  return "[[plugin.imdb.limit]]\nrate = " + std::to_string(rate) + "\nper = \"1s\"\nscope = \"database\"\n";
+}
+
+TEST_F(GateRegistryLimits, ReloadChangingADatabaseScopeLimitsRate_CountsTheCallsAlreadyMade) {
+  DatabaseFile db;
+  GateRegistry gates(config_with(database_scope(10)), db.connect(), 1, clock);
+  EXPECT_EQ(admitted_now(gates), 10);
+  gates.reconfigure(config_with(database_scope(12)));
+  EXPECT_EQ(admitted_now(gates), 2) << "12 a second, 10 already made";
+  gates.reconfigure(config_with(database_scope(8)));
+  EXPECT_EQ(admitted_now(gates), 0) << "8 a second, 12 already made";
+}
+
+TEST_F(GateRegistryLimits, ProcessesRunningTheOldAndTheNewRateOfADatabaseScopeLimit_CountTheSameCalls) {
+  DatabaseFile db;
+  // A config change rolled out to one process and not yet to the other.
+  GateRegistry old_rate(config_with(database_scope(10)), db.connect(), 1, clock);
+  EXPECT_EQ(admitted_now(old_rate), 10);
+  GateRegistry new_rate(config_with(database_scope(12)), db.connect(), 2, clock);
+  EXPECT_EQ(admitted_now(new_rate), 2) << "12 a second, 10 already made by the process at 10";
+  EXPECT_EQ(admitted_now(old_rate), 0);
+  clock->advance(1100ms);
+  EXPECT_EQ(admitted_now(old_rate), 10);
+  EXPECT_EQ(admitted_now(new_rate), 2);
+}
+
+TEST_F(GateRegistryLimits, TwoDatabaseScopeLimitsOverOneWindow_EachCountsACallOnce) {
+  DatabaseFile db;
+  GateRegistry gates(config_with(database_scope(10) + database_scope(12)), db.connect(), 1, clock);
+  EXPECT_EQ(admitted_now(gates), 10) << "the tighter decides, each call counted once in each";
+}
+
 }  // namespace
 }  // namespace ratchet::pipeline
