@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <random>
 #include <stdexcept>
 #include <string>
 
@@ -26,8 +28,17 @@ inline std::string fresh_postgres_schema() {
   // Engines on the cluster keep their crash records (PgStore::crash_record)
   // in its folder, which goes with it, not under the home directory.
   ::setenv("XDG_STATE_HOME", (env->dir + "/state").c_str(), 1);
+  // Named apart from every schema an earlier test process left on the
+  // cluster: a pid alone repeats, as pids wrap (at 32,768 by default) in a
+  // run that starts thousands of processes.
   static int counter = 0;
-  const std::string schema = "t" + std::to_string(::getpid()) + "_" + std::to_string(++counter);
+  static const std::string run = [] {
+    std::random_device random;
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%08x%08x", random(), random());
+    return std::string(hex);
+  }();
+  const std::string schema = "t" + std::to_string(::getpid()) + "_" + run + "_" + std::to_string(++counter);
   auto c = store::pg::connect({env->url, std::nullopt, std::chrono::seconds(10)});
   if (!c) throw std::runtime_error(c.error().to_string());
   if (auto made = c->exec("CREATE SCHEMA " + schema); !made)
