@@ -399,4 +399,22 @@ std::string DatabaseLimiter::describe() const {
          " (database, key " + impl_->key + ")";
 }
 
+Result<bool> forget_idle_keys(SharedLimiterTables& tables, const std::string& prefix, std::int64_t before,
+                              std::int64_t most) {
+  std::vector<std::string> idle;
+  {
+    std::lock_guard lock(tables.mu);
+    auto st = tables.db->transact(prefix, "list the idle keys of " + prefix,
+                                  [&] { idle = tables.db->keys_idle_since(prefix, before, most); });
+    if (!st) return fail(st.error());
+  }
+  for (const auto& key : idle) {
+    std::lock_guard lock(tables.mu);
+    auto st = tables.db->transact(key, "forget an idle key of " + prefix,
+                                  [&] { (void)tables.db->forget_key(key, before); });
+    if (!st) return fail(st.error());
+  }
+  return static_cast<std::int64_t>(idle.size()) < most;
+}
+
 }  // namespace ratchet::limit

@@ -82,6 +82,14 @@ struct SharedLimiterTables {
   [[nodiscard]] static Result<std::shared_ptr<SharedLimiterTables>> open(const ConnectionFactory& connect);
 };
 
+// Removes from the store the rows of keys under `prefix` (a keyed limit's
+// "<name>#") that hold nothing at or after `before` (LimiterTables::
+// forget_key), at most `most` keys, each in a transaction of its own so
+// decisions on other keys go on between them; whether fewer than `most`
+// were found idle (none left to look at).
+[[nodiscard]] Result<bool> forget_idle_keys(SharedLimiterTables& tables, const std::string& prefix,
+                                            std::int64_t before, std::int64_t most);
+
 class DatabaseLimiter final : public Limiter {
  public:
   // Opens its own connection through `connect`. Fails with kDatabase when the

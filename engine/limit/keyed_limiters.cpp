@@ -6,13 +6,43 @@ namespace ratchet::limit {
 
 namespace {
 constexpr std::size_t kMinSweepSize = 1024;
+constexpr std::int64_t kTidyAgainUs = 1'000'000;
 }  // namespace
 
 KeyedLimiters::KeyedLimiters(Make make, std::int64_t sweep_every_us)
-    : make_(std::move(make)), sweep_every_us_(std::max<std::int64_t>(1, sweep_every_us)) {}
+    : KeyedLimiters(std::move(make), sweep_every_us, {}, 0) {}
+
+KeyedLimiters::KeyedLimiters(Make make, std::int64_t sweep_every_us, Tidy tidy, std::int64_t tidy_every_us)
+    : make_(std::move(make)),
+      sweep_every_us_(std::max<std::int64_t>(1, sweep_every_us)),
+      tidy_(std::move(tidy)),
+      tidy_every_us_(std::max<std::int64_t>(1, tidy_every_us)) {}
 
 Result<std::shared_ptr<Limiter>> KeyedLimiters::get(const std::string& key, std::int64_t now_us) {
-  std::lock_guard lock(mu_);
+  bool tidy = false;
+  Result<std::shared_ptr<Limiter>> out = [&] {
+    std::lock_guard lock(mu_);
+    if (tidy_ && !tidying_) {
+      if (next_tidy_us_ == 0) next_tidy_us_ = now_us + tidy_every_us_;
+      tidy = tidying_ = now_us >= next_tidy_us_;
+    }
+    return get_locked(key, now_us);
+  }();
+  if (tidy) {
+    // Outside the lock: the tidy may take a while (a database's rows), and
+    // decisions on the keys go on meanwhile.
+    const Result<bool> done = tidy_(now_us);
+    std::lock_guard lock(mu_);
+    tidying_ = false;
+    // More to do: soon, but not at every decision (a backlog of keys, say
+    // after an upgrade, is worked off a batch a second).
+    next_tidy_us_ =
+        now_us + (done && !*done ? std::min<std::int64_t>(tidy_every_us_, kTidyAgainUs) : tidy_every_us_);
+  }
+  return out;
+}
+
+Result<std::shared_ptr<Limiter>> KeyedLimiters::get_locked(const std::string& key, std::int64_t now_us) {
   if (keys_.size() >= sweep_at_size_ || now_us >= next_sweep_us_) sweep_locked(now_us);
   if (auto it = keys_.find(key); it != keys_.end()) return it->second;
   auto made = make_(key, now_us);

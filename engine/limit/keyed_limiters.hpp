@@ -31,7 +31,16 @@ class KeyedLimiters {
   // Makes the limiter of a key it has not seen (or has dropped), as of now_us.
   using Make = std::function<Result<std::shared_ptr<Limiter>>(const std::string& key, std::int64_t now_us)>;
 
+  // Tidies what the keys keep outside memory (a database-scope limit's
+  // rows of keys long idle), as of now_us; whether it finished (false: more
+  // to do, at the next decision).
+  using Tidy = std::function<Result<bool>(std::int64_t now_us)>;
+
   KeyedLimiters(Make make, std::int64_t sweep_every_us);
+  // With `tidy`, run by a decision (get) at most once per `tidy_every_us`,
+  // outside the set's lock, never by two at once. A failed tidy is tried
+  // again at the next: nothing it would remove still counts.
+  KeyedLimiters(Make make, std::int64_t sweep_every_us, Tidy tidy, std::int64_t tidy_every_us);
 
   // The limiter of `key`, made on first use. now_us paces the sweeps.
   [[nodiscard]] Result<std::shared_ptr<Limiter>> get(const std::string& key, std::int64_t now_us);
@@ -49,9 +58,14 @@ class KeyedLimiters {
 
  private:
   std::size_t sweep_locked(std::int64_t now_us);
+  Result<std::shared_ptr<Limiter>> get_locked(const std::string& key, std::int64_t now_us);
 
   const Make make_;
   const std::int64_t sweep_every_us_;
+  const Tidy tidy_;
+  const std::int64_t tidy_every_us_ = 0;
+  std::int64_t next_tidy_us_ = 0;  // zero: the first decision's time plus tidy_every_us_
+  bool tidying_ = false;
   mutable std::mutex mu_;
   // Open addressing (abseil's Swiss table): one probe where a node map
   // takes two cache misses, which is most of a keyed decision at 100,000 keys.

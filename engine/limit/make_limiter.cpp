@@ -38,6 +38,27 @@ Result<std::shared_ptr<Limiter>> make_database_limiter(const config::LimitSpec& 
   return std::shared_ptr<Limiter>(std::move(*db));
 }
 
+std::shared_ptr<KeyedLimiters> make_keyed_database_limiters(const config::LimitSpec& spec,
+                                                            const std::string& name,
+                                                            std::shared_ptr<SharedLimiterTables> tables,
+                                                            std::shared_ptr<const Clock> clock,
+                                                            std::int64_t sweep_every_us) {
+  constexpr std::int64_t kTidyEveryUs = 60'000'000;
+  constexpr std::int64_t kKeysATidy = 256;
+  const std::int64_t window = spec.per.count() + jitter_margin_us(spec.per.count());
+  const std::int64_t keep = std::max(kIdleKeyRowsKeptUs, 2 * window);
+  const std::string prefix = name + "#";
+  return std::make_shared<KeyedLimiters>(
+      [spec, prefix, tables, clock](const std::string& key, std::int64_t) {
+        return make_database_limiter(spec, prefix + key, tables, clock);
+      },
+      sweep_every_us,
+      [tables, prefix, keep](std::int64_t now_us) {
+        return forget_idle_keys(*tables, prefix, now_us - keep, kKeysATidy);
+      },
+      kTidyEveryUs);
+}
+
 Result<std::shared_ptr<Limiter>> make_limiter(const config::LimitSpec& spec, const std::string& key,
                                               const ConnectionFactory& connect,
                                               std::shared_ptr<const Clock> clock) {

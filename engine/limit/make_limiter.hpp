@@ -12,6 +12,7 @@
 
 #include "config/spec.hpp"
 #include "limit/database_limiter.hpp"
+#include "limit/keyed_limiters.hpp"
 #include "limit/limiter.hpp"
 
 namespace ratchet::limit {
@@ -90,6 +91,19 @@ constexpr std::int64_t bucket_check_per_us(std::int64_t rate, std::int64_t per_u
 [[nodiscard]] Result<std::shared_ptr<Limiter>> make_database_limiter(
     const config::LimitSpec& spec, const std::string& key, std::shared_ptr<SharedLimiterTables> tables,
     std::shared_ptr<const Clock> clock = nullptr);
+
+// A database-scope keyed limit: one limiter a key, each keeping its state
+// in the store under "<name>#<key>". Dropped from memory once idle
+// (`sweep_every_us`), a key's rows stay in the store while anything in them
+// still counts; a key unused for kIdleKeyRowsKeptUs (or twice its window,
+// when longer) has its rows removed by a decision on any key of the limit,
+// a batch at most once a minute: a limit over ever-new keys (one per user,
+// per order) keeps the rows of the keys used lately, not of every key it
+// ever met.
+inline constexpr std::int64_t kIdleKeyRowsKeptUs = 600'000'000;
+[[nodiscard]] std::shared_ptr<KeyedLimiters> make_keyed_database_limiters(
+    const config::LimitSpec& spec, const std::string& name, std::shared_ptr<SharedLimiterTables> tables,
+    std::shared_ptr<const Clock> clock, std::int64_t sweep_every_us);
 
 // A key for a limit that changes when its shape changes,
 // e.g. "imdb/get_rating/10per86400000000us/sliding".

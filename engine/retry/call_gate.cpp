@@ -449,13 +449,17 @@ Result<KeyedLimit> make_keyed_limit(const config::LimitSpec& spec, const std::st
   out.weights = spec.weights;
   limit::KeyedLimiters::Make make;
   const std::int64_t window = spec.per.count() + limit::jitter_margin_us(spec.per.count());
+  // A key unused for a window holds nothing that still counts; sweeping for
+  // such keys walks them all, so it runs at most every 10 s (and whenever
+  // the keys have doubled): memory stays within twice the live keys.
+  const std::int64_t sweep_every = std::max<std::int64_t>(window, 10'000'000);
   if (spec.scope == config::LimitScope::kDatabase) {
     auto tables = limit::SharedLimiterTables::open(connect);
     if (!tables) return fail(tables.error().with_context("limit " + db_key));
-    make = [spec, db_key, tables = *tables, clock](const std::string& key, std::int64_t) {
-      return limit::make_database_limiter(spec, db_key + "#" + key, tables, clock);
-    };
-  } else if (journal) {
+    out.limiters = limit::make_keyed_database_limiters(spec, db_key, *tables, std::move(clock), sweep_every);
+    return out;
+  }
+  if (journal) {
     // Each key's window holds across a reload and a restart: its starts are journaled.
     out.journal = journal;
     out.journal_limit = journal->enlist();
@@ -473,11 +477,7 @@ Result<KeyedLimit> make_keyed_limit(const config::LimitSpec& spec, const std::st
       return limit::make_limiter(spec, db_key + "#" + key);
     };
   }
-  // A key unused for a window holds nothing that still counts; sweeping for
-  // such keys walks them all, so it runs at most every 10 s (and whenever
-  // the keys have doubled): memory stays within twice the live keys.
-  out.limiters =
-      std::make_shared<limit::KeyedLimiters>(std::move(make), std::max<std::int64_t>(window, 10'000'000));
+  out.limiters = std::make_shared<limit::KeyedLimiters>(std::move(make), sweep_every);
   return out;
 }
 

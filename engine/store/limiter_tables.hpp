@@ -79,6 +79,16 @@ class LimiterTables {
   // Moves one entry at `from` to `to`; false when there was none.
   virtual bool move_one(LimiterLog log, const std::string& key, std::int64_t from, std::int64_t to) = 0;
 
+  // The keys under `prefix` (a keyed limit's, "imdb/keyed#") whose
+  // high-water mark is before `before`, at most `most` of them: keys that
+  // may hold nothing still counting (forget_key decides).
+  virtual std::vector<std::string> keys_idle_since(const std::string& prefix, std::int64_t before,
+                                                   std::int64_t most) = 0;
+  // Removes every row of `key` when none holds a time at or after `before`
+  // (its mark, its TATs, its logs' entries: a slot reserved for later keeps
+  // it); whether it did. A key without rows counts as new: the same state.
+  virtual bool forget_key(const std::string& key, std::int64_t before) = 0;
+
   // The journal of process-scope starts, per owner.
   virtual void journal_prune(const std::string& owner, std::int64_t until) = 0;    // at <= until
   virtual std::vector<std::int64_t> journal_starts(const std::string& owner) = 0;  // sorted

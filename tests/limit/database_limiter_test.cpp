@@ -473,6 +473,88 @@ TEST_P(DatabaseLimiterTest, Keyed_TwoProcessesShareEachKeysBudgetAndNameKeysAlik
   EXPECT_EQ(key_identity("sk-secret", true, *salt_one), key_identity("sk-secret", true, *salt_two));
 }
 
+// A keyed limit over ever-new keys (one per user, per order) kept each
+// key's rows in the store for ever: a key's decisions prune only its own
+// rows, and a key never used again is never decided on. Rows of keys long
+// idle now go, a batch at a time, at a decision on any key of the limit;
+// a key whose rows still count keeps them.
+TEST_P(DatabaseLimiterTest, Keyed_KeysLongIdleLeaveNoRowsInTheStore) {
+  testing::LimiterTables db(GetParam());
+  const auto& b = GetParam();
+  auto rows = [&](const std::string& key_prefix) {
+    std::int64_t n = 0;
+    for (const char* table : {"limiter_state", "limiter_calls", "limiter_starts"}) {
+      n += std::stoll(b.scalar(
+          db.database(), "SELECT COUNT(*) FROM " + b.table(table) + " WHERE key LIKE '" + key_prefix + "%'"));
+    }
+    return n;
+  };
+  auto tables = SharedLimiterTables::open(db.connect());
+  ASSERT_TRUE(tables) << tables.error().to_string();
+  struct Limit {
+    std::string name;
+    config::LimitSpec spec;
+  };
+  const std::vector<Limit> limits{
+      {"imdb/sliding", spec(config::LimitAlgorithm::kSlidingWindow, 2, 1s)},
+      {"imdb/bucket", spec(config::LimitAlgorithm::kTokenBucket, 2, 1s, 2)},
+      {"imdb/fixed", spec(config::LimitAlgorithm::kFixedWindow, 2, 1s)},
+      // A key used once in an hour-long window still counts at the tidy.
+      {"imdb/hourly", spec(config::LimitAlgorithm::kSlidingWindow, 1, 1h)},
+  };
+  std::vector<std::shared_ptr<KeyedLimiters>> keyed;
+  for (const auto& l : limits)
+    keyed.push_back(make_keyed_database_limiters(l.spec, l.name, *tables, nullptr, kSec));
+  // Starts a call of `key` at `now` if one may start then; whether it did.
+  auto call = [&](KeyedLimiters& k, const std::string& key, std::int64_t now) {
+    auto l = k.get(key, now);
+    EXPECT_TRUE(l) << (l ? "" : l.error().to_string());
+    if (!l) return false;
+    Slot slot = must((*l)->reserve(now, now));
+    if (slot.at_us != now) {
+      EXPECT_TRUE((*l)->cancel(slot));
+      return false;
+    }
+    auto used = (*l)->start(slot, now);
+    return used && *used == UseResult::kStarted;
+  };
+  constexpr int kUsers = 300;  // more than one tidy removes
+  for (std::size_t i = 0; i < limits.size(); ++i) {
+    for (int u = 0; u < kUsers; ++u) {
+      ASSERT_TRUE(call(*keyed[i], "user-" + std::to_string(u), kT0 + u * 1000)) << limits[i].name;
+    }
+    EXPECT_GE(rows(limits[i].name + "#user-"), kUsers) << limits[i].name;
+  }
+  // Five minutes on: the users' rows are kept (nothing removed this soon).
+  for (std::size_t i = 0; i < limits.size(); ++i) {
+    EXPECT_TRUE(call(*keyed[i], "later", kT0 + 300 * kSec));
+    EXPECT_GE(rows(limits[i].name + "#user-"), kUsers) << limits[i].name;
+  }
+  // Past ten minutes, the decisions of another key remove the idle keys'
+  // rows, a batch each (a batch a second at most while more are left).
+  for (std::size_t i = 0; i < limits.size(); ++i) {
+    for (int s = 0; s < 3; ++s) (void)call(*keyed[i], "later", kT0 + (700 + s) * kSec);
+  }
+  EXPECT_EQ(rows("imdb/sliding#user-"), 0);
+  EXPECT_EQ(rows("imdb/bucket#user-"), 0);
+  EXPECT_EQ(rows("imdb/fixed#user-"), 0);
+  // Keys still counting keep their rows: the hour's users, and the key in use.
+  EXPECT_GE(rows("imdb/hourly#user-"), kUsers);
+  EXPECT_FALSE(call(*keyed[3], "user-0", kT0 + 700 * kSec)) << "user-0's call in the hour was forgotten";
+  EXPECT_GE(rows("imdb/sliding#later"), 1);
+  // A key whose rows were removed has the budget of a key never seen.
+  for (std::size_t i = 0; i < 3; ++i) {
+    auto at_once = [&](const std::string& key) {
+      int n = 0;
+      while (n < 5 && call(*keyed[i], key, kT0 + 710 * kSec)) ++n;
+      return n;
+    };
+    const int fresh = at_once("never-seen");
+    EXPECT_GE(fresh, 1) << limits[i].name;
+    EXPECT_EQ(at_once("user-1"), fresh) << limits[i].name;
+  }
+}
+
 // A decision's commit does not wait for the server to flush its log to
 // disk: the key stays locked until the commit returns, so a slow flush (a
 // disk busy with other writes) slowed every process's decisions on it, and

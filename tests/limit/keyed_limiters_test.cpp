@@ -106,5 +106,33 @@ TEST(LimiterForgettable, EachAlgorithmIsForgettableExactlyWhenANewLimiterWouldDe
   EXPECT_TRUE(f.forgettable(kT0 + kSec));
 }
 
+// What the keys keep outside memory is tidied by the decisions themselves:
+// once per interval, a batch a second while more is left, again at the next
+// interval after a failure (the database was locked), and a decision never
+// fails because its tidy did.
+TEST(KeyedLimiters, TidyRunsOncePerIntervalAndSoonerWhileMoreIsLeft) {
+  std::vector<std::int64_t> runs;
+  std::vector<Result<bool>> answers;
+  KeyedLimiters keys(
+      [](const std::string&, std::int64_t) -> Result<std::shared_ptr<Limiter>> {
+        return std::make_shared<SlidingWindowLimiter>(5, kSec);
+      },
+      kSec,
+      [&](std::int64_t now) -> Result<bool> {
+        runs.push_back(now);
+        Result<bool> r = answers.empty() ? Result<bool>(true) : answers.front();
+        if (!answers.empty()) answers.erase(answers.begin());
+        return r;
+      },
+      60 * kSec);
+  auto decide_at = [&](std::int64_t t) { EXPECT_TRUE(keys.get("alice", kT0 + t)); };
+  answers = {false, fail(Error::database("database is locked")), true};
+  for (std::int64_t t = 0; t <= 200 * kSec; t += kSec / 2) decide_at(t);
+  // First at a minute in; more was left: a second later; that one failed:
+  // a minute later; then every minute.
+  EXPECT_EQ(runs, (std::vector<std::int64_t>{kT0 + 60 * kSec, kT0 + 61 * kSec, kT0 + 121 * kSec,
+                                             kT0 + 181 * kSec}));
+}
+
 }  // namespace
 }  // namespace ratchet::limit

@@ -155,6 +155,32 @@ class PgLimiterTables final : public LimiterTables {
     for (int i = 0; i < r.size(); ++i) out.push_back(i64(r, i, 0));
     return out;
   }
+  std::vector<std::string> keys_idle_since(const std::string& prefix, std::int64_t before,
+                                           std::int64_t most) override {
+    Rows r = session_.run(
+        "SELECT key FROM ratchet_limiter_state WHERE starts_with(key, $1) AND updated_us < $2 LIMIT $3",
+        {p(prefix), p(before), p(most)});
+    std::vector<std::string> out;
+    for (int i = 0; i < r.size(); ++i) out.push_back(text(r, i, 0));
+    return out;
+  }
+
+  bool forget_key(const std::string& key, std::int64_t before) override {
+    // One statement: the state row goes only when it and the logs hold
+    // nothing at or after `before`, and the logs' rows with it.
+    Rows r = session_.run(
+        "WITH gone AS (DELETE FROM ratchet_limiter_state WHERE key = $1 AND updated_us < $2 "
+        "AND (tat_us IS NULL OR tat_us < $2) AND (started_tat_us IS NULL OR started_tat_us < $2) "
+        "AND NOT EXISTS (SELECT 1 FROM ratchet_limiter_calls WHERE key = $1 AND at_us >= $2) "
+        "AND NOT EXISTS (SELECT 1 FROM ratchet_limiter_starts WHERE key = $1 AND at_us >= $2) RETURNING "
+        "key), "
+        "calls AS (DELETE FROM ratchet_limiter_calls WHERE key IN (SELECT key FROM gone)), "
+        "starts AS (DELETE FROM ratchet_limiter_starts WHERE key IN (SELECT key FROM gone)) "
+        "SELECT COUNT(*) FROM gone",
+        {p(key), p(before)});
+    return i64(r, 0, 0) > 0;
+  }
+
   void journal_prune_prefix(const std::string& prefix, std::int64_t until) override {
     // starts_with, not LIKE: a key may hold '%' and '_'.
     session_.run("DELETE FROM ratchet_limiter_journal WHERE starts_with(owner, $1) AND at_us <= $2",

@@ -157,6 +157,53 @@ class SqliteLimiterTables final : public LimiterTables {
     return out;
   }
 
+  std::vector<std::string> keys_idle_since(const std::string& prefix, std::int64_t before,
+                                           std::int64_t most) override {
+    // A range over the key's index: the keys that start with `prefix` sort
+    // from it to just before `prefix` with its last byte raised.
+    std::string past = prefix;
+    while (!past.empty() && static_cast<unsigned char>(past.back()) == 0xFF) past.pop_back();
+    if (!past.empty()) past.back() = static_cast<char>(static_cast<unsigned char>(past.back()) + 1);
+    Use q(stmt(past.empty()
+                   ? "SELECT key FROM limiter_state WHERE key >= ?1 AND substr(key, 1, length(?1)) = ?1 "
+                     "AND updated_us < ?3 LIMIT ?4"
+                   : "SELECT key FROM limiter_state WHERE key >= ?1 AND key < ?2 AND updated_us < ?3 "
+                     "LIMIT ?4"));
+    q->bind(1, prefix);
+    if (!past.empty()) q->bind(2, past);
+    q->bind(3, before);
+    q->bind(4, most);
+    std::vector<std::string> out;
+    while (q->executeStep()) out.push_back(q->getColumn(0).getString());
+    return out;
+  }
+
+  bool forget_key(const std::string& key, std::int64_t before) override {
+    {
+      Use q(stmt("SELECT updated_us, tat_us, started_tat_us FROM limiter_state WHERE key = ?"));
+      q->bind(1, key);
+      if (!q->executeStep()) return false;
+      for (int c = 0; c < 3; ++c) {
+        if (!q->getColumn(c).isNull() && q->getColumn(c).getInt64() >= before) return false;
+      }
+    }
+    for (const LimiterLog log : {LimiterLog::kCalls, LimiterLog::kStarts}) {
+      Use q(stmt(log, "SELECT 1 FROM limiter_calls WHERE key = ? AND at_us >= ? LIMIT 1",
+                 "SELECT 1 FROM limiter_starts WHERE key = ? AND at_us >= ? LIMIT 1"));
+      q->bind(1, key);
+      q->bind(2, before);
+      if (q->executeStep()) return false;
+    }
+    for (const char* sql :
+         {"DELETE FROM limiter_calls WHERE key = ?", "DELETE FROM limiter_starts WHERE key = ?",
+          "DELETE FROM limiter_state WHERE key = ?"}) {
+      Use q(stmt(sql));
+      q->bind(1, key);
+      q->exec();
+    }
+    return true;
+  }
+
   void journal_prune_prefix(const std::string& prefix, std::int64_t until) override {
     // substr, not LIKE: a key may hold '%' and '_'.
     Use q(stmt("DELETE FROM limiter_journal WHERE substr(owner, 1, length(?1)) = ?1 AND at_us <= ?2"));
