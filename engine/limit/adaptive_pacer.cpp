@@ -381,6 +381,8 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
   }
   std::optional<std::int64_t> learned;
   std::optional<RefusalReading> refusal;
+  // A fixed window's reading faster than the bucket's kept (zero: none).
+  std::int64_t faster_window_us = 0;
   if (hint.interval) {
     learned = to_micros(*hint.interval);
   } else if (hint.limit && *hint.limit > 0 && hint.reset_in) {
@@ -410,6 +412,18 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
       const std::int64_t w = longest_pause_us_ / std::max<std::int64_t>(1, least_admitted_);
       from_window = read_us == 0 || w > read_us;
       if (from_window) read_us = w;
+    }
+    // A bucket read far under the least a stretch admitted per pause may be
+    // a fixed window read as a bucket: two stretches of one line up as a
+    // bucket's. Nothing would ever say so (a pace under the quota is never
+    // refused): a window of 57 a second read as a bucket of 37 was kept at
+    // 37 for the whole run. So the pace may rise to the window's (as to a
+    // bucket's fastest, speed_up_locked), and a refusal on the way stops it
+    // there. Within a tenth of it, the reading is taken as it is: the first
+    // stretch, across a window's boundary, admits more than a window's quota.
+    if (!from_window && refusal && read_us > 0 && least_admitted_ > 0 && longest_pause_us_ <= kEvenWindowUs) {
+      const std::int64_t w = longest_pause_us_ / least_admitted_;
+      if (w * kSameQuotaShare < read_us * (kSameQuotaShare - 1)) faster_window_us = w;
     }
     if (read_us > 0) {
       learned = read_us;
@@ -462,6 +476,11 @@ void AdaptivePacer::observe(const PaceHint& hint, TimePoint now, std::optional<T
         refusal && refusal->rate && refusal->fastest && *refusal->fastest > *refusal->rate && !window_paced_
             ? static_cast<std::int64_t>(margin / std::sqrt(*refusal->rate * *refusal->fastest))
             : 0;
+    if (faster_window_us > 0 && !window_paced_) {
+      const auto window_pace = static_cast<std::int64_t>(static_cast<double>(faster_window_us) * margin);
+      if (window_pace < learned_us_ && (read_fastest_us_ == 0 || window_pace < read_fastest_us_))
+        read_fastest_us_ = std::max(window_pace, floor_us);
+    }
     // Refused at the pace read (or one sped up from it): never that fast
     // again, whatever the answers allow (a server's jitter).
     if (refused_at_read_pace && read_fastest_us_ > 0) {

@@ -42,7 +42,11 @@
 //     (two stretches 200 ms apart in length, or three in all, that
 //     admitted within a tenth of the least, or no bucket found) is kept by
 //     an even pace instead: the least a stretch admitted per the longest
-//     pause, or the bucket read when that is slower. Each pause lands about
+//     pause, or the bucket read when that is slower; kept at a bucket's
+//     read a tenth or more under the window's, the pace rises towards the
+//     window's while nothing is refused, as towards a bucket's fastest (two
+//     stretches of a window can line up as a slow bucket's, and a pace
+//     under the quota is never refused). Each pause lands about
 //     as late in the next window as the refusal came in its own, so the
 //     quota taken from a pause's end goes partly unused there.
 //     Once three refusals (two, with no bucket found) fit one fixed window
