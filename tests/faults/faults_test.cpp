@@ -57,6 +57,20 @@ const char* kRateMovieChained =
     "[\"imdb\"] },\n"
     "]\n";
 
+// One step, imdb alone.
+const char* kRateMovieImdb =
+    "[job.rate_movie]\nsteps = [ { name = \"imdb\", call = \"imdb.get_rating\", "
+    "args = { name = \"{{args.name}}\" } } ]\n";
+
+// A portal that refuses nothing, in windows of `window`: the limits under
+// test are ratchet's, and the server counts what ratchet sent.
+mock_portal::PortalOptions counting_portal(std::chrono::milliseconds window) {
+  mock_portal::PortalOptions p;
+  p.limit = 1000;
+  p.window = window;
+  return p;
+}
+
 std::string limit(const std::string& plugin, int rate, const std::string& extra = "") {
   return "[[plugin." + plugin + ".limit]]\nrate = " + std::to_string(rate) + "\nper = \"1s\"\n" + extra +
          "\n";
@@ -471,10 +485,8 @@ TEST(Fault, SighupEvery100msDuringSlowCalls_RunFinishesCleanly) {
 // calls the key made in its window before the kill, so the new process
 // counts them too, under the new rate.
 TEST(Fault, SigkillThenRestartWithTheKeyedRateRaised_TheKeysWindowHoldsTheCallsBefore) {
-  mock_portal::PortalOptions imdb;
-  imdb.limit = 1000;  // the server refuses nothing: it counts what ratchet sent,
-  imdb.window = 10s;  // in windows far longer than a restart takes
-  Workbench w({{"imdb", imdb}});
+  // Windows far longer than a restart takes.
+  Workbench w({{"imdb", counting_portal(10s)}});
   // One budget per API key (the plugin is configured with one), under a
   // loose plugin-wide limit: declared, so the restart's first calls go at
   // once, not in the slow start of a pace still being learned.
@@ -484,10 +496,7 @@ TEST(Fault, SigkillThenRestartWithTheKeyedRateRaised_TheKeysWindowHoldsTheCallsB
   };
   const std::string engine = std::string(kEngine) + "workers = 4\n";
   const std::map<std::string, std::string> api_key = {{"imdb", "api_key = \"k-1\""}};
-  const std::string job =
-      "[job.rate_movie]\nsteps = [ { name = \"imdb\", call = \"imdb.get_rating\", "
-      "args = { name = \"{{args.name}}\" } } ]\n";
-  w.write_config(engine, keyed(10), job, "", api_key);
+  w.write_config(engine, keyed(10), kRateMovieImdb, "", api_key);
   const int jobs = 24;  // two windows' worth after the first
   w.enqueue("rate_movie", names("k", 0, jobs / 2));
   auto first = w.run();
@@ -498,7 +507,7 @@ TEST(Fault, SigkillThenRestartWithTheKeyedRateRaised_TheKeysWindowHoldsTheCallsB
   std::this_thread::sleep_for(200ms);
   first->signal(SIGKILL);
   EXPECT_EQ(first->wait(5000), 128 + SIGKILL);
-  w.write_config(engine, keyed(12), job, "", api_key);
+  w.write_config(engine, keyed(12), kRateMovieImdb, "", api_key);
   // Steps parked for the next window wait for it anyway; new jobs would go
   // at once if the key's window had forgotten its calls.
   w.enqueue("rate_movie", names("k", jobs / 2, jobs / 2));
@@ -516,21 +525,14 @@ TEST(Fault, SigkillThenRestartWithTheKeyedRateRaised_TheKeysWindowHoldsTheCallsB
 // run on one database, one at the old rate of a database-scope limit, one
 // at the new. The server sees at most the higher of the two rates.
 TEST(Fault, TwoProcessesAtTheOldAndTheNewRateOfADatabaseScopeLimit_TheServerSeesTheHigherOnly) {
-  mock_portal::PortalOptions imdb;
-  imdb.limit = 1000;  // the server refuses nothing: it counts what ratchet sent
-  Workbench w({{"imdb", imdb}});
-  const auto shared = [](int rate) {
-    return "[[plugin.imdb.limit]]\nrate = " + std::to_string(rate) + "\nper = \"1s\"\nscope = \"database\"\n";
-  };
+  Workbench w({{"imdb", counting_portal(1s)}});
+  const auto shared = [](int rate) { return limit("imdb", rate, "scope = \"database\""); };
   const std::string engine = std::string(kEngine) + "workers = 4\n";
-  const std::string job =
-      "[job.rate_movie]\nsteps = [ { name = \"imdb\", call = \"imdb.get_rating\", "
-      "args = { name = \"{{args.name}}\" } } ]\n";
   const int jobs = scaled(60);
-  w.write_config(engine, shared(10), job);
+  w.write_config(engine, shared(10), kRateMovieImdb);
   auto old_rate = w.run();
   ASSERT_TRUE(wait_started(*old_rate, bound_ms(10000))) << old_rate->err();
-  w.write_config(engine, shared(12), job);
+  w.write_config(engine, shared(12), kRateMovieImdb);
   auto new_rate = w.run();
   ASSERT_TRUE(wait_started(*new_rate, bound_ms(10000))) << new_rate->err();
   // The jobs come once both are up, so both take their share of them.
