@@ -194,11 +194,21 @@ void never_over_the_limit_at_the_server(const std::function<std::string()>& fres
   // arrivals past that and proves nothing either way: it is run again, at
   // most twice. A count over the limit without such a stall fails at once.
   constexpr auto kPromisedLag = 50ms;
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+  // Instrumented, the four engines and the server share two cores at a
+  // fraction of their speed: a request can reach the server's handler more
+  // than the promised lag after it left without the server's process
+  // stalling (41 of 40, once, in a CI run under ThreadSanitizer). A count
+  // over the limit is run again there too; three in a row still fail.
+  constexpr bool kLagNotMeasured = true;
+#else
+  constexpr bool kLagNotMeasured = false;
+#endif
   for (int run = 1; run <= 3; ++run) {
     const SharedRun r = four_processes_share_one_limit(fresh_database(), kRate);
     if (::testing::Test::HasFailure()) return;
     if (r.most_in_a_second <= kRate) return;
-    if (r.longest_stall <= kPromisedLag || run == 3) {
+    if ((r.longest_stall <= kPromisedLag && !kLagNotMeasured) || run == 3) {
       ADD_FAILURE() << r.most_in_a_second << " arrivals in one second at a limit of " << kRate
                     << ", the server's process stalled for at most "
                     << std::chrono::duration_cast<std::chrono::milliseconds>(r.longest_stall).count()
