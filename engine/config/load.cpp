@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <array>
 #include <fstream>
-#include <sstream>
 
 #include <toml++/toml.h>
 
+#include "config/depth_guard.hpp"
 #include "config/reader.hpp"
 #include "config/sections.hpp"
 #include "config/template.hpp"
@@ -55,6 +55,9 @@ void check_keyed_args(detail::Reader& r, Config& config) {
 LoadResult load_document(std::string_view text, const std::string& file_name,
                          const std::filesystem::path& base, const std::filesystem::path& file_path,
                          const EnvLookup& env) {
+  if (auto deep = detail::find_too_dotted_key(text, file_name)) {
+    return std::unexpected(std::vector<Diagnostic>{std::move(*deep)});
+  }
   detail::Reader r(file_name, env);
   toml::table doc;
 #if TOML_EXCEPTIONS
@@ -72,6 +75,9 @@ LoadResult load_document(std::string_view text, const std::string& file_name,
   }
   doc = std::move(parsed).table();
 #endif
+  if (auto deep = detail::find_too_deep_value(doc, file_name)) {
+    return std::unexpected(std::vector<Diagnostic>{std::move(*deep)});
+  }
 
   auto config = std::make_shared<Config>();
   config->file = file_path;
@@ -137,11 +143,20 @@ LoadResult load_file(const std::filesystem::path& path, const EnvLookup& env) {
     return std::unexpected(std::vector<Diagnostic>{Diagnostic{
         SourceRef{path.string(), 0, 0, ""}, "cannot read the file (check that it exists and is readable)"}});
   }
-  std::ostringstream text;
-  text << in.rdbuf();
+  // Read one byte past the bound: a device or a runaway file is refused
+  // before it fills the memory.
+  std::string text(detail::kMaxConfigBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  if (text.size() > detail::kMaxConfigBytes) {
+    return std::unexpected(std::vector<Diagnostic>{
+        Diagnostic{SourceRef{path.string(), 0, 0, ""},
+                   "is larger than " + std::to_string(detail::kMaxConfigBytes / (1024 * 1024)) +
+                       " MiB, far more than any config; check that the path names the TOML file"}});
+  }
   std::filesystem::path absolute = std::filesystem::absolute(path, ec);
   if (ec) absolute = path;
-  return load_document(text.str(), path.string(), absolute.parent_path(), path, env);
+  return load_document(text, path.string(), absolute.parent_path(), path, env);
 }
 
 LoadResult load_string(std::string_view text, const std::string& file_name, const EnvLookup& env) {

@@ -1,7 +1,11 @@
 // Each class of configuration error, with its exact place in the file.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <string>
+
 #include "load_helpers.hpp"
+#include "temp_dir.hpp"
 
 namespace ratchet::config {
 namespace {
@@ -362,6 +366,61 @@ TEST(LoadErrors_UnreadableFile, NamesTheFile) {
   ASSERT_EQ(r.error().size(), 1u);
   EXPECT_EQ(r.error()[0].where.file, "/nonexistent/ratchet.toml");
   EXPECT_NE(r.error()[0].message.find("cannot read"), std::string::npos);
+}
+
+// A dotted key nests one table per dot, with no bound in TOML: 30,000 parts
+// (a 60 KB file) overflowed the stack while the config was read, and
+// 200,000 inside the TOML parser itself. Either is an error at the key.
+TEST(LoadErrors_KeyOfThousandsOfDottedParts, IsRefusedAtItsPlaceNotACrash) {
+  for (int parts : {30'000, 200'000}) {
+    std::string deep = "deep";
+    for (int i = 0; i < parts; ++i) deep += ".a";
+    const std::pair<std::string, std::string> cases[] = {
+        {"[plugin.p]\nx = 1\n" + deep + " = 1\n", "t.toml:3:1: "},
+        {"[plugin.p." + deep + "]\nx = 1\n", "t.toml:1:2: "}};
+    for (const auto& [text, where] : cases) {
+      auto r = load(text);
+      auto e = errors(r);
+      ASSERT_EQ(e.size(), 1u) << parts;
+      EXPECT_EQ(e[0].rfind(where, 0), 0u) << e[0].substr(0, 200);
+      EXPECT_NE(e[0].find("dotted parts nests deeper than any setting"), std::string::npos);
+    }
+  }
+}
+
+// Short keys, each within the bound, still nest as deep as their sum.
+TEST(LoadErrors_ValueNestedDeeperThanAnySetting, IsRefusedAfterParsing) {
+  std::string forty = "k";
+  for (int i = 0; i < 40; ++i) forty += ".k";
+  auto r = load("[plugin.p." + forty + "]\n" + forty + " = 1\n");
+  auto e = errors(r);
+  ASSERT_EQ(e.size(), 1u) << testing::joined(e);
+  EXPECT_EQ(e[0].rfind("t.toml:", 0), 0u);
+  EXPECT_NE(e[0].find("nested more than 64 tables or arrays deep"), std::string::npos) << e[0];
+  // Dots inside a string value are no key: a long dotted value is read.
+  std::string dotted = "x";
+  for (int i = 0; i < 100; ++i) dotted += ".x";
+  auto ok =
+      load("[plugin.p]\nhost = \"" + dotted + "\"\n[job.j]\nsteps = [{ name = \"s\", call = \"p.op\" }]\n");
+  EXPECT_TRUE(ok.has_value()) << testing::joined(errors(ok));
+}
+
+// A device or a runaway file is refused before it fills the memory.
+TEST(LoadErrors_FileLargerThanAnyConfig, IsRefusedWithItsName) {
+  ratchet::testing::TempDir dir;
+  const auto big = dir.path() / "big.toml";
+  {
+    std::ofstream out(big);
+    const std::string line = "# " + std::string(1022, 'x') + "\n";
+    for (int i = 0; i < 4 * 1024 + 1; ++i) out << line;
+  }
+  for (const std::filesystem::path& p : {big, std::filesystem::path("/dev/zero")}) {
+    auto r = load_file(p, testing::fixed_env({}));
+    ASSERT_FALSE(r.has_value());
+    ASSERT_EQ(r.error().size(), 1u);
+    EXPECT_EQ(r.error()[0].where.file, p.string());
+    EXPECT_NE(r.error()[0].message.find("is larger than 4 MiB"), std::string::npos) << r.error()[0].message;
+  }
 }
 
 TEST(LoadErrors_WebSection, ATokenWrittenInTheFileABadListenAndAMisspeltKeyAreRefused) {
