@@ -142,6 +142,15 @@ Result<std::vector<JobId>> Engine::enqueue_many(std::string_view type,
     return fail(Error::invalid_argument("job type \"" + spec.name + "\": max_attempts must be at least 1"));
   }
   TimePoint now = impl_->clock->now();
+  if (options.delay && (*options.delay < Duration::zero() || *options.delay > kMaxScheduleSpan)) {
+    return fail(Error::invalid_argument("job type \"" + spec.name +
+                                        "\": the delay must be from 0 to 100 years (36500d)"));
+  }
+  if (options.run_at &&
+      (options.run_at->time_since_epoch() < Duration::zero() || *options.run_at - now > kMaxScheduleSpan)) {
+    return fail(Error::invalid_argument(
+        "job type \"" + spec.name + "\": the run time must be after 1970 and at most 100 years from now"));
+  }
   TimePoint run_at = options.run_at.value_or(now + options.delay.value_or(Duration::zero()));
   std::vector<store::NewJob> jobs;
   jobs.reserve(args.size());
@@ -382,6 +391,9 @@ Result<std::int64_t> Engine::purge(Duration older_than) {
   // In chunks, one transaction each: the write lock is never held for long,
   // so the workers' checkpoints (and other processes) get their turns.
   constexpr int kChunk = 500;
+  if (older_than < Duration::zero() || older_than > kMaxScheduleSpan) {
+    return fail(Error::invalid_argument("purge: the age must be from 0 to 100 years (36500d)"));
+  }
   store::Micros before = store::to_micros(impl_->clock->now() - older_than);
   std::int64_t total = 0;
   while (true) {

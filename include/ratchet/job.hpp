@@ -39,11 +39,16 @@ RATCHET_API std::optional<JobState> parse_job_state(std::string_view name) noexc
 RATCHET_API bool is_terminal(JobState state) noexcept;
 
 // Options of one enqueue; every field has a default from the job type.
+// How far ahead a job may be scheduled, and how far back purge may reach: a
+// TimePoint counts nanoseconds in 64 bits (about 292 years from 1970), so a
+// larger span would wrap; enqueue and purge refuse one beyond this.
+inline constexpr Duration kMaxScheduleSpan = std::chrono::hours(24 * 36'500);  // 100 years
+
 struct EnqueueOptions {
   std::string queue;                // empty: the job type's queue
   std::optional<int> priority;      // smaller runs first; default: the job type's
-  std::optional<TimePoint> run_at;  // not before this time
-  std::optional<Duration> delay;    // or: not before now + delay (run_at wins if both)
+  std::optional<TimePoint> run_at;  // not before this time (from 1970 to kMaxScheduleSpan from now)
+  std::optional<Duration> delay;    // or: not before now + delay, 0 to kMaxScheduleSpan (run_at wins if both)
   std::optional<int> max_attempts;  // default: the job type's attempts
   // While a job with this key is pending or running, enqueueing another one
   // with the same key returns the existing job's id instead. Empty: no key.

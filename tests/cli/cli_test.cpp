@@ -482,6 +482,39 @@ TEST_F(RatchetCommandTest, CancelRetryPurge_ScheduledJob_MovesThroughTheStates) 
   EXPECT_EQ(with_config({"jobs", "purge", "--older-than", "7"}).exit_code, 2);
 }
 
+// A span or a time past what 64 bits of nanoseconds hold wrapped: a purge
+// of jobs "older than 213503d" deleted one that had just finished, and a
+// job due in the year 9999 ran at once. Each is refused now, and nothing is
+// written or deleted; so is a date that does not exist.
+TEST_F(RatchetCommandTest, SpansAndTimesPastWhatRatchetHolds_ExitTwoAndChangeNothing) {
+  std::string id = enqueue("rate_movie", "Heat", {"--in", "1h"});
+  ASSERT_EQ(with_config({"jobs", "cancel", id}).exit_code, 0);
+  for (const std::vector<std::string>& args : {
+           std::vector<std::string>{"jobs", "purge", "--older-than", "213503d"},
+           std::vector<std::string>{"jobs", "purge", "--older-than", "36501d"},
+           std::vector<std::string>{"enqueue", "rate_movie", "--arg", "name=F", "--at", "@9999999999"},
+           std::vector<std::string>{"enqueue", "rate_movie", "--arg", "name=G", "--at",
+                                    "9999-12-31T23:59:59Z"},
+           std::vector<std::string>{"enqueue", "rate_movie", "--arg", "name=H", "--in", "213503d"},
+           std::vector<std::string>{"enqueue", "rate_movie", "--arg", "name=I", "--at",
+                                    "2026-02-30T00:00:00Z"},
+           std::vector<std::string>{"enqueue", "rate_movie", "--arg", "name=J", "--at",
+                                    "2026-02-01T00:00:00+25:00"},
+       }) {
+    auto o = with_config(args);
+    EXPECT_EQ(o.exit_code, 2) << args[3] << ": " << o.out << o.err;
+    EXPECT_THAT(o.err, HasSubstr(args[2] == "--older-than" ? "--older-than" : args[4])) << o.err;
+  }
+  auto jobs = list_json();
+  ASSERT_EQ(jobs.size(), 1u) << "nothing enqueued, nothing purged";
+  EXPECT_EQ(jobs[0]["state"], "cancelled");
+  // The longest span taken still works, both ways.
+  EXPECT_EQ(with_config({"jobs", "purge", "--older-than", "36500d"}).exit_code, 0);
+  EXPECT_EQ(list_json().size(), 1u);
+  ASSERT_EQ(with_config({"enqueue", "rate_movie", "--arg", "name=K", "--in", "36500d"}).exit_code, 0);
+  EXPECT_EQ(list_json({"--state", "scheduled"}).size(), 1u);
+}
+
 TEST_F(RatchetCommandTest, JobsList_UnknownState_ExitsTwoListingTheStates) {
   auto o = with_config({"jobs", "list", "--state", "finished"});
   EXPECT_EQ(o.exit_code, 2);

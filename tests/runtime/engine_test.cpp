@@ -784,6 +784,33 @@ TEST_F(EngineFixture, Purge_OldTerminalJobs_Removed) {
   EXPECT_EQ(e->get(id).error().code(), ErrorCode::kNotFound);
 }
 
+// Spans past 64 bits of nanoseconds wrapped: a purge reaching back 600
+// years deleted jobs that had just finished. Out of range is an error, and
+// nothing is deleted or written.
+TEST_F(EngineFixture, PurgeAndEnqueue_SpansPastAHundredYears_RefusedChangingNothing) {
+  auto e = open();
+  ASSERT_TRUE(e->define("t", [](StepContext&) { return nlohmann::json(); }));
+  auto id = *e->enqueue("t", nlohmann::json::object());
+  ASSERT_TRUE(e->start());
+  ASSERT_TRUE(e->drain(20s));
+  for (Duration age : {Duration(std::chrono::hours(24 * 213'503)), Duration::max(), Duration(-1h)}) {
+    auto n = e->purge(age);
+    ASSERT_FALSE(n);
+    EXPECT_EQ(n.error().code(), ErrorCode::kInvalidArgument);
+  }
+  EXPECT_TRUE(e->get(id));
+  for (Duration delay : {Duration(std::chrono::hours(24 * 213'503)), Duration(-1s)}) {
+    EnqueueOptions o;
+    o.delay = delay;
+    EXPECT_EQ(e->enqueue("t", nlohmann::json::object(), o).error().code(), ErrorCode::kInvalidArgument);
+  }
+  EnqueueOptions far;
+  far.run_at = TimePoint(Duration::max());
+  EXPECT_EQ(e->enqueue("t", nlohmann::json::object(), far).error().code(), ErrorCode::kInvalidArgument);
+  far.run_at = clock_->now() + kMaxScheduleSpan;
+  EXPECT_TRUE(e->enqueue("t", nlohmann::json::object(), far));
+}
+
 TEST_F(EngineFixture, Handler_SameStepNameTwice_FailsTheAttemptClearly) {
   auto e = open();
   JobTypeOptions o;

@@ -1,5 +1,7 @@
 #include "text.hpp"
 
+#include "ratchet/job.hpp"
+
 #include <fmt/format.h>
 
 #include <cctype>
@@ -47,6 +49,12 @@ Result<Duration> parse_duration(std::string_view text) {
     } else {
       return bad(fmt::format("unknown unit \"{}\" (use us, ms, s, m, h or d)", unit));
     }
+    // Checked before the sum: a Duration wraps past 292 years.
+    const double limit = static_cast<double>(duration_cast<microseconds>(kMaxScheduleSpan).count());
+    if (value * us > limit ||
+        static_cast<double>(duration_cast<microseconds>(total).count()) + value * us > limit) {
+      return bad("it is longer than 36500d (100 years), the longest ratchet takes");
+    }
     total += duration_cast<Duration>(microseconds(static_cast<std::int64_t>(std::llround(value * us))));
   }
   return total;
@@ -68,10 +76,18 @@ Result<TimePoint> parse_time(std::string_view text) {
         "invalid time \"{}\" (write e.g. 2026-11-30T08:00:00Z, 2026-11-30T09:00:00+01:00 or @1764489600)",
         text)));
   };
+  // From 1970 to the end of 2199: beyond, a TimePoint comes near its wrap.
+  constexpr std::int64_t kLastUnixSecond = 7'258'118'399;
+  auto out_of_range = [&] {
+    return fail(Error::invalid_argument(
+        fmt::format("invalid time \"{}\": ratchet takes times from 1970 to the end of 2199", text)));
+  };
   if (!text.empty() && text[0] == '@') {
     std::int64_t secs = 0;
     auto [p, ec] = std::from_chars(text.data() + 1, text.data() + text.size(), secs);
-    if (ec != std::errc{} || p != text.data() + text.size()) return bad();
+    if (ec != std::errc{} || p != text.data() + text.size() || secs < 0 || secs > kLastUnixSecond) {
+      return out_of_range();
+    }
     return TimePoint{duration_cast<Duration>(seconds(secs))};
   }
   std::tm tm{};
@@ -103,7 +119,8 @@ Result<TimePoint> parse_time(std::string_view text) {
         ++i;
       } else if ((text[i] == '+' || text[i] == '-') && text.size() == i + 6 && text[i + 3] == ':') {
         int oh = 0, om = 0;
-        if (!read_int(text, i + 1, 2, oh) || !read_int(text, i + 4, 2, om)) return bad();
+        if (!read_int(text, i + 1, 2, oh) || !read_int(text, i + 4, 2, om) || oh > 23 || om > 59)
+          return bad();
         offset = hours(oh) + minutes(om);
         if (text[i] == '-') offset = -offset;
         i = text.size();
@@ -119,7 +136,13 @@ Result<TimePoint> parse_time(std::string_view text) {
   tm.tm_hour = hour;
   tm.tm_min = min;
   tm.tm_sec = sec;
+  if (year < 1970 || year > 2199) return out_of_range();
   std::time_t t = timegm(&tm);
+  // timegm carries a day past the month's end into the next (30 February
+  // would be 2 March): such a date is a typo, not a time.
+  std::tm back{};
+  gmtime_r(&t, &back);
+  if (back.tm_mday != day || back.tm_mon != mon - 1) return bad();
   return TimePoint{duration_cast<Duration>(seconds(t) - offset + frac)};
 }
 
