@@ -35,9 +35,17 @@ void check_keyed_args(detail::Reader& r, Config& config) {
           auto ref = parse_key_ref(expr);
           if (!ref || ref->root != TemplateRef::Root::kArgs) continue;
           const std::string& arg = ref->path.front();
-          bool has = false;
-          for (const auto& a : job.args) has = has || a.name == arg;
-          if (has) continue;
+          auto declared = std::ranges::find(job.args, arg, &ArgSpec::name);
+          if (declared != job.args.end() && !declared->required) {
+            // Enqueued without it, a job could never be admitted: each of
+            // its attempts failed on the missing key, to the last.
+            r.error(step.source, "step \"" + step.name + "\" calls " + step.plugin + "." + step.operation +
+                                     ", whose limit (" + l->source.to_string() + ") is keyed by {{" +
+                                     ref->text + "}}, but argument \"" + arg + "\" of [job." + job_name +
+                                     "] is optional; make it required (drop the \"?\" from its type)");
+            continue;
+          }
+          if (declared != job.args.end()) continue;
           if (job.args_inferred) {
             job.args.push_back(ArgSpec{arg, ArgType::kAny, true});
           } else {

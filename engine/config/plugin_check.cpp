@@ -27,7 +27,20 @@ std::vector<Diagnostic> check_plugin_calls(const Config& config, const std::vect
 
   std::vector<Diagnostic> out;
   for (const auto& [name, spec] : config.plugins) {
-    if (find(name)) continue;
+    if (const ProvidedPlugin* plugin = find(name)) {
+      // A misspelt [plugin.X.operation.Y] applied its limits to nothing:
+      // the operation meant ran unlimited, and nothing said so.
+      for (const auto& [operation, policy] : spec.operations) {
+        if (std::ranges::find(plugin->operations, operation) != plugin->operations.end()) continue;
+        SourceRef at = policy.limits.empty() ? spec.source : policy.limits.front().source;
+        at.key_path = "plugin." + name + ".operation." + operation;
+        out.push_back({std::move(at), "plugin " + name + " " + plugin->version + " has no operation \"" +
+                                          operation + "\"" + did_you_mean(operation, plugin->operations) +
+                                          " (it has: " + joined(plugin->operations) +
+                                          "), so these settings would apply to no call"});
+      }
+      continue;
+    }
     out.push_back({spec.source, "plugin \"" + name + "\" is configured ([plugin." + name +
                                     "]) but no file in " + folder.string() + " provides it (loaded: " +
                                     joined(loaded) + "); put its library there or remove the table"});

@@ -1,6 +1,7 @@
 #include <array>
 
 #include "common/database_url.hpp"
+#include "config/bounds.hpp"
 #include "config/sections.hpp"
 
 namespace ratchet::config::detail {
@@ -60,7 +61,7 @@ EngineSpec read_engine(Reader& r, const toml::table& t, const std::filesystem::p
         }
       }
     } else if (k == "workers") {
-      if (auto v = r.integer(node, at, 1, 1024)) e.workers = static_cast<int>(*v);
+      if (auto v = r.integer(node, at, 1, kMaxWorkers)) e.workers = static_cast<int>(*v);
     } else if (k == "synchronous") {
       r.error(node, at,
               "a setting of the SQLite backend, read from its own table: write it as [engine.sqlite] "

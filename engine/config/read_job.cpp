@@ -390,6 +390,7 @@ JobTypeSpec read_job(Reader& r, const std::string& name, const toml::table& t) {
   r.check_keys(t, path, kJobKeys, "a job type");
   std::vector<StepNodes> nodes;
   bool args_declared = false;
+  std::vector<std::pair<const toml::node*, std::string>> redacted;  // each name with its place
   for (auto&& [key, value] : t) {
     const std::string k(key.str());
     const std::string at = child_path(path, k);
@@ -432,6 +433,7 @@ JobTypeSpec read_job(Reader& r, const std::string& name, const toml::table& t) {
           r.error(*a->get(i), item, "name an argument of the job, e.g. redact = [\"email\"]");
         } else {
           job.redact.push_back(v->value);
+          redacted.emplace_back(a->get(i), item);
         }
       }
     } else if (k == "steps") {
@@ -453,6 +455,18 @@ JobTypeSpec read_job(Reader& r, const std::string& name, const toml::table& t) {
     r.error(t, path, "backoff initial is longer than max; make max at least initial");
   }
   check_steps(r, job, nodes, args_declared);
+  if (args_declared) {
+    // A misspelt name would leave the argument it meant shown everywhere.
+    std::vector<std::string> declared;
+    for (const auto& a : job.args) declared.push_back(a.name);
+    for (std::size_t i = 0; i < redacted.size(); ++i) {
+      const std::string& arg = job.redact[i];
+      if (std::ranges::find(declared, arg) != declared.end()) continue;
+      r.error(*redacted[i].first, redacted[i].second,
+              "\"" + arg + "\" is not an argument of this job, so nothing would be redacted" +
+                  did_you_mean(arg, declared));
+    }
+  }
   return job;
 }
 

@@ -56,7 +56,7 @@ std::optional<LimitSpec> read_limit(Reader& r, const toml::node& node, const std
         ok = false;
       }
     } else if (k == "per") {
-      if (auto v = r.duration(value, at, Bound::kPositive)) {
+      if (auto v = r.duration(value, at, Bound::kLimitPeriod)) {
         l.per = *v;
       } else {
         ok = false;

@@ -203,6 +203,13 @@ std::optional<microseconds> Reader::duration(const toml::node& node, std::string
     error(node, std::string(path), "must be longer than 0s");
     return std::nullopt;
   }
+  if (bound == Bound::kLimitPeriod && *d < kMinLimitPeriod) {
+    error(node, std::string(path),
+          "must be at least 1ms" + got +
+              " (a request takes longer than that to reach a server, so a shorter window cannot be kept; "
+              "for a fast limit raise `rate` over a longer `per`, e.g. rate = 1000, per = \"1s\")");
+    return std::nullopt;
+  }
   if (bound == Bound::kTimeout && *d < kMinTimeout) {
     error(node, std::string(path),
           "must be at least 1ms" + got +

@@ -42,7 +42,7 @@ struct Text {
 
 // Every duration is also at most kMaxDuration (config/bounds.hpp); kTimeout
 // is at least kMinTimeout.
-enum class Bound { kPositive, kNonNegative, kTimeout };
+enum class Bound { kPositive, kNonNegative, kTimeout, kLimitPeriod };
 
 class Reader {
  public:

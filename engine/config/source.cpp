@@ -92,6 +92,24 @@ std::expected<std::string, std::vector<Diagnostic>> ConfigSource::reload() {
   auto loaded = load_file(file_, env_);
   if (!loaded) return std::unexpected(std::move(loaded.error()));
   ConfigPtr before = current();
+  if (before) {
+    // A job type's jobs in flight would run on without their steps' plugin
+    // settings, and its parked and scheduled ones would be claimed by a
+    // config that no longer declares them: each call failed, and the jobs
+    // died of a reload. A restart leaves them in the database instead, for
+    // a process whose config has the type.
+    std::vector<Diagnostic> removed;
+    for (const auto& [name, spec] : before->jobs) {
+      if ((*loaded)->jobs.contains(name)) continue;
+      removed.push_back(Diagnostic{
+          SourceRef{file_.string(), 0, 0, "job." + name},
+          "job type \"" + name +
+              "\" is no longer declared; removing a job type takes a restart (its jobs stay in the "
+              "database for a process whose config declares it), so keep [job." +
+              name + "] to reload now"});
+    }
+    if (!removed.empty()) return std::unexpected(std::move(removed));
+  }
   std::string changes = before ? describe_changes(*before, **loaded) : std::string("loaded");
   ConfigPtr previous;
   {

@@ -25,6 +25,10 @@ inline std::optional<std::string> limit_out_of_bounds(const config::LimitSpec& s
     return "burst must be at most " + std::to_string(config::kMaxBurst) + ", got " +
            std::to_string(*spec.burst);
   }
+  if (spec.per < config::kMinLimitPeriod) {
+    return "per must be at least 1ms (a request takes longer than that to reach a server), got " +
+           common::format_duration(spec.per);
+  }
   if (spec.per > config::kMaxDuration) {
     return std::string("per must be at most ") + config::kMaxDurationText + ", got " +
            common::format_duration(spec.per);

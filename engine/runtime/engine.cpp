@@ -165,6 +165,14 @@ Result<std::vector<JobId>> Engine::enqueue_many(std::string_view type,
       return fail(Error::invalid_argument("job type \"" + spec.name +
                                           "\": arguments are not valid JSON text (" + e.what() + ")"));
     }
+    // check_args_bounds counts strings unescaped; the text stored is what the
+    // bound is on (a control character takes six bytes there).
+    if (j.args_json.size() > runtime::kMaxArgsBytes) {
+      return fail(Error::invalid_argument("job type \"" + spec.name + "\": arguments are " +
+                                          std::to_string(j.args_json.size()) +
+                                          " bytes as JSON, over the limit of 1 MiB; pass a reference such as "
+                                          "an id or a URL instead"));
+    }
     j.priority = options.priority.value_or(spec.priority);
     j.run_at = store::to_micros(run_at);
     j.max_attempts = max_attempts;

@@ -515,6 +515,18 @@ TEST_F(RatchetCommandTest, SpansAndTimesPastWhatRatchetHolds_ExitTwoAndChangeNot
   EXPECT_EQ(list_json({"--state", "scheduled"}).size(), 1u);
 }
 
+// Each worker is a thread: `--workers 100000` ran the machine out of them
+// (killed, or "internal error: Resource temporarily unavailable").
+TEST_F(RatchetCommandTest, Run_WorkersBeyondTheConfigsBound_ExitTwoBeforeStarting) {
+  enqueue("rate_movie", "Heat");
+  for (const std::string n : {"100000", "1025", "0"}) {
+    auto o = with_config({"run", "--until-empty", "--workers", n});
+    EXPECT_EQ(o.exit_code, 2) << n << ": " << o.err;
+    EXPECT_THAT(o.err, HasSubstr("--workers must be between 1 and 1024, got " + n));
+  }
+  EXPECT_EQ(list_json({"--state", "available"}).size(), 1u) << "nothing ran";
+}
+
 TEST_F(RatchetCommandTest, JobsList_UnknownState_ExitsTwoListingTheStates) {
   auto o = with_config({"jobs", "list", "--state", "finished"});
   EXPECT_EQ(o.exit_code, 2);

@@ -127,7 +127,7 @@ steps = [{ name = "s", call = "p.op" }]
   EXPECT_DIAGNOSTIC(r, "t.toml:4:15: plugin.p.concurrency: ", "must be between 1 and");
   EXPECT_DIAGNOSTIC(r, "t.toml:5:17: plugin.p.max_redirects: ", "must be between 0 and 50, got 51");
   EXPECT_DIAGNOSTIC(r, "t.toml:7:8: plugin.p.limit[0].rate: ", "must be between 1 and 1000000000, got 0");
-  EXPECT_DIAGNOSTIC(r, "t.toml:8:7: plugin.p.limit[0].per: ", "must be longer than 0s");
+  EXPECT_DIAGNOSTIC(r, "t.toml:8:7: plugin.p.limit[0].per: ", "must be at least 1ms, got 0s");
   EXPECT_DIAGNOSTIC(r, "t.toml:9:9: plugin.p.limit[0].burst: ", "must be between 1 and 1000000000, got 0");
   EXPECT_DIAGNOSTIC(r, "t.toml:11:12: plugin.p.retry.attempts: ", "must be between 1 and 1000, got 0");
   EXPECT_DIAGNOSTIC(r, "t.toml:12:14: plugin.p.retry.multiplier: ", "must be between 1 and 100");
@@ -135,6 +135,36 @@ steps = [{ name = "s", call = "p.op" }]
   EXPECT_DIAGNOSTIC(r, "t.toml:15:17: plugin.p.circuit_breaker.failure_ratio: ", "(0, 1]");
   EXPECT_DIAGNOSTIC(r, "t.toml:17:12: job.j.attempts: ", "must be between 1 and");
   EXPECT_EQ(errors(r).size(), 11u) << testing::joined(errors(r));
+}
+
+// A window shorter than a request's way to the server cannot be kept, and
+// a count made before the request leaves is stale before it is sent: with
+// `per = "1us"` every request was held back, and `ratchet run` spun a core
+// for ever sending nothing.
+TEST(LoadErrors_LimitPeriodUnderAMillisecond, IsRefusedSayingHowToWriteAFastLimit) {
+  auto r = load(R"([plugin.p]
+[[plugin.p.limit]]
+rate = 1
+per = "1us"
+[[plugin.p.limit]]
+rate = 10
+per = "999us"
+algorithm = "token_bucket"
+burst = 2
+[[plugin.p.operation.op.limit]]
+rate = 1
+per = "10us"
+algorithm = "fixed_window"
+[[plugin.p.limit]]
+rate = 1
+per = "1ms"
+[job.j]
+steps = [{ name = "s", call = "p.op" }]
+)");
+  EXPECT_DIAGNOSTIC(r, "t.toml:4:7: plugin.p.limit[0].per: ", "must be at least 1ms, got 1us");
+  EXPECT_DIAGNOSTIC(r, "t.toml:7:7: plugin.p.limit[1].per: ", "must be at least 1ms, got 999us");
+  EXPECT_DIAGNOSTIC(r, "t.toml:12:7: plugin.p.operation.op.limit[0].per: ", "rate = 1000, per = \"1s\"");
+  EXPECT_EQ(errors(r).size(), 3u) << testing::joined(errors(r));
 }
 
 TEST(LoadErrors_DurationAboveItsMaximum, IsRefusedNamingTheBound) {
@@ -314,6 +344,41 @@ TEST(LoadErrors_LimitKey, AKeyFromTheEnvironmentIsRefusedWithoutShowingIt) {
       load("[[plugin.p.limit]]\nrate = 5\nper = \"1s\"\nkey = \"${KEY}\"\n", {{"KEY", "{{args.sekrit}}"}});
   EXPECT_DIAGNOSTIC(r, "t.toml:4:7: plugin.p.limit[0].key: ", "write the key literally");
   for (const auto& line : testing::errors(r)) EXPECT_EQ(line.find("sekrit"), std::string::npos) << line;
+}
+
+// Keyed by an optional argument, a job enqueued without it failed every
+// attempt on the missing key, to the last.
+TEST(LoadErrors_LimitKey, AKeyArgumentDeclaredOptionalIsRefused) {
+  auto r = load(R"([[plugin.p.limit]]
+rate = 5
+per = "1s"
+key = "{{args.user}}"
+[job.j]
+args = { name = "string", user = "any?" }
+steps = [{ name = "s", call = "p.get", args = { n = "{{args.name}}" } }]
+[job.k]
+args = { name = "string", user = { type = "string", required = false } }
+steps = [{ name = "s", call = "p.get", args = { n = "{{args.name}}" } }]
+[job.ok]
+args = { name = "string", user = "any" }
+steps = [{ name = "s", call = "p.get", args = { n = "{{args.name}}" } }]
+)");
+  EXPECT_DIAGNOSTIC(r, "t.toml:7:", "argument \"user\" of [job.j] is optional; make it required");
+  EXPECT_DIAGNOSTIC(r, "t.toml:10:", "argument \"user\" of [job.k] is optional; make it required");
+  EXPECT_EQ(errors(r).size(), 2u) << testing::joined(errors(r));
+}
+
+// A misspelt name left the argument it meant shown everywhere.
+TEST(LoadErrors_Redact, ANameThatIsNoDeclaredArgumentIsRefusedWithTheNearest) {
+  auto r = load(R"([job.j]
+args = { name = "string", email = "string" }
+redact = ["emial", "name"]
+steps = [{ name = "s", call = "p.get", args = { n = "{{args.name}}" } }]
+)");
+  EXPECT_DIAGNOSTIC(
+      r, "t.toml:3:11: job.j.redact[0]: ",
+      "\"emial\" is not an argument of this job, so nothing would be redacted (did you mean \"email\"?)");
+  EXPECT_EQ(errors(r).size(), 1u) << testing::joined(errors(r));
 }
 
 TEST(LoadErrors_LimitKey, AJobThatDeclaresItsArgumentsMustDeclareTheKeyArgument) {

@@ -54,6 +54,28 @@ TEST(PluginCheck_StepCallsAnOperationThePluginLacks, SuggestsTheNearestAndListsT
   EXPECT_NE(got[0].find("get_rating, search"), std::string::npos) << got[0];
 }
 
+// A misspelt operation's limit was accepted and kept nothing: the
+// operation meant ran unlimited.
+TEST(PluginCheck_OperationTableForAnOperationThePluginLacks, IsReportedAtItsLimitWithTheNearest) {
+  auto r = load(R"([plugin.imdb]
+[[plugin.imdb.operation.get_ratign.limit]]
+rate = 1
+per = "1s"
+[plugin.imdb.operation.search]
+timeout = "5s"
+[job.j]
+steps = [{ name = "a", call = "imdb.get_rating" }]
+)");
+  ASSERT_TRUE(r.has_value()) << testing::joined(testing::errors(r));
+  auto got = lines(check_plugin_calls(**r, kImdb, "plugins"));
+  ASSERT_EQ(got.size(), 1u) << testing::joined(got);
+  EXPECT_EQ(got[0].rfind("t.toml:2:", 0), 0u) << got[0];
+  EXPECT_NE(got[0].find("plugin.imdb.operation.get_ratign: plugin imdb 1.0.0 has no operation \"get_ratign\" "
+                        "(did you mean \"get_rating\"?) (it has: get_rating, search)"),
+            std::string::npos)
+      << got[0];
+}
+
 TEST(PluginCheck_ConfiguredPluginWithoutFile, IsReportedAtItsTable) {
   auto r = load("[engine]\nworkers = 2\n\n[plugin.ghost]\nbase_url = \"x\"\n");
   ASSERT_TRUE(r.has_value());

@@ -56,6 +56,8 @@ api_key = "${KEY}"
 rate = 20
 per = "1s"
 [plugin.rt]
+[job.j]
+steps = [{ name = "s", call = "imdb.get_rating" }]
 [job.k]
 steps = [{ name = "s", call = "rt.get_rating" }]
 )");
@@ -65,11 +67,29 @@ steps = [{ name = "s", call = "rt.get_rating" }]
             "engine settings changed (workers take effect after a restart)\n"
             "plugin imdb changed\n"
             "plugin rt added\n"
-            "job type k added\n"
-            "job type j removed");
+            "job type k added");
   EXPECT_EQ((*source)->current()->plugins.at("imdb").policy.limits[0].rate, 20);
   // A holder of the old pointer keeps a consistent old config.
   EXPECT_EQ(before->plugins.at("imdb").policy.limits[0].rate, 10);
+}
+
+// A reload that dropped a job type (and its plugin's table) let the engine
+// claim that type's parked jobs and run their steps without the plugin's
+// settings: every call failed, and the jobs died of the reload. Removing a
+// type takes a restart; the running config stays.
+TEST_F(ConfigSourceTest, Reload_JobTypeRemoved_RefusedNamingItAndTheRunningConfigStays) {
+  write(kV1);
+  auto source = ConfigSource::open(file_, testing::fixed_env({{"KEY", "k"}}));
+  ASSERT_TRUE(source.has_value()) << to_string(source.error());
+  write("[engine]\nworkers = 2\n");
+  auto changes = (*source)->reload();
+  ASSERT_FALSE(changes.has_value());
+  ASSERT_EQ(changes.error().size(), 1u);
+  EXPECT_EQ(changes.error()[0].where.key_path, "job.j");
+  EXPECT_NE(changes.error()[0].message.find("removing a job type takes a restart"), std::string::npos)
+      << changes.error()[0].message;
+  EXPECT_TRUE((*source)->current()->jobs.contains("j"));
+  EXPECT_TRUE((*source)->current()->plugins.contains("imdb"));
 }
 
 TEST_F(ConfigSourceTest, Reload_SameFile_SaysNoChanges) {

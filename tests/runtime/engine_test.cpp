@@ -811,6 +811,19 @@ TEST_F(EngineFixture, PurgeAndEnqueue_SpansPastAHundredYears_RefusedChangingNoth
   EXPECT_TRUE(e->enqueue("t", nlohmann::json::object(), far));
 }
 
+// The bound is on the JSON text stored: control characters take six bytes
+// there, and 900 KB of them was stored as 5 MB.
+TEST_F(EngineFixture, Enqueue_ArgumentsOverAMebibyteOnlyOnceEscaped_Refused) {
+  auto e = open();
+  ASSERT_TRUE(e->define("t", [](StepContext&) { return nlohmann::json(); }));
+  auto r = e->enqueue("t", nlohmann::json{{"blob", std::string(900'000, '\x01')}});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(r.error().message().find("bytes as JSON, over the limit of 1 MiB"), std::string::npos)
+      << r.error().message();
+  EXPECT_TRUE(e->enqueue("t", nlohmann::json{{"blob", std::string(170'000, '\x01')}}));
+}
+
 TEST_F(EngineFixture, Handler_SameStepNameTwice_FailsTheAttemptClearly) {
   auto e = open();
   JobTypeOptions o;

@@ -389,6 +389,11 @@ TEST_P(JobStoreTest, FailAttempt_WithRetry_IsRetryableThenNextAttempt) {
   EXPECT_EQ(j.errors[0].attempt, 1);
   ASSERT_EQ(j.steps.size(), 1u);
   EXPECT_EQ(j.steps[0].state, "failed");
+  // Read by people (`ratchet jobs show`, the dashboard): a span, not a
+  // count of microseconds since 1970.
+  ASSERT_FALSE(j.timeline.empty());
+  EXPECT_EQ(j.timeline.back().kind, "retry_scheduled");
+  EXPECT_EQ(j.timeline.back().detail, "attempt 1 failed; next attempt in 10s");
   auto c = claim("w", kT0 + 10 * kSec);
   ASSERT_EQ(c.jobs.size(), 1u);
   EXPECT_EQ(c.jobs[0].attempt, 2);

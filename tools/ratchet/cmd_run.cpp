@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "commands.hpp"
+#include "config/bounds.hpp"
 #include "exit_codes.hpp"
 #include "metrics.hpp"
 #include "progress.hpp"
@@ -69,7 +70,11 @@ const char* event_name(JobEvent::Kind k) {
 int run(const RunFlags& f, const Globals& g) {
   auto every = parse_duration(f.status_every);
   if (!every || *every <= Duration{0}) return usage_error("--status-every must be a duration such as 5s");
-  if (f.workers && *f.workers < 1) return usage_error("--workers must be at least 1");
+  if (f.workers && (*f.workers < 1 || *f.workers > config::kMaxWorkers)) {
+    // Each worker is a thread: 100,000 of them ran the machine out of threads.
+    return usage_error("--workers must be between 1 and " + std::to_string(config::kMaxWorkers) + ", got " +
+                       std::to_string(*f.workers));
+  }
 
   // Before any thread exists, so every engine thread inherits the mask.
   sigset_t signals = stop_signals();

@@ -5,6 +5,7 @@
 #include <tuple>
 #include <utility>
 
+#include "common/duration.hpp"
 #include "store/postgres/arrays.hpp"
 #include "store/stored_json.hpp"
 
@@ -299,7 +300,8 @@ LeaseWrite PgJobStore::fail_attempt(const AttemptFailure& f) {
   if (f.retry_at) {
     add_timeline(
         f.id, f.now, "retry_scheduled",
-        "attempt " + std::to_string(attempt) + " failed; next attempt at " + std::to_string(*f.retry_at));
+        "attempt " + std::to_string(attempt) + " failed; next attempt in " +
+            common::format_duration(std::chrono::microseconds(std::max<Micros>(0, *f.retry_at - f.now))));
   }
   return {true, false};
 }

@@ -6,6 +6,7 @@
 #include <string_view>
 #include <utility>
 
+#include "common/duration.hpp"
 #include "store/sqlite/quarantine.hpp"
 #include "store/sqlite/statement_use.hpp"
 #include "store/stored_json.hpp"
@@ -366,7 +367,8 @@ LeaseWrite SqliteJobStore::fail_attempt(const AttemptFailure& f) {
   if (f.retry_at) {
     add_timeline(
         f.id, f.now, "retry_scheduled",
-        "attempt " + std::to_string(attempt) + " failed; next attempt at " + std::to_string(*f.retry_at));
+        "attempt " + std::to_string(attempt) + " failed; next attempt in " +
+            common::format_duration(std::chrono::microseconds(std::max<Micros>(0, *f.retry_at - f.now))));
   }
   return {true, false};
 }
