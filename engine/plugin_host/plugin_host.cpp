@@ -117,8 +117,11 @@ ScanReport PluginHost::rescan() {
   if (ec)
     spdlog::warn("plugin folder {} could not be read completely: {}", options_.folder.string(), ec.message());
 
-  // Files that disappeared: their plugins go; names they held free up.
-  {
+  // Files that disappeared: their plugins go; names they held free up. Only
+  // a complete listing says a file is gone: one cut short (too many open
+  // files) unloaded every plugin, and each call then failed its job's
+  // attempt with "no plugin is loaded".
+  if (!ec) {
     std::unique_lock lock(mu_);
     bool freed = false;
     for (auto it = files_.begin(); it != files_.end();) {

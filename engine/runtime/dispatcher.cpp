@@ -103,7 +103,16 @@ void Dispatcher::dispatch_loop(std::stop_token stop) {
           stop, std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.poll_interval));
       continue;
     }
-    auto claimed = env_.run.store->write([&](store::JobStore& s) { return s.claim(req); });
+    auto claimed = env_.run.store->write([&](store::JobStore& s) {
+      // Timed once the write lock is held: the wait for it can last up to
+      // busy_timeout, and a lease timed before it was already over when the
+      // claim committed (the jobs then counted a lease expiry, "crashed or
+      // hung", though this worker was running them).
+      const TimePoint at = env_.run.clock->now();
+      req.now = store::to_micros(at);
+      req.lease_until = store::to_micros(at + env_.run.lease);
+      return s.claim(req);
+    });
     if (!claimed) {
       spdlog::error("claiming jobs failed: {}", claimed.error().to_string());
       if (!env_.run.store->stalled()) wait_for_work(now + options_.poll_interval, stop);

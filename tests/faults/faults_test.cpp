@@ -601,6 +601,32 @@ TEST(Fault, WriteLockHeldPastBusyTimeout_NoLeaseExpiryNoStepRunsAgain) {
   EXPECT_EQ(inv.states["completed"], jobs);
 }
 
+// A claim waits for the write lock up to busy_timeout. Its lease was timed
+// before that wait, so a wait longer than the lease committed a lease that
+// was already over: every job claimed counted a lease expiry ("crashed or
+// hung") and ran alone as a suspect, though its worker was running it.
+TEST(Fault, ClaimWaitingForTheLockLongerThanTheLease_NoLeaseExpiry) {
+  Workbench w;
+  const int jobs = 8;
+  w.write_config("busy_timeout = \"8s\"\nlease = \"2s\"\nheartbeat = \"500ms\"\nworkers = 4\n", "",
+                 kRateMovie);
+  w.enqueue("rate_movie", names("c", 0, jobs));
+  std::unique_ptr<Child> child;
+  {
+    SQLite::Database lock(w.db().string(), SQLite::OPEN_READWRITE, 10000);
+    lock.exec("BEGIN IMMEDIATE");
+    child = w.run({"--until-empty"});
+    std::this_thread::sleep_for(4000ms);  // twice the lease, half the busy timeout
+    lock.exec("COMMIT");
+  }
+  const int rc = child->wait(bound_ms(60000));
+  EXPECT_EQ(rc, 0) << child->err().substr(0, 4000);
+  EXPECT_EQ(w.scalar("SELECT COALESCE(SUM(lease_expiries), 0) FROM jobs"), 0)
+      << "a claim that waited for the lock is no lease expiry: " << child->err().substr(0, 4000);
+  EXPECT_EQ(w.scalar("SELECT COUNT(*) FROM jobs WHERE suspect = 1"), 0);
+  EXPECT_EQ(w.states()["completed"], jobs);
+}
+
 // ---------------------------------------------------------------- full disk
 
 TEST(Fault, DatabaseCannotGrow_RunStopsSayingWhyThenCompletesWithoutLoss) {

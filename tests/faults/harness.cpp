@@ -198,7 +198,8 @@ std::unique_ptr<Child> spawn(const std::vector<std::string>& argv, const fs::pat
     ::dup2(out, 1);
     ::dup2(out, 2);
     if (options.fsize_limit >= 0) {
-      ::signal(SIGXFSZ, SIG_IGN);  // kept across exec: a write past the limit fails with EFBIG
+      // SIGXFSZ left at its default: `ratchet` itself must turn a write past
+      // the limit into EFBIG, as it does for a user's `ulimit -f`.
       rlimit r{static_cast<rlim_t>(options.fsize_limit), static_cast<rlim_t>(options.fsize_limit)};
       ::setrlimit(RLIMIT_FSIZE, &r);
     }

@@ -2,8 +2,13 @@
 // bad file never stops the others.
 #include "plugin_host/plugin_host.hpp"
 
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -157,6 +162,36 @@ TEST(PluginHostOpen, HalfWrittenFile_RefusedAsIncompleteThenLoadedWhenComplete) 
   ASSERT_EQ(report.loaded.size(), 1u);
   EXPECT_EQ(report.loaded[0].name, "versioned");
   EXPECT_TRUE(host->failures().empty());
+}
+
+// With no descriptor left (ulimit -n), the folder cannot be listed: every
+// plugin was unloaded as "removed", and each call then failed its job's
+// attempt. A listing cut short keeps what is loaded.
+TEST(PluginHostOpen, FolderThatCannotBeListed_KeepsEveryPluginLoaded) {
+  TestFolder folder;
+  folder.add("versioned_v1", "versioned.so");
+  auto host = open_host(folder);
+  ASSERT_EQ(host->list().size(), 1u);
+
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  int highest = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd"))
+    highest = std::max(highest, std::stoi(e.path().filename().string()));
+  rlimit tight = saved;
+  tight.rlim_cur = static_cast<rlim_t>(highest + 1);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &tight), 0);
+  std::vector<int> fillers;  // every lower descriptor taken: the next open fails
+  for (int fd; (fd = ::open("/dev/null", O_RDONLY)) >= 0;) fillers.push_back(fd);
+  const ScanReport report = host->rescan();
+  for (int fd : fillers) ::close(fd);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+
+  EXPECT_TRUE(report.removed.empty());
+  ASSERT_EQ(host->list().size(), 1u);
+  EXPECT_EQ(host->list()[0].name, "versioned");
+  EXPECT_TRUE(host->rescan().removed.empty());
+  EXPECT_EQ(host->list().size(), 1u);
 }
 
 TEST(PluginHostOpen, HeaderOnlyFile_RefusedAsIncomplete) {

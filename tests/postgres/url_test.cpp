@@ -1,6 +1,7 @@
 // What a log line or an error may show of a database URL: never the password.
 #include <gtest/gtest.h>
 
+#include "store/postgres/connection.hpp"
 #include "store/postgres/url.hpp"
 
 namespace ratchet::store::pg {
@@ -38,6 +39,29 @@ TEST(PgUrl, MasksKeywordValueStrings) {
 TEST(PgUrl, ScrubReplacesEveryOccurrence) {
   EXPECT_EQ(scrub("pw s3cret and s3cret", "s3cret"), "pw *** and ***");
   EXPECT_EQ(scrub("nothing here", ""), "nothing here");
+}
+
+// A URL libpq cannot parse is quoted back in its message, and libpq then
+// knows no password to hide: an unclosed IPv6 bracket or a bad % escape
+// printed the password of a URL from ${NAME} in clear.
+TEST(PgUrl, AMalformedUrlsPasswordIsNotInTheConnectError) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"postgresql://ratchet:Sup3rS3cretXYZ@[::1/ratchet", "Sup3rS3cretXYZ"},
+      {"postgresql://ratchet:%zzSup3rS3cretXYZ@127.0.0.1:1/ratchet", "Sup3rS3cretXYZ"},
+      {"postgresql://ratchet:Sup3r%40S3cret@[::1/ratchet", "S3cret"},
+  };
+  for (const auto& [url, secret] : cases) {
+    ConnectOptions options;
+    options.url = url;
+    options.connect_timeout = std::chrono::seconds(1);
+    auto c = connect(options);
+    ASSERT_FALSE(c.has_value()) << url;
+    const std::string message = c.error().error().message();
+    EXPECT_EQ(message.find(secret), std::string::npos) << message;
+    EXPECT_NE(message.find("***"), std::string::npos) << message;
+  }
+  EXPECT_EQ(scrub_url_password("said: Sup3r@S3cret", "postgresql://u:Sup3r%40S3cret@h/d"), "said: ***");
+  EXPECT_EQ(scrub_url_password("said: s3 cr3t", "host=h password='s3 cr3t'"), "said: ***");
 }
 
 }  // namespace

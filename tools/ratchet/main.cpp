@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <signal.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -154,6 +156,11 @@ int run_main(int argc, char** argv) {
 }  // namespace ratchet::cli
 
 int main(int argc, char** argv) {
+  // A write past a file size limit (ulimit -f) then fails with EFBIG, which
+  // the store reports ("a file size limit was reached") and the run ends on
+  // with exit 1, nothing half-written; by default SIGXFSZ killed the process
+  // with no word (exit 153).
+  ::signal(SIGXFSZ, SIG_IGN);
   try {
     return ratchet::cli::run_main(argc, argv);
   } catch (const std::exception& e) {

@@ -61,7 +61,10 @@ Result<std::unique_ptr<Store>> open_store(const StoreOptions& options) {
 }
 
 LimiterTablesFactory limiter_tables_for(const StoreOptions& options) {
-  if (is_postgres(options.database)) return pg::pg_limiter_tables(postgres_options(options).connect);
+  if (is_postgres(options.database)) {
+    const pg::PgStoreOptions pg_options = postgres_options(options);
+    return pg::pg_limiter_tables(pg_options.connect, pg_options.busy_timeout);
+  }
   if (is_server_url(options.database)) {
     return [database = options.database]() -> Result<std::unique_ptr<LimiterTables>> {
       return fail(unsupported_url(database));

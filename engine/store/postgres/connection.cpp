@@ -216,7 +216,11 @@ PgResult<Connection> connect(const ConnectOptions& options) {
         std::string_view(PQerrorMessage(conn.get())).find("timeout expired") != std::string_view::npos;
     if (!timed_out || attempt >= kConnectTries ||
         std::chrono::steady_clock::now() - began >= cut_short_before) {
-      return std::unexpected(connect_error(conn.get(), "connecting", options.password.has_value()));
+      PgError e = connect_error(conn.get(), "connecting", options.password.has_value());
+      // A URL libpq could not parse leaves it no password to hide.
+      std::string message = scrub_url_password(e.error().message(), options.url);
+      if (options.password) message = scrub(std::move(message), *options.password);
+      return std::unexpected(PgError(Error::database(std::move(message)), e.sqlstate()));
     }
     spdlog::warn(
         "connecting to PostgreSQL at {}: libpq's connect timeout ended after {} ms, as the wall clock "

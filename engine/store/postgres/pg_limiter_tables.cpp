@@ -2,6 +2,9 @@
 
 #include <array>
 #include <charconv>
+#include <chrono>
+#include <optional>
+#include <thread>
 
 #include "store/postgres/session.hpp"
 #include "store/postgres/url.hpp"
@@ -23,33 +26,50 @@ const char* table_sql(LimiterLog log, const char* calls, const char* starts) {
 
 class PgLimiterTables final : public LimiterTables {
  public:
-  PgLimiterTables(Connection c, std::string where)
-      : connection_(std::move(c)), session_(connection_), where_(std::move(where)) {}
+  PgLimiterTables(Connection c, std::string where, std::chrono::milliseconds busy_timeout)
+      : connection_(std::move(c)),
+        session_(connection_),
+        where_(std::move(where)),
+        busy_timeout_(busy_timeout) {}
 
   Status transact(const std::string& key, std::string_view doing,
                   const std::function<void()>& body) override {
-    for (int attempt = 0;; ++attempt) {
+    // A server that restarts or fails over refuses connections for a moment:
+    // the decision is run again, with backoff, for up to the busy timeout
+    // (as the job store's reads are), rather than failing the call that
+    // asked, and with it a job's attempt.
+    std::optional<std::chrono::steady_clock::time_point> give_up;
+    auto pause = std::chrono::milliseconds(10);
+    for (;;) {
+      std::optional<PgError> failed;
       if (connection_.is_broken()) {
-        if (auto st = connection_.reset(); !st) return fail(error(doing, st.error()));
+        if (auto st = connection_.reset(); !st) failed = st.error();
       }
-      try {
-        // The commit does not wait for the log's flush to disk: the key's
-        // lock is held until the commit returns, so a flush slowed by other
-        // writes (a busy disk) would slow every decision on the key, in every
-        // process, and a call counted in a commit that returns late leaves
-        // after its count. What a database server's crash can lose is the
-        // last moments' decisions, as SQLite's synchronous=NORMAL on a power
-        // loss; the server's own restart keeps them.
-        session_.simple("BEGIN; SET LOCAL synchronous_commit TO off");
-        session_.run("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", {p(key)});
-        body();
-        session_.simple("COMMIT");
-        return {};
-      } catch (const PgFailure& e) {
-        (void)connection_.exec("ROLLBACK");
-        if (attempt == 0 && (e.error().needs_reconnect() || e.error().transaction_retryable())) continue;
-        return fail(error(doing, e.error()));
+      if (!failed) {
+        try {
+          // The commit does not wait for the log's flush to disk: the key's
+          // lock is held until the commit returns, so a flush slowed by other
+          // writes (a busy disk) would slow every decision on the key, in every
+          // process, and a call counted in a commit that returns late leaves
+          // after its count. What a database server's crash can lose is the
+          // last moments' decisions, as SQLite's synchronous=NORMAL on a power
+          // loss; the server's own restart keeps them.
+          session_.simple("BEGIN; SET LOCAL synchronous_commit TO off");
+          session_.run("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", {p(key)});
+          body();
+          session_.simple("COMMIT");
+          return {};
+        } catch (const PgFailure& e) {
+          (void)connection_.exec("ROLLBACK");
+          failed = e.error();
+        }
       }
+      const bool transient = failed->needs_reconnect() || failed->transaction_retryable();
+      const auto now = std::chrono::steady_clock::now();
+      if (!give_up) give_up = now + busy_timeout_;
+      if (!transient || now + pause > *give_up) return fail(error(doing, *failed));
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(250));
     }
   }
 
@@ -251,15 +271,16 @@ class PgLimiterTables final : public LimiterTables {
   Connection connection_;
   Session session_;
   std::string where_;
+  std::chrono::milliseconds busy_timeout_;
 };
 
 }  // namespace
 
-LimiterTablesFactory pg_limiter_tables(ConnectOptions options) {
-  return [options = std::move(options)]() -> Result<std::unique_ptr<LimiterTables>> {
+LimiterTablesFactory pg_limiter_tables(ConnectOptions options, std::chrono::milliseconds busy_timeout) {
+  return [options = std::move(options), busy_timeout]() -> Result<std::unique_ptr<LimiterTables>> {
     auto c = connect(options);
     if (!c) return fail(c.error().error().with_context("limiter state"));
-    return std::make_unique<PgLimiterTables>(std::move(*c), mask_url(options.url));
+    return std::make_unique<PgLimiterTables>(std::move(*c), mask_url(options.url), busy_timeout);
   };
 }
 

@@ -162,7 +162,9 @@ void PgStore::listen_loop(std::stop_token stop) {
 
 std::string PgStore::location() const { return mask_url(options_.connect.url); }
 
-LimiterTablesFactory PgStore::limiter_tables() const { return pg_limiter_tables(options_.connect); }
+LimiterTablesFactory PgStore::limiter_tables() const {
+  return pg_limiter_tables(options_.connect, options_.busy_timeout);
+}
 
 std::optional<PgStore::Failure> PgStore::begin_transaction() {
   (void)writer_->jobs.take_new_work();  // a batch begun again announces anew

@@ -81,7 +81,62 @@ std::string mask_keywords(std::string_view text) {
   return out;
 }
 
+// The password part of a URL as written: between the user's ':' and the
+// last '@' before the path (as mask_uri), or a key=value string's
+// `password=` value; empty when there is none.
+std::string written_password(std::string_view url) {
+  if (starts_with_scheme(url)) {
+    const std::size_t authority = url.find("://") + 3;
+    const std::size_t slash = url.find('/', authority);
+    const std::size_t at = url.rfind('@', slash);
+    if (at == std::string_view::npos || at < authority) return {};
+    const std::size_t colon = url.find(':', authority);
+    if (colon == std::string_view::npos || colon >= at) return {};
+    return std::string(url.substr(colon + 1, at - colon - 1));
+  }
+  const std::size_t key = url.find("password");
+  if (key == std::string_view::npos) return {};
+  std::size_t i = url.find('=', key);
+  if (i == std::string_view::npos) return {};
+  ++i;
+  while (i < url.size() && std::isspace(static_cast<unsigned char>(url[i]))) ++i;
+  const std::size_t start = i;
+  if (i < url.size() && url[i] == '\'') {
+    ++i;
+    while (i < url.size() && url[i] != '\'') i += (url[i] == '\\' && i + 1 < url.size()) ? 2 : 1;
+    return std::string(url.substr(start + 1, i - start - 1));
+  }
+  while (i < url.size() && !std::isspace(static_cast<unsigned char>(url[i]))) ++i;
+  return std::string(url.substr(start, i - start));
+}
+
+std::string percent_decoded(std::string_view text) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size() && hex(text[i + 1]) >= 0 && hex(text[i + 2]) >= 0) {
+      out += static_cast<char>(hex(text[i + 1]) * 16 + hex(text[i + 2]));
+      i += 2;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string scrub_url_password(std::string text, std::string_view url) {
+  const std::string written = written_password(url);
+  if (written.empty()) return text;
+  text = scrub(std::move(text), written);
+  return scrub(std::move(text), percent_decoded(written));
+}
 
 std::string mask_url(std::string_view url) {
   return starts_with_scheme(url) ? mask_uri(url) : mask_keywords(url);

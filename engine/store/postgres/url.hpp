@@ -17,4 +17,9 @@ std::string mask_url(std::string_view url);
 // from libpq or the server that might echo a password back.
 std::string scrub(std::string text, std::string_view secret);
 
+// `text` scrubbed of the password a URL carries, as written in it and
+// percent-decoded: libpq quotes a URL it cannot parse (an unclosed `[`, a
+// bad `%` escape) back in its message, and then knows no password to hide.
+std::string scrub_url_password(std::string text, std::string_view url);
+
 }  // namespace ratchet::store::pg
