@@ -5,6 +5,7 @@
 // the conformance suite (tests/store/schema_test.cpp).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 
 #include "fresh_schema.hpp"
@@ -62,6 +63,39 @@ TEST_F(PgStoreOpen, AnApplicationsOwnTables_RatchetLivesBesideThemAndLeavesThemA
   }
   EXPECT_EQ(scalar(url, "SELECT COUNT(*) FROM jobs WHERE what = 'mine'"), 1);
   EXPECT_EQ(scalar(url, "SELECT COUNT(*) FROM ratchet_jobs"), 0);
+}
+
+// A table another session held locked hung every statement on it (claims,
+// checkpoints, enqueue) until that session let go, and SIGTERM with them:
+// a lock is waited for no longer than busy_timeout, then the write fails
+// saying so, and the next one after the lock is gone commits.
+TEST_F(PgStoreOpen, ATableHeldLocked_AWriteGivesUpAfterTheBusyTimeout) {
+  const std::string url = ratchet::testing::fresh_postgres_schema();
+  StoreOptions o;
+  o.database = url;
+  o.busy_timeout = std::chrono::milliseconds(500);
+  auto s = open_store(o);
+  ASSERT_TRUE(s) << s.error().to_string();
+  auto insert = [&] {
+    return (*s)->write([](JobStore& js) {
+      NewJob j;
+      j.type = "t";
+      j.args_json = "{}";
+      return js.insert(j, 1).id;
+    });
+  };
+  auto holder = connect(pg_options(url));
+  ASSERT_TRUE(holder) << holder.error().to_string();
+  ASSERT_TRUE(holder->exec("BEGIN; LOCK TABLE ratchet_jobs IN ACCESS EXCLUSIVE MODE"));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto blocked = insert();
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  ASSERT_FALSE(blocked) << "the table is locked";
+  EXPECT_LT(waited, std::chrono::seconds(5)) << "gave up after about the busy timeout";
+  EXPECT_TRUE(contains(blocked.error().message(), "lock")) << blocked.error().message();
+  ASSERT_TRUE(holder->exec("COMMIT"));
+  auto after = insert();
+  EXPECT_TRUE(after) << after.error().to_string();
 }
 
 TEST_F(PgStoreOpen, WrongPassword_ClearErrorWithoutThePassword) {

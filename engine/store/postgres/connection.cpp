@@ -46,8 +46,18 @@ std::vector<const char*> values_of(const Params& params) {
 
 void Connection::Finish::operator()(pg_conn* c) const noexcept { PQfinish(c); }
 
-Connection::Connection(pg_conn* conn, bool explicit_password)
-    : conn_(conn), target_(describe_target(conn)), explicit_password_(explicit_password) {}
+Connection::Connection(pg_conn* conn, bool explicit_password, std::chrono::milliseconds lock_timeout)
+    : conn_(conn),
+      target_(describe_target(conn)),
+      explicit_password_(explicit_password),
+      lock_timeout_(lock_timeout) {}
+
+PgStatus Connection::set_up_session() {
+  if (lock_timeout_.count() <= 0) return {};
+  auto set = exec("SET lock_timeout = '" + std::to_string(lock_timeout_.count()) + "ms'");
+  if (!set) return std::unexpected(set.error());
+  return {};
+}
 
 PgError Connection::error_here(std::string_view doing, std::string message, std::string sqlstate) const {
   const char* password = PQpass(conn_.get());
@@ -167,7 +177,7 @@ PgStatus Connection::reset() {
     return std::unexpected(connect_error(conn_.get(), "reconnecting", explicit_password_));
   // A multi-host URL may have moved to another server.
   target_ = describe_target(conn_.get());
-  return {};
+  return set_up_session();
 }
 
 bool Connection::idle_in_no_transaction() const noexcept {
@@ -210,8 +220,11 @@ PgResult<Connection> connect(const ConnectOptions& options) {
                                                      mask_url(options.url) + ": libpq is out of memory"),
                                      std::string(kSqlstateCannotConnect)));
     }
-    if (PQstatus(conn.get()) == CONNECTION_OK)
-      return Connection(conn.release(), options.password.has_value());
+    if (PQstatus(conn.get()) == CONNECTION_OK) {
+      Connection c(conn.release(), options.password.has_value(), options.lock_timeout);
+      if (auto st = c.set_up_session(); !st) return std::unexpected(st.error());
+      return c;
+    }
     const bool timed_out =
         std::string_view(PQerrorMessage(conn.get())).find("timeout expired") != std::string_view::npos;
     if (!timed_out || attempt >= kConnectTries ||

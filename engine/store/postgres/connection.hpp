@@ -39,6 +39,11 @@ struct ConnectOptions {
   // used when this is empty); it overrides one in the URL.
   std::optional<std::string> password;
   std::chrono::seconds connect_timeout{10};
+  // The longest any statement waits for a lock (SET lock_timeout, again
+  // after each reset); zero: no bound. A table another session holds
+  // locked otherwise hangs a statement, and the process with it, until that
+  // session lets go.
+  std::chrono::milliseconds lock_timeout{0};
 };
 
 // A text-format statement parameter; nullopt binds SQL NULL.
@@ -90,7 +95,9 @@ class Connection {
     int nparams = 0;
   };
 
-  Connection(pg_conn* conn, bool explicit_password);
+  Connection(pg_conn* conn, bool explicit_password, std::chrono::milliseconds lock_timeout);
+  // Settings each session of this connection starts with (lock_timeout).
+  PgStatus set_up_session();
   PgResult<Rows> take(pg_result* result, std::string_view doing);
   PgError error_here(std::string_view doing, std::string message, std::string sqlstate) const;
   PgStatus prepare_in_session(const std::string& name, const Prepared& statement);
@@ -99,6 +106,7 @@ class Connection {
   std::string target_;
   // Whether the password came from ConnectOptions, for reconnect errors.
   bool explicit_password_ = false;
+  std::chrono::milliseconds lock_timeout_{0};
   std::map<std::string, Prepared, std::less<>> prepared_;
   // The names prepared in the current session (a reset starts a new one).
   std::set<std::string, std::less<>> session_prepared_;

@@ -60,7 +60,12 @@ PgStore::Failure PgStore::failure_of(const PgError& e) {
   return f;
 }
 
-Result<std::unique_ptr<PgStore>> PgStore::open(const PgStoreOptions& options) {
+Result<std::unique_ptr<PgStore>> PgStore::open(const PgStoreOptions& given) {
+  PgStoreOptions options = given;
+  // A statement waits for a lock no longer than a write waits in all: a
+  // table another session held locked hung every claim and checkpoint, and
+  // SIGTERM with them, until it let go.
+  if (options.connect.lock_timeout.count() <= 0) options.connect.lock_timeout = options.busy_timeout;
   auto w = connect(options.connect);
   if (!w) return fail(w.error().error());
   auto writer = std::make_unique<Side>(std::move(*w));
