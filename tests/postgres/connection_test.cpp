@@ -1,12 +1,15 @@
 // Connecting: success, and errors that say what failed, where and how to
 // fix it, without ever showing a password.
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
 #include "pg_options.hpp"
 #include "pg_test_env.hpp"
 #include "store/postgres/connection.hpp"
+#include "store/postgres/listener.hpp"
 
 namespace ratchet::store::pg {
 namespace {
@@ -29,6 +32,31 @@ TEST_F(PgConnect, OpensWithThePasswordFile) {
   ASSERT_TRUE(who) << who.error().to_string();
   EXPECT_EQ(who->get_text(0, 0), "ratchet");
   EXPECT_EQ(who->get_text(0, 1), "ratchet");
+}
+
+// libpq printed what a server says outside a query ("FATAL: terminating
+// connection due to administrator command") straight to stderr, a bare
+// line in the middle of `--log-format json`. It goes through the log.
+TEST_F(PgConnect, AServerMessageOutsideAQueryIsNotPrintedRaw) {
+  auto conn = connect(pg_options(env_.url));
+  auto admin = connect(pg_options(env_.url));
+  ASSERT_TRUE(conn) << conn.error().to_string();
+  ASSERT_TRUE(admin) << admin.error().to_string();
+  auto pid = conn->exec("SELECT pg_backend_pid()");
+  ASSERT_TRUE(pid);
+  ASSERT_TRUE(listen(*conn, "server-message-test"));
+  ::testing::internal::CaptureStderr();
+  auto killed = admin->exec("SELECT pg_terminate_backend(" + std::string(pid->get_text(0, 0)) + ")");
+  // Read while idle, as the store's listener waits for its notifications.
+  bool broken = false;
+  for (int i = 0; i < 20 && !broken; ++i) {
+    broken = !wait_for_notification(*conn, std::chrono::milliseconds(50)).has_value();
+  }
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(killed) << killed.error().to_string();
+  EXPECT_TRUE(broken);
+  EXPECT_FALSE(contains(err, "FATAL:")) << err;
+  EXPECT_FALSE(contains(err, "terminating connection")) << err;
 }
 
 TEST_F(PgConnect, OpensWithAPasswordHandedInSeparately) {

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <string_view>
 #include <utility>
@@ -16,6 +17,28 @@ namespace ratchet::store::pg {
 namespace {
 
 constexpr std::size_t kShownSqlChars = 80;
+
+// What a server says outside any statement (a NOTICE, or the FATAL that ends
+// a session on a restart or pg_terminate_backend): libpq printed it to
+// stderr as is, a bare line in the middle of the log (and of JSON logs).
+// It goes through the log instead, at the level its severity calls for.
+void log_server_message(void* target, const char* message) {
+  std::string text = one_line(message == nullptr ? "" : message);
+  std::string severity;
+  if (const std::size_t colon = text.find(':'); colon != std::string::npos && colon < 10) {
+    severity = text.substr(0, colon);
+    text = one_line(text.substr(colon + 1));
+  }
+  const std::string from = describe_target(static_cast<const pg_conn*>(target));
+  if (severity == "NOTICE" || severity == "INFO" || severity == "DEBUG" || severity == "LOG") {
+    spdlog::debug("PostgreSQL {} said: {}", from, text);
+  } else {
+    std::string lower = severity;
+    std::ranges::transform(lower, lower.begin(),
+                           [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    spdlog::warn("PostgreSQL {} said{}: {}", from, lower.empty() ? "" : " (" + lower + ")", text);
+  }
+}
 
 // The start of a statement, on one line, to say which one failed.
 std::string shown_sql(std::string_view sql) {
@@ -53,6 +76,8 @@ Connection::Connection(pg_conn* conn, bool explicit_password, std::chrono::milli
       lock_timeout_(lock_timeout) {}
 
 PgStatus Connection::set_up_session() {
+  // The PGconn, not this object, which moves: PQreset keeps both.
+  PQsetNoticeProcessor(conn_.get(), &log_server_message, conn_.get());
   if (lock_timeout_.count() <= 0) return {};
   auto set = exec("SET lock_timeout = '" + std::to_string(lock_timeout_.count()) + "ms'");
   if (!set) return std::unexpected(set.error());
