@@ -174,6 +174,23 @@ TEST_F(RatchetCommandTest, ConfigCheck_ValidFile_PrintsASummaryAndExitsZero) {
 
 // The footer says every command takes -c FILE: config check does too, and
 // finds the file where the others do when none is named.
+// A secret of a few characters cannot be masked without hiding ordinary
+// text: `config check` says so, naming the setting, never the value.
+TEST_F(RatchetCommandTest, ConfigCheck_ASecretUnderFourCharacters_IsWarnedAboutByName) {
+  {
+    std::ofstream out(config_, std::ios::app);
+    out << "\n[plugin.http_json]\nurl = \"" << server_->portal_url("netflix")
+        << "\"\nheaders = { X-Api-Key = \"${SHORT_TOKEN}\", X-Other = \"${LONG_TOKEN}\" }\n";
+  }
+  auto o = ratchet({"config", "check", config_}, {"SHORT_TOKEN=q7z", "LONG_TOKEN=a-long-enough-token"});
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_THAT(o.err,
+              HasSubstr("warning: plugin.http_json.headers.X-Api-Key: the value from the environment has "
+                        "only 3 characters"));
+  EXPECT_THAT(o.err, Not(HasSubstr("X-Other")));
+  EXPECT_THAT(o.out + o.err, Not(HasSubstr("q7z")));
+}
+
 TEST_F(RatchetCommandTest, ConfigCheck_TakesTheFileAsTheOtherCommandsDo) {
   auto flag = ratchet({"config", "check", "-c", config_});
   EXPECT_EQ(flag.exit_code, 0) << flag.err;
@@ -525,6 +542,27 @@ TEST_F(RatchetCommandTest, Run_WorkersBeyondTheConfigsBound_ExitTwoBeforeStartin
     EXPECT_THAT(o.err, HasSubstr("--workers must be between 1 and 1024, got " + n));
   }
   EXPECT_EQ(list_json({"--state", "available"}).size(), 1u) << "nothing ran";
+}
+
+// A job of a type this config does not declare waits for a process whose
+// config does; counting it, --until-empty ran for ever, saying nothing.
+TEST_F(RatchetCommandTest, RunUntilEmpty_OnlyJobsOfTypesItDoesNotRun_EndsNamingThem) {
+  enqueue("rate_movie", "Heat");
+  const std::string other = (dir_ / "other.toml").string();
+  {
+    std::ofstream out(other);
+    out << "[engine]\ndatabase = \"jobs.db\"\nplugins = \"" << RATCHET_PLUGIN_DIR << "\"\n"
+        << "[plugin.imdb]\nbase_url = \"" << server_->portal_url("imdb") << "\"\n"
+        << "[job.other]\nsteps = [{ name = \"imdb\", call = \"imdb.get_rating\", args = { name = \"x\" } "
+           "}]\n";
+  }
+  auto o = run_command({tool_path("ratchet"), "run", "--until-empty", "--progress", "never", "-c", other}, {},
+                       {}, 20000);
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_THAT(o.err + o.out, HasSubstr("1 pending job is of job types or queues this config does not run"));
+  auto jobs = list_json();
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0]["state"], "available") << "left for a process that runs its type";
 }
 
 TEST_F(RatchetCommandTest, JobsList_UnknownState_ExitsTwoListingTheStates) {

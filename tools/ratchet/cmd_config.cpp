@@ -58,6 +58,22 @@ PluginCheck check_plugins(const config::Config& c, const std::string& file) {
   return out;
 }
 
+// "/headers/X-Api-Key" as ".headers.X-Api-Key", the way keys are named in
+// the file.
+std::string pointer_to_dotted(const std::string& pointer) {
+  std::string out;
+  for (std::size_t i = 0; i < pointer.size(); ++i) {
+    if (pointer[i] == '/') {
+      out += '.';
+    } else if (pointer[i] == '~' && i + 1 < pointer.size()) {
+      out += pointer[++i] == '0' ? '~' : '/';
+    } else {
+      out += pointer[i];
+    }
+  }
+  return out;
+}
+
 // The file named, as a positional or with -c as every other command takes
 // it; else where those look: $RATCHET_CONFIG, else ./ratchet.toml.
 Result<std::string> file_to_check(const CheckOptions& o) {
@@ -103,6 +119,21 @@ int check(CheckOptions o) {
                f.reason, o.file);
   }
   if (!plugins.note.empty()) fmt::print(stderr, "ratchet: warning: {}\n", plugins.note);
+  // A value of a few characters cannot be masked in what a server sends
+  // back without hiding ordinary text too (engine/pipeline/secret_mask.hpp).
+  for (const auto& [name, spec] : (*loaded)->plugins) {
+    for (const auto& pointer : spec.secret_paths) {
+      const nlohmann::json::json_pointer at(pointer);
+      if (!spec.settings.contains(at) || !spec.settings[at].is_string()) continue;
+      const std::size_t length = spec.settings[at].get_ref<const std::string&>().size();
+      if (length == 0 || length >= 4) continue;
+      fmt::print(stderr,
+                 "ratchet: warning: plugin.{}{}: the value from the environment has only {} character{}; "
+                 "values under 4 characters are not masked (they would hide ordinary text), so it may "
+                 "show in step outputs and logs: use a longer secret\n",
+                 name, pointer_to_dotted(pointer), length, length == 1 ? "" : "s");
+    }
+  }
   return kOk;
 }
 

@@ -132,6 +132,7 @@ int run(const RunFlags& f, const Globals& g) {
   const auto tick = live ? std::chrono::milliseconds(250) : std::chrono::milliseconds(200);
   bool stop_requested = false;
   std::optional<Error> write_failure;
+  std::int64_t others_pending = 0;  // at --until-empty's end: jobs this config does not run
   std::optional<ProgressSample> last;
   while (true) {
     int sig = wait_signal(signals, tick);
@@ -156,7 +157,12 @@ int run(const RunFlags& f, const Globals& g) {
         spdlog::info("{}", s->line);
         last_status = now;
       }
-      if (f.until_empty && s->pending == 0) break;
+      // Jobs of types or queues this config does not run wait for a process
+      // whose config does: counting them, --until-empty never ended.
+      if (f.until_empty && (s->pending == 0 || engine->drain(std::chrono::steady_clock::duration::zero()))) {
+        others_pending = s->pending;
+        break;
+      }
     }
     // A database that refuses every write (a full disk) makes no progress
     // however long the run waits: stop, and say why.
@@ -200,6 +206,12 @@ int run(const RunFlags& f, const Globals& g) {
   std::int64_t dead = last ? last->dead : 0;
   spdlog::info("stopped after {:.1f}s: {} job{} finished ({} dead), {} still pending", secs, done,
                done == 1 ? "" : "s", dead, last ? last->pending : 0);
+  if (others_pending > 0) {
+    spdlog::warn(
+        "{} pending job{} of job types or queues this config does not run; they wait for a process whose "
+        "config declares them (`ratchet jobs list --state available` shows their types)",
+        others_pending, others_pending == 1 ? " is" : "s are");
+  }
   if (write_failure) {
     return report(*write_failure,
                   "nothing committed is lost: run `ratchet run` again once the database can be written; "
