@@ -60,7 +60,8 @@ class GroupCommitStore : public Store {
   struct Failure {
     Error error;
     bool transient = false;  // waiting may cure it: locked, or the server is unreachable for now
-    bool disk = false;       // the disk or the file refuses writes (write_failure)
+    bool disk =
+        false;  // the disk, the file or the schema refuses writes, as waiting does not cure (write_failure)
     // The connection went with the transaction before COMMIT was sent: none
     // of the batch committed, so the whole batch is begun again.
     bool transaction_lost = false;

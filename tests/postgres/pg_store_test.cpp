@@ -98,6 +98,33 @@ TEST_F(PgStoreOpen, ATableHeldLocked_AWriteGivesUpAfterTheBusyTimeout) {
   EXPECT_TRUE(after) << after.error().to_string();
 }
 
+// A table dropped or renamed under a running engine refused every write,
+// and the run logged five errors a second for ever: waiting cures it no
+// more than a full disk, so the run's write failure says so and it stops.
+TEST_F(PgStoreOpen, ATableGone_WritesFailAsTheDiskFullDoesNamingTheTable) {
+  const std::string url = ratchet::testing::fresh_postgres_schema();
+  StoreOptions o;
+  o.database = url;
+  o.busy_timeout = std::chrono::milliseconds(200);
+  auto s = open_store(o);
+  ASSERT_TRUE(s) << s.error().to_string();
+  auto admin = connect(pg_options(url));
+  ASSERT_TRUE(admin);
+  ASSERT_TRUE(admin->exec("ALTER TABLE ratchet_jobs RENAME TO ratchet_jobs_elsewhere"));
+  for (int i = 0; i < 3; ++i) {
+    auto w = (*s)->write([](JobStore& js) {
+      NewJob j;
+      j.type = "t";
+      j.args_json = "{}";
+      return js.insert(j, 1).id;
+    });
+    EXPECT_FALSE(w);
+  }
+  auto failure = (*s)->write_failure(3, std::chrono::seconds(0));
+  ASSERT_TRUE(failure) << "a write the schema refuses is one waiting does not cure";
+  EXPECT_TRUE(contains(failure->message(), "ratchet_jobs")) << failure->message();
+}
+
 TEST_F(PgStoreOpen, WrongPassword_ClearErrorWithoutThePassword) {
   const std::string url = env_.url + "?passfile=/nonexistent/pgpass";
   ::setenv("PGPASSWORD", "not-the-password-42", 1);

@@ -55,8 +55,13 @@ PgStore::Failure PgStore::failure_of(const PgError& e) {
   Failure f{e.error()};
   f.transient = e.needs_reconnect() || e.transaction_retryable();
   f.transaction_lost = e.needs_reconnect();
-  // A full disk on the server is 53100 (disk_full), 53xxx insufficient resources.
-  f.disk = e.sqlstate().starts_with("53");
+  // A full disk on the server is 53100 (disk_full), 53xxx insufficient
+  // resources. A table or column gone, or a privilege revoked, refuses every
+  // write as surely, and waiting cures it no more: the run stops saying so
+  // (Engine::write_failure) instead of logging five errors a second for ever.
+  static constexpr std::string_view kSchemaRefuses[] = {"42P01", "42703", "42501", "42883", "3F000"};
+  f.disk = e.sqlstate().starts_with("53") ||
+           std::ranges::find(kSchemaRefuses, std::string_view(e.sqlstate())) != std::end(kSchemaRefuses);
   return f;
 }
 
