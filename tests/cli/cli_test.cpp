@@ -391,6 +391,23 @@ TEST_F(RatchetCommandTest, Enqueue_MalformedArguments_ExitTwo) {
   EXPECT_TRUE(list_json().empty());
 }
 
+// Text that is no JSON was reported as "must be a JSON object", with the
+// raw bytes (invalid UTF-8 included) echoed to the terminal.
+TEST_F(RatchetCommandTest, Enqueue_JsonThatIsNotJson_SaysWhereAndShowsNoRawBytes) {
+  auto nan = with_config({"enqueue", "rate_movie", "--json", "{\"name\": NaN}"});
+  EXPECT_EQ(nan.exit_code, 2);
+  EXPECT_THAT(nan.err, HasSubstr("--json is not valid JSON text: at byte 10"));
+  auto bytes = with_config({"enqueue", "rate_movie", "--json", "{\"name\": \"\xff\x1b[31m\"}"});
+  EXPECT_EQ(bytes.exit_code, 2);
+  EXPECT_THAT(bytes.err, HasSubstr("--json is not valid JSON text"));
+  EXPECT_THAT(bytes.err, HasSubstr("\\xff"));
+  EXPECT_EQ(bytes.err.find('\x1b'), std::string::npos) << "no terminal escape reaches stderr";
+  EXPECT_EQ(bytes.err.find('\xff'), std::string::npos);
+  auto array = with_config({"enqueue", "rate_movie", "--json", "[1,2]"});
+  EXPECT_THAT(array.err, HasSubstr("--json must be a JSON object, not array"));
+  EXPECT_TRUE(list_json().empty());
+}
+
 TEST_F(RatchetCommandTest, Enqueue_ArgumentsNestedTooDeepOrNotUtf8_ExitTwoNamingTheTypeAndField) {
   {
     std::ofstream out(config_, std::ios::app);

@@ -3,6 +3,7 @@
 // prints the new job's id.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
@@ -28,14 +29,40 @@ struct EnqueueFlags {
   std::string queue;
 };
 
+// `text` with every byte outside printable ASCII as \xNN.
+std::string shown_bytes(std::string_view text) {
+  std::string out;
+  for (const unsigned char c : text) {
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("\\x{:02x}", c);
+    }
+  }
+  return out;
+}
+
 // name=value gives a string; name:=value gives the JSON value (a number,
 // true, an object...).
 Result<nlohmann::json> parse_args(const EnqueueFlags& f) {
   if (!f.json.empty()) {
-    auto j = nlohmann::json::parse(f.json, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(f.json);
+    } catch (const nlohmann::json::parse_error& e) {
+      // Where it went wrong, and the text there shown byte-safe: the raw
+      // text may hold bytes a terminal acts on.
+      const std::size_t at = std::min<std::size_t>(e.byte > 0 ? e.byte - 1 : 0, f.json.size());
+      const std::size_t from = at > 20 ? at - 20 : 0;
       return fail(Error::invalid_argument(
-          fmt::format("--json must be a JSON object, e.g. --json '{{\"name\": \"Heat\"}}'; got {}", f.json)));
+          fmt::format("--json is not valid JSON text: at byte {} (near \"{}\"); write e.g. --json "
+                      "'{{\"name\": \"Heat\"}}' "
+                      "(JSON has no NaN or Infinity, and its strings are UTF-8)",
+                      at + 1, shown_bytes(std::string_view(f.json).substr(from, 40)))));
+    }
+    if (!j.is_object()) {
+      return fail(Error::invalid_argument(fmt::format(
+          "--json must be a JSON object, not {}, e.g. --json '{{\"name\": \"Heat\"}}'", j.type_name())));
     }
     return j;
   }
