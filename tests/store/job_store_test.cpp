@@ -527,6 +527,11 @@ TEST_P(JobStoreTest, Purge_InChunks_DeletesAtMostTheLimitOldestFirst) {
   EXPECT_EQ(chunk(), 2);
   EXPECT_EQ(chunk(), 1);
   EXPECT_EQ(chunk(), 0);
+  // An id names one job for good: one handed out after a purge emptied
+  // the table was 1 again on SQLite, and `jobs show 1` (or a host that kept
+  // the id) found another job.
+  const JobId next = add();
+  EXPECT_GT(next, ids.back()) << "ids are never reused";
 }
 
 TEST_P(JobStoreTest, Write_ManyThreadsAtOnce_ShareCommitsAndLoseNothing) {

@@ -87,9 +87,13 @@ Inserted SqliteJobStore::insert(const NewJob& job, Micros now) {
     q->bind(1, job.unique_key);
     if (q->executeStep()) return {q->getColumn(0).getInt64(), true};
   }
+  // Past every id a purge removed (database_meta 'last_purged_job_id'): a
+  // rowid alone would hand out the ids of purged jobs again.
   Use s(
-      stmt("INSERT INTO jobs (type, queue, args, state, priority, run_at_us, max_attempts, unique_key, "
-           "created_us, updated_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+      stmt("INSERT INTO jobs (id, type, queue, args, state, priority, run_at_us, max_attempts, unique_key, "
+           "created_us, updated_us) VALUES ((SELECT MAX(COALESCE(MAX(id), 0), COALESCE((SELECT CAST(value AS "
+           "INTEGER) FROM database_meta WHERE name = 'last_purged_job_id'), 0)) + 1 FROM jobs), "
+           "?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
   s->bind(1, job.type);
   s->bind(2, job.queue);
   s->bind(3, job.args_json);
@@ -505,6 +509,15 @@ std::int64_t SqliteJobStore::purge(Micros finished_before, int limit) {
   }
   if (ids.empty()) return 0;
   const std::string list = ids.dump();
+  {
+    // The largest id ever handed out stays known once its job is gone.
+    Use m(
+        stmt("INSERT INTO database_meta (name, value) SELECT 'last_purged_job_id', CAST(MAX(id) AS TEXT) "
+             "FROM jobs "
+             "WHERE true ON CONFLICT (name) DO UPDATE SET value = excluded.value "
+             "WHERE CAST(excluded.value AS INTEGER) > CAST(database_meta.value AS INTEGER)"));
+    m->exec();
+  }
   for (const char* sql : {"DELETE FROM steps WHERE job_id IN (SELECT value FROM json_each(?))",
                           "DELETE FROM job_errors WHERE job_id IN (SELECT value FROM json_each(?))",
                           "DELETE FROM job_timeline WHERE job_id IN (SELECT value FROM json_each(?))",
