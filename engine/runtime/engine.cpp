@@ -387,7 +387,7 @@ Status Engine::retry(JobId id) {
   auto r = impl_->store->write([&](store::JobStore& s) { return s.retry(id, now, 1); });
   if (!r) return fail(r.error());
   if (!*r) return fail(Error::not_found("no job with id " + std::to_string(id)));
-  if (**r != JobState::kAvailable) {
+  if (**r != JobState::kDead && **r != JobState::kCancelled) {
     return fail(Error::invalid_argument("job " + std::to_string(id) + " is " + std::string(to_string(**r)) +
                                         "; only dead or cancelled jobs can be retried"));
   }

@@ -220,8 +220,10 @@ class JobStore {
   virtual LeaseWrite release(JobId id, const Fence& fence, const std::string& reason, Micros now) = 0;
   virtual LeaseWrite finish_cancelled(JobId id, const Fence& fence, Micros now) = 0;
 
-  // Host actions. Each returns the state the job is in afterwards, or
-  // nullopt when there is no such job.
+  // Host actions; nullopt when there is no such job. cancel returns the
+  // state the job is in afterwards. retry returns the state the job was in:
+  // dead or cancelled (it is available now), or another, left as it was
+  // (one already available must not read as retried).
   virtual std::optional<JobState> cancel(JobId id, Micros now) = 0;
   virtual std::optional<JobState> retry(JobId id, Micros now, int max_attempts_floor) = 0;
   // Deletes up to `limit` terminal jobs that finished before

@@ -249,6 +249,22 @@ TEST_F(RatchetWebTest, HostileRequests_AreRefusedWithoutHarm) {
   EXPECT_EQ(get("/api/v1/overview")["counts"].size(), 7u) << "the database is intact";
 }
 
+// A misspelt filter key was dropped, so {"state": "dead", "typ": "x"}
+// retried every dead job; a job already available was "available again"
+// with nothing changed.
+TEST_F(RatchetWebTest, RetryActions_AnUnknownKeyOrAJobNotDeadIsRefusedChangingNothing) {
+  const std::string id = enqueue("rate_movie", "Heat");
+  start_web({"--token-env", "RATCHET_WEB_TEST_TOKEN"});
+  for (const char* body :
+       {R"({"state": "available", "typ": "no_such_type"})", R"({"limit": "1"})", R"({"before": "9"})"}) {
+    EXPECT_THAT(post("/api/v1/jobs/retry", body, 400)["error"].get<std::string>(), HasSubstr("unknown key"))
+        << body;
+  }
+  EXPECT_THAT(post("/api/v1/jobs/" + id + "/retry", "", 409)["error"].get<std::string>(),
+              HasSubstr("only dead or cancelled jobs can be retried"));
+  EXPECT_EQ(get("/api/v1/jobs/" + id)["state"], "available");
+}
+
 TEST_F(RatchetWebTest, TokenEnvironmentVariable_UnsetOrShort_ExitsTwoNamingIt) {
   auto unset =
       run_command({tool_path("ratchet"), "web", "-c", config_, "--token-env", "RATCHET_WEB_NO_SUCH_VAR"});

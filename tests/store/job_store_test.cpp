@@ -411,11 +411,15 @@ TEST_P(JobStoreTest, FailAttempt_WithoutRetry_IsDeadAndRetryByHandRevivesIt) {
   EXPECT_TRUE(job(id).finished_at.has_value());
   auto st = store_->write([&](JobStore& s) { return s.retry(id, kT0 + 1, 1); });
   ASSERT_TRUE(st);
-  EXPECT_EQ(*st, JobState::kAvailable);
+  EXPECT_EQ(*st, JobState::kDead) << "the state it was retried from";
   auto j = job(id);
   EXPECT_EQ(j.state, JobState::kAvailable);
   EXPECT_EQ(j.attempt, 0);
   EXPECT_FALSE(j.finished_at.has_value());
+  // Retried again while available: left as it is, and it says so.
+  auto again = store_->write([&](JobStore& s) { return s.retry(id, kT0 + 2, 1); });
+  ASSERT_TRUE(again);
+  EXPECT_EQ(*again, JobState::kAvailable);
 }
 
 TEST_P(JobStoreTest, Cancel_PendingJob_IsCancelledAtOnce) {

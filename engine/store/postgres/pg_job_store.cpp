@@ -400,7 +400,7 @@ std::optional<JobState> PgJobStore::retry(JobId id, Micros now, int max_attempts
       {p(std::int64_t{max_attempts_floor}), p(now), p(id)});
   new_work_ = true;
   add_timeline(id, now, "retried", "put back to available by hand");
-  return JobState::kAvailable;
+  return state;  // what it was: dead or cancelled, and available now
 }
 
 std::int64_t PgJobStore::purge(Micros finished_before, int limit) {

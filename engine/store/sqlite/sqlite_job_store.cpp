@@ -492,7 +492,7 @@ std::optional<JobState> SqliteJobStore::retry(JobId id, Micros now, int max_atte
   u->exec();
   quarantine_->forgive(id);
   add_timeline(id, now, "retried", "put back to available by hand");
-  return JobState::kAvailable;
+  return state;  // what it was: dead or cancelled, and available now
 }
 
 std::int64_t SqliteJobStore::purge(Micros finished_before, int limit) {

@@ -277,9 +277,16 @@ Reply retry_matching(Engine& engine, const std::string& body) {
         400,
         "the body is not a JSON object of strings, e.g. {\"state\": \"dead\", \"type\": \"rate_movie\"}");
   }
+  // A key it does not know is refused, not dropped: a misspelt "typ" (or
+  // a "limit" meant to retry a few) retried every dead job.
+  for (const auto& [key, value] : *params) {
+    if (key == "state" || key == "type" || key == "queue" || key == "id" || key == "q") continue;
+    return error_reply(400,
+                       fmt::format("unknown key \"{}\": a retry takes every job that matches state, type, "
+                                   "queue, id and q (all optional; state dead by default), nothing else",
+                                   key));
+  }
   if (!params->contains("state")) (*params)["state"] = "dead";
-  params->erase("limit");
-  params->erase("before");
   JobFilter filter;
   if (auto bad = read_filter(*params, filter)) return *bad;
   if (filter.state != JobState::kDead && filter.state != JobState::kCancelled) {
