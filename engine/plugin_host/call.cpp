@@ -14,10 +14,15 @@
 
 #include <fmt/format.h>
 
+#include "common/json_depth.hpp"
 #include "ratchet/plugin.h"
 
 namespace ratchet::plugin_host {
 namespace {
+
+// The deepest a plugin's output may nest (see common/json_depth.hpp): far
+// past any reply a step needs, far under the store's read-back bound.
+constexpr int kMaxOutputDepth = 256;
 
 std::atomic<std::size_t> g_abandoned_running{0};
 std::atomic<std::size_t> g_threads_running{0};
@@ -235,6 +240,16 @@ Result<CallReply> read_reply(CallState& st) {
     case RATCHET_STATUS_OK: {
       if (text.empty()) return fail(Error::plugin(who(c) + " returned ok with no output (expected JSON)"));
       out.status = CallStatus::kOk;
+      // Measured before it is parsed: each later copy, mask or dump of the
+      // value recurses once per level (a server's 30,000 nested arrays
+      // passed through crashed the process), and the store reads back at
+      // most 1,000.
+      if (const int depth = common::json_text_depth(text); depth > kMaxOutputDepth) {
+        return fail(Error::plugin(fmt::format(
+            "{} returned ok with output nested {} levels deep, past the {} ratchet takes (a reply passed "
+            "through as it came? extract the part the step needs)",
+            who(c), depth, kMaxOutputDepth)));
+      }
       out.output = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
       if (out.output.is_discarded()) {
         std::string shown;

@@ -83,6 +83,16 @@ TEST_F(MisbehavingPluginTest, OkWithNonJsonOutput_PluginErrorQuotesPrintably) {
   EXPECT_THAT(r.error().message(), HasSubstr("not JSON: \"rating: high?\""));
 }
 
+// Masked, stored and shown, a value recurses once per level: 30,000
+// nested arrays from a server crashed the process. Refused before parsing.
+TEST_F(MisbehavingPluginTest, OkWithOutputNestedThousandsDeep_PluginErrorNamingTheDepth) {
+  auto r = call("misbehaving", "deep_json");
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), ErrorCode::kPlugin);
+  EXPECT_THAT(r.error().message(), HasSubstr("output nested 30000 levels deep, past the 256 ratchet takes"));
+  expect_host_still_works();
+}
+
 TEST_F(MisbehavingPluginTest, FatalWithoutMessage_FatalStatusWithPlaceholderMessage) {
   auto r = call("misbehaving", "fatal_no_message");
   ASSERT_TRUE(r.has_value());

@@ -793,13 +793,13 @@ TEST_F(EngineFixture, PurgeAndEnqueue_SpansPastAHundredYears_RefusedChangingNoth
   auto id = *e->enqueue("t", nlohmann::json::object());
   ASSERT_TRUE(e->start());
   ASSERT_TRUE(e->drain(20s));
-  for (Duration age : {Duration(std::chrono::hours(24 * 213'503)), Duration::max(), Duration(-1h)}) {
+  for (Duration age : {Duration(kMaxScheduleSpan + std::chrono::hours(1)), Duration::max(), Duration(-1h)}) {
     auto n = e->purge(age);
     ASSERT_FALSE(n);
     EXPECT_EQ(n.error().code(), ErrorCode::kInvalidArgument);
   }
   EXPECT_TRUE(e->get(id));
-  for (Duration delay : {Duration(std::chrono::hours(24 * 213'503)), Duration(-1s)}) {
+  for (Duration delay : {Duration(kMaxScheduleSpan + std::chrono::hours(1)), Duration(-1s)}) {
     EnqueueOptions o;
     o.delay = delay;
     EXPECT_EQ(e->enqueue("t", nlohmann::json::object(), o).error().code(), ErrorCode::kInvalidArgument);
