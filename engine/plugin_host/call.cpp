@@ -24,6 +24,9 @@ namespace {
 // past any reply a step needs, far under the store's read-back bound.
 constexpr int kMaxOutputDepth = 256;
 
+// How long past its timeout a call may take to return (see invoke).
+constexpr std::chrono::milliseconds kReplyGrace{2000};
+
 std::atomic<std::size_t> g_abandoned_running{0};
 std::atomic<std::size_t> g_threads_running{0};
 
@@ -303,7 +306,11 @@ Result<CallReply> invoke(Invocation call, HostServices& services, const Clock& c
   st->reply.status = RATCHET_STATUS_FATAL;
   st->reply.retry_after_ms = RATCHET_NO_RETRY_AFTER;
 
-  const TimePoint deadline = clock.now() + st->call.timeout;
+  // The plugin's own requests time out at `timeout` too: it gets a moment
+  // past that to return what they said. Watched to the same instant, a
+  // server that never answered was blamed on the plugin ("did not return"),
+  // and the URL that timed out was lost.
+  const TimePoint deadline = clock.now() + st->call.timeout + kReplyGrace;
   std::stop_token finished = st->finished.get_token();
   std::thread worker;
   try {
@@ -329,11 +336,11 @@ Result<CallReply> invoke(Invocation call, HostServices& services, const Clock& c
     st->services = nullptr;
     st->idle.wait(lock, [&] { return st->in_service == 0; });
     worker.detach();
-    return fail(
-        Error::timeout(fmt::format("{} did not return within {}ms; the call failed and its thread was "
-                                   "abandoned (the plugin should check "
-                                   "is_cancelled)",
-                                   who(st->call), st->call.timeout.count())));
+    return fail(Error::timeout(
+        fmt::format("{} did not return within {}ms (and {}ms more); the call failed and its thread was "
+                    "abandoned (the plugin should check "
+                    "is_cancelled)",
+                    who(st->call), st->call.timeout.count(), kReplyGrace.count())));
   }
   st->services = nullptr;
   lock.unlock();

@@ -2,7 +2,8 @@
 // HostServices, calls the operation on its own thread, waits up to the
 // timeout, and checks what the plugin returned.
 //
-// A call that passes its timeout returns Error::timeout at once and its
+// A call that passes its timeout (and a short grace for the answer of a
+// request that timed out with it) returns Error::timeout at once and its
 // thread is abandoned: it keeps a reference to the Library (so the code it is
 // running is never unloaded under it) and to its own buffers, sees
 // is_cancelled() == 1, and has every later host service refused. The caller's
