@@ -253,7 +253,11 @@ Result<CallReply> read_reply(CallState& st) {
             "through as it came? extract the part the step needs)",
             who(c), depth, kMaxOutputDepth)));
       }
-      out.output = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+      // The parser stops at a NUL byte as at the end: "{...}\0junk" would
+      // pass. JSON text holds no raw NUL.
+      out.output = text.find('\0') != std::string_view::npos
+                       ? nlohmann::json(nlohmann::json::value_t::discarded)
+                       : nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
       if (out.output.is_discarded()) {
         std::string shown;
         for (char ch : text.substr(0, 120)) shown += (ch >= 0x20 && ch < 0x7f) ? ch : '?';

@@ -179,7 +179,11 @@ struct Response {
 
   // The body parsed as JSON; a malformed body is Fatal, quoting its first bytes.
   nlohmann::json json() const {
-    auto parsed = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+    // The parser takes a NUL byte for the end of the text: `{"a": 1}\0junk`
+    // would pass. JSON text holds no raw NUL.
+    auto parsed = body.find('\0') != std::string_view::npos
+                      ? nlohmann::json(nlohmann::json::value_t::discarded)
+                      : nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
     if (parsed.is_discarded())
       throw Fatal("malformed JSON from " + redact_url(url) + ": \"" + printable_prefix(body) + "\"");
     return parsed;

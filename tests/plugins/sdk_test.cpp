@@ -165,6 +165,12 @@ TEST(PluginSdk, ErrorMessages_QuoteUrlsWithoutQueryOrUserInfo) {
   } catch (const rp::Fatal& e) {
     EXPECT_THAT(e.what(), ::testing::Not(HasSubstr("secret"))) << e.what();
   }
+  // The parser ends the text at a NUL byte: a reply with junk after one
+  // was taken as the JSON before it.
+  r.body = std::string("{\"rating\": 1}\0garbage", 21);
+  EXPECT_THROW((void)r.json(), rp::Fatal);
+  r.body = "{\"rating\": 1}";
+  EXPECT_EQ(r.json()["rating"], 1);
   EXPECT_EQ(rp::redact_url("http://h:8080/p?q#f"), "http://h:8080/p");
   EXPECT_EQ(rp::redact_url("no url?key=1"), "no url");
 }
