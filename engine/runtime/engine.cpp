@@ -1,6 +1,7 @@
 // ratchet::Engine: the public API over the store, job types and scheduler.
 #include <unistd.h>
 
+#include <cctype>
 #include <limits>
 #include <random>
 
@@ -319,8 +320,45 @@ Result<JobRecord> Engine::get(JobId id) {
   return std::move(**r);
 }
 
+namespace {
+
+std::string ascii_lower(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+}  // namespace
+
 Result<std::vector<JobRecord>> Engine::list(const JobFilter& filter) {
-  return impl_->store->read([&](store::JobStore& s) { return s.list(filter); });
+  auto page = impl_->store->read([&](store::JobStore& s) { return s.list(filter); });
+  if (!page || filter.text.empty()) return page;
+  // The store matches the text in the arguments as stored; a job matches
+  // here only on what is shown of it, so a value listed in `redact` cannot
+  // be found (a search for "dave@" found the job whose email was redacted,
+  // and spelled the value out a letter at a time). Pages are read on until
+  // the limit is filled.
+  const std::string wanted = ascii_lower(filter.text);
+  std::vector<JobRecord> out;
+  JobFilter next = filter;
+  while (true) {
+    for (auto& job : *page) {
+      JobRecord shown = redacted(job);
+      if (ascii_lower(shown.args.dump()).find(wanted) == std::string::npos &&
+          ascii_lower(job.last_error).find(wanted) == std::string::npos) {
+        continue;
+      }
+      out.push_back(std::move(job));
+      if (static_cast<int>(out.size()) == filter.limit) return out;
+    }
+    if (static_cast<int>(page->size()) < next.limit || page->empty()) return out;
+    if (next.newest_first) {
+      next.before_id = page->back().id;
+    } else {
+      next.after_id = page->back().id;
+    }
+    page = impl_->store->read([&](store::JobStore& s) { return s.list(next); });
+    if (!page) return page;
+  }
 }
 
 Result<std::vector<std::pair<JobState, std::int64_t>>> Engine::counts() {

@@ -289,6 +289,11 @@ TEST_F(RatchetWebTest, SecretsAndRedactedArguments_NeverAppearInAnyAnswer) {
             [](const json& o) { return o["counts"]["completed"] == 1 && o["counts"]["dead"] == 1; });
   EXPECT_EQ(get("/api/v1/jobs/" + hidden)["args"]["name"], "[redacted]");
   EXPECT_EQ(get("/api/v1/jobs/1")["args"]["name"], "Heat") << "other job types show their arguments";
+  // A search matches what is shown: a redacted value, found by searching
+  // for it, was spelled out a letter at a time.
+  EXPECT_TRUE(get("/api/v1/jobs?q=jane%20doe")["jobs"].empty());
+  EXPECT_TRUE(get("/api/v1/jobs?q=e%20d")["jobs"].empty());
+  EXPECT_EQ(get("/api/v1/jobs?q=heat")["jobs"].size(), 1u);
   auto shown = run_command({tool_path("ratchet"), "jobs", "show", hidden, "-c", config_});
   EXPECT_THAT(shown.out, HasSubstr("[redacted]"));
   EXPECT_THAT(shown.out, Not(HasSubstr("Jane Doe")));
