@@ -22,6 +22,16 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+// One job written, its id or why not.
+Result<JobId> insert_a_job(Store& store) {
+  return store.write([](JobStore& js) {
+    NewJob j;
+    j.type = "t";
+    j.args_json = "{}";
+    return js.insert(j, 1).id;
+  });
+}
+
 class PgStoreOpen : public ratchet::testing::PgTest {
  protected:
   Result<std::unique_ptr<Store>> open(const std::string& url) {
@@ -76,14 +86,7 @@ TEST_F(PgStoreOpen, ATableHeldLocked_AWriteGivesUpAfterTheBusyTimeout) {
   o.busy_timeout = std::chrono::milliseconds(500);
   auto s = open_store(o);
   ASSERT_TRUE(s) << s.error().to_string();
-  auto insert = [&] {
-    return (*s)->write([](JobStore& js) {
-      NewJob j;
-      j.type = "t";
-      j.args_json = "{}";
-      return js.insert(j, 1).id;
-    });
-  };
+  auto insert = [&] { return insert_a_job(**s); };
   auto holder = connect(pg_options(url));
   ASSERT_TRUE(holder) << holder.error().to_string();
   ASSERT_TRUE(holder->exec("BEGIN; LOCK TABLE ratchet_jobs IN ACCESS EXCLUSIVE MODE"));
@@ -111,15 +114,7 @@ TEST_F(PgStoreOpen, ATableGone_WritesFailAsTheDiskFullDoesNamingTheTable) {
   auto admin = connect(pg_options(url));
   ASSERT_TRUE(admin);
   ASSERT_TRUE(admin->exec("ALTER TABLE ratchet_jobs RENAME TO ratchet_jobs_elsewhere"));
-  for (int i = 0; i < 3; ++i) {
-    auto w = (*s)->write([](JobStore& js) {
-      NewJob j;
-      j.type = "t";
-      j.args_json = "{}";
-      return js.insert(j, 1).id;
-    });
-    EXPECT_FALSE(w);
-  }
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(insert_a_job(**s));
   auto failure = (*s)->write_failure(3, std::chrono::seconds(0));
   ASSERT_TRUE(failure) << "a write the schema refuses is one waiting does not cure";
   EXPECT_TRUE(contains(failure->message(), "ratchet_jobs")) << failure->message();
