@@ -112,10 +112,10 @@ bool AdaptivePacer::read_window_locked(std::int64_t now_us, std::int64_t w, int 
   learned_window_ = std::make_unique<FixedWindowLimiter>(r->quota, w, guard, offset);
   // The calls of the window it is read in count there; one started where
   // the boundary is in doubt may be the server's next window's.
-  std::vector<std::int64_t> recent = refusal_learning_locked().window.starts_from(now_us - w);
-  for (std::int64_t& t : recent) {
+  std::vector<Start> recent;
+  for (std::int64_t t : refusal_learning_locked().window.starts_from(now_us - w)) {
     const std::int64_t into = t - offset - floor_div(t - offset, w) * w;
-    if (into >= w - guard) t += w - into;
+    recent.push_back({.at_us = into >= w - guard ? t + w - into : t});
   }
   learned_window_->count_started(recent);
   learned_window_since_us_ = now_us;

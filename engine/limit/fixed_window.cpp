@@ -160,12 +160,12 @@ Status FixedWindowLimiter::adjust(Slot& slot, std::int64_t units, std::int64_t n
   return {};
 }
 
-void FixedWindowLimiter::count_started(std::span<const std::int64_t> starts_us) {
+void FixedWindowLimiter::count_started(std::span<const Start> starts) {
   std::lock_guard lock(mu_);
-  for (std::int64_t at : starts_us) {
-    if (index_of(at) < index_of(high_water_)) continue;
-    ++counts_[index_of(at)];
-    ++started_[index_of(at)];
+  for (const Start& s : starts) {
+    if (index_of(s.at_us) < index_of(high_water_)) continue;
+    counts_[index_of(s.at_us)] += s.units;
+    started_[index_of(s.at_us)] += s.units;
   }
 }
 

@@ -58,7 +58,7 @@ class JournaledKey final : public Limiter {
     return {};
   }
 
-  void count_started(std::span<const std::int64_t> starts_us) override { inner_->count_started(starts_us); }
+  void count_started(std::span<const Start> starts) override { inner_->count_started(starts); }
   bool forgettable(std::int64_t now_us) override { return inner_->forgettable(now_us); }
   std::string describe() const override { return inner_->describe(); }
 
@@ -128,20 +128,20 @@ Status KeyedJournal::load(std::int64_t now_us) {
   return {};
 }
 
-Status KeyedJournal::add_saved(const std::string& key, std::int64_t since, std::vector<std::int64_t>& out) {
-  std::vector<std::int64_t> saved;
+Status KeyedJournal::add_saved(const std::string& key, std::int64_t since, std::vector<Start>& out) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> saved;
   std::lock_guard lock(tables_->mu);
   auto st = tables_->db->transact("journal/" + owner_, "read a key's starts",
                                   [&] { saved = tables_->db->journal_starts(owner_of(key)); });
   if (!st) return fail(st.error().with_context("limiter history of " + owner_));
-  for (std::int64_t at : saved) {
-    if (at > since) out.push_back(at);
+  for (const auto& [at, units] : saved) {
+    if (at > since) out.push_back({.at_us = at, .units = units});
   }
   return {};
 }
 
-Result<std::vector<std::int64_t>> KeyedJournal::history(const std::string& key, std::int64_t now_us) {
-  std::vector<std::int64_t> out;
+Result<std::vector<Start>> KeyedJournal::history(const std::string& key, std::int64_t now_us) {
+  std::vector<Start> out;
   std::int64_t since = 0;
   bool read_saved = false;
   {
@@ -153,16 +153,16 @@ Result<std::vector<std::int64_t>> KeyedJournal::history(const std::string& key, 
     // anew, which must count this process's calls as well.
     read_saved = recounting || since < std::max(opened_us_, not_before_);
     if (recounting) {
-      for (const auto& [k, at] : unsaved_) {
-        if (k == key && at > since) out.push_back(at);
+      for (const KeyStart& s : unsaved_) {
+        if (s.key == key && s.at_us > since) out.push_back({.at_us = s.at_us, .units = s.units});
       }
     }
-    if (not_before_ > since) out.insert(out.end(), static_cast<std::size_t>(left_open_), not_before_);
+    if (not_before_ > since && left_open_ > 0) out.push_back({.at_us = not_before_, .units = left_open_});
   }
   if (read_saved) {
     if (auto st = add_saved(key, since, out); !st) return fail(st.error());
   }
-  std::sort(out.begin(), out.end());
+  std::stable_sort(out.begin(), out.end(), start_before);
   return out;
 }
 
@@ -199,7 +199,7 @@ Status KeyedJournal::write(std::int64_t now_us, bool take_lease) {
   const bool prune = now_us >= next_prune_us_;
   std::lock_guard lock(tables_->mu);
   auto st = tables_->db->transact("journal/" + owner_, "save it", [&] {
-    for (const auto& [key, at] : unsaved_) tables_->db->journal_add(owner_of(key), at);
+    for (const KeyStart& s : unsaved_) tables_->db->journal_add(owner_of(s.key), s.at_us, s.units);
     if (prune) tables_->db->journal_prune_prefix(leases_of, now_us - options_.keep_us);
     if (take_lease) {
       tables_->db->journal_take_lease(leases_of, instance_, now_us + options_.lease_us, options_.lease_calls);
@@ -221,14 +221,14 @@ Status KeyedJournal::record(std::uint64_t limit, const std::string& key, std::in
   if (units <= 0) return {};
   std::lock_guard lock(mu_);
   if (limit != recorder_) return {};
-  unsaved_.insert(unsaved_.end(), static_cast<std::size_t>(units), {key, at});
+  unsaved_.push_back({.key = key, .at_us = at, .units = units});
   if (lease_open_ && at <= lease_until_ && lease_left_ >= units) {
     lease_left_ -= units;
     return {};
   }
   // Saved, with a lease on the next starts, before this call goes.
   if (auto st = write(std::max(at, lease_until_ - options_.lease_us), true); !st) {
-    unsaved_.resize(unsaved_.size() - static_cast<std::size_t>(units));
+    unsaved_.pop_back();
     return st;
   }
   return {};
@@ -239,10 +239,11 @@ void KeyedJournal::forget(std::uint64_t limit, const std::string& key, std::int6
   if (limit != recorder_) return;
   for (auto it = unsaved_.end(); units > 0 && it != unsaved_.begin();) {
     --it;
-    if (it->second == at && it->first == key) {
-      it = unsaved_.erase(it);
-      --units;
-    }
+    if (it->at_us != at || it->key != key) continue;
+    const std::int64_t take = std::min(units, it->units);
+    it->units -= take;
+    units -= take;
+    if (it->units == 0) it = unsaved_.erase(it);
   }
 }
 
@@ -250,7 +251,7 @@ Status KeyedJournal::save() {
   std::lock_guard lock(mu_);
   if (unsaved_.empty() && !lease_open_) return {};
   std::int64_t last = lease_until_ - options_.lease_us;
-  for (const auto& entry : unsaved_) last = std::max(last, entry.second);
+  for (const KeyStart& s : unsaved_) last = std::max(last, s.at_us);
   return write(last, false);
 }
 

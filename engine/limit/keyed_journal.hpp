@@ -69,7 +69,7 @@ class KeyedJournal : public std::enable_shared_from_this<KeyedJournal> {
   // the key now must count as its own past, sorted: those earlier processes
   // saved, with the unsaved calls of a lease they left open, during the
   // first window; and, during a recount, those of this process as well.
-  [[nodiscard]] Result<std::vector<std::int64_t>> history(const std::string& key, std::int64_t now_us);
+  [[nodiscard]] Result<std::vector<Start>> history(const std::string& key, std::int64_t now_us);
 
   // A limit over this journal's template was made anew (a reload changed
   // its rate, window or algorithm, or added it): for one window from
@@ -111,7 +111,7 @@ class KeyedJournal : public std::enable_shared_from_this<KeyedJournal> {
   [[nodiscard]] Status load(std::int64_t now_us);
   [[nodiscard]] Status write(std::int64_t now_us, bool take_lease);  // needs mu_
   // Appends the starts of `key` saved in the database after `since`.
-  [[nodiscard]] Status add_saved(const std::string& key, std::int64_t since, std::vector<std::int64_t>& out);
+  [[nodiscard]] Status add_saved(const std::string& key, std::int64_t since, std::vector<Start>& out);
   std::string owner_of(const std::string& key) const { return owner_ + "#" + key; }
 
   const std::string owner_;
@@ -119,7 +119,12 @@ class KeyedJournal : public std::enable_shared_from_this<KeyedJournal> {
   const std::shared_ptr<SharedLimiterTables> tables_;
   std::mutex mu_;
   Options options_;
-  std::vector<std::pair<std::string, std::int64_t>> unsaved_;  // (key, at), one per unit
+  struct KeyStart {
+    std::string key;
+    std::int64_t at_us = 0;
+    std::int64_t units = 0;
+  };
+  std::vector<KeyStart> unsaved_;  // one per call (or overdraft), in the order recorded
   std::int64_t opened_us_ = 0;
   std::int64_t not_before_ = 0;  // set once, by load()
   std::int64_t left_open_ = 0;   // calls of the leases left open, counted at not_before_

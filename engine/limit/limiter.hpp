@@ -63,6 +63,16 @@ struct Slot {
   bool learned_window = false;
 };
 
+// A call counted as started: when, and the units of the budget it took.
+struct Start {
+  std::int64_t at_us = 0;
+  std::int64_t units = 1;
+  friend bool operator==(const Start&, const Start&) = default;
+};
+
+// Orders starts by time (a history is sorted so).
+inline bool start_before(const Start& a, const Start& b) { return a.at_us < b.at_us; }
+
 enum class UseResult {
   kStarted,  // the call is counted as starting at `now`; go
   // Used late, the start at `now` would have broken the limit because other
@@ -134,12 +144,12 @@ class Limiter {
   // `units`. Only for a started slot; others fail with kInvalidArgument.
   [[nodiscard]] virtual Status adjust(Slot& slot, std::int64_t units, std::int64_t now_us) = 0;
 
-  // Counts calls that started before this limiter was made (sorted times:
+  // Counts calls that started before this limiter was made (sorted by time:
   // the history of a limit rebuilt by a reload, or of a restarted process),
   // whether or not they fit, so that the calls after them keep the limit.
   // Limiters that keep a state of their own (database scope, the learned
   // pace) ignore it.
-  virtual void count_started(std::span<const std::int64_t> starts_us) { (void)starts_us; }
+  virtual void count_started(std::span<const Start> starts) { (void)starts; }
 
   // Calls waiting for a slot here (the next one's included) and the jobs the
   // engine holds behind them, as the queue that grants turns counts them

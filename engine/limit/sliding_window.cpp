@@ -125,11 +125,12 @@ Status SlidingWindowLimiter::adjust(Slot& slot, std::int64_t units, std::int64_t
   return {};
 }
 
-void SlidingWindowLimiter::count_started(std::span<const std::int64_t> starts_us) {
+void SlidingWindowLimiter::count_started(std::span<const Start> starts) {
   std::lock_guard lock(mu_);
-  for (std::int64_t at : starts_us) {
-    if (at > high_water_ - grant_per_) log_.insert(at);
-    if (at > started_floor()) started_.insert(at);  // else outside every window that still counts
+  for (const Start& s : starts) {
+    if (s.at_us > high_water_ - grant_per_) log_.insert(s.at_us, s.units);
+    // Else outside every window that still counts.
+    if (s.at_us > started_floor()) started_.insert(s.at_us, s.units);
   }
 }
 

@@ -8,6 +8,28 @@
 
 namespace ratchet::limit {
 
+namespace {
+
+// Takes up to `units` from the entries at `at` (the latest first), dropping
+// those left with none; how many it took. Entries in time order are only
+// searched back to `at`.
+template <bool kSorted, typename Entries>
+std::int64_t take_units(Entries& entries, std::int64_t at, std::int64_t units) {
+  std::int64_t taken = 0;
+  for (auto it = entries.end(); taken < units && it != entries.begin();) {
+    --it;
+    if (kSorted && it->at_us < at) break;
+    if (it->at_us != at) continue;
+    const std::int64_t take = std::min(units - taken, it->units);
+    it->units -= take;
+    taken += take;
+    if (it->units == 0) it = entries.erase(it);
+  }
+  return taken;
+}
+
+}  // namespace
+
 std::string journal_instance_name() {
   std::random_device rd;
   const std::uint64_t v = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
@@ -38,7 +60,7 @@ StartJournal::~StartJournal() { (void)save(); }
 Status StartJournal::load(std::int64_t now_us) {
   if (!db_) return {};
   const std::int64_t since = now_us - options_.keep_us;
-  std::vector<std::int64_t> saved;
+  std::vector<std::pair<std::int64_t, std::int64_t>> saved;
   std::vector<std::pair<std::int64_t, std::int64_t>> leases;
   auto st = db_->transact("journal/" + owner_, "read it", [&] {
     db_->journal_prune(owner_, since);
@@ -47,20 +69,21 @@ Status StartJournal::load(std::int64_t now_us) {
     db_->journal_drop_leases(owner_, since);
   });
   if (!st) return fail(st.error().with_context("limiter history of " + owner_));
-  recent_.assign(saved.begin(), saved.end());
+  recent_.clear();
+  for (const auto& [at, units] : saved) recent_.push_back({.at_us = at, .units = units});
   // A lease still open is a process that died (or runs beside this one):
   // its unsaved calls count at the lease's end, and nothing starts before it.
   for (const auto& [until, calls] : leases) {
     not_before_ = std::max(not_before_, until);
-    recent_.insert(std::upper_bound(recent_.begin(), recent_.end(), until), static_cast<std::size_t>(calls),
-                   until);
+    const Start left{.at_us = until, .units = calls};
+    recent_.insert(std::upper_bound(recent_.begin(), recent_.end(), left, start_before), left);
   }
   return {};
 }
 
 Status StartJournal::write(std::int64_t now_us, bool take_lease) {
   auto st = db_->transact("journal/" + owner_, "save it", [&] {
-    for (std::int64_t at : unsaved_) db_->journal_add(owner_, at);
+    for (const Start& s : unsaved_) db_->journal_add(owner_, s.at_us, s.units);
     db_->journal_prune(owner_, now_us - options_.keep_us);
     if (take_lease) {
       db_->journal_take_lease(owner_, instance_, now_us + options_.lease_us, options_.lease_calls);
@@ -77,10 +100,10 @@ Status StartJournal::write(std::int64_t now_us, bool take_lease) {
 }
 
 void StartJournal::prune(std::int64_t now_us) {
-  while (!recent_.empty() && recent_.front() <= now_us - options_.keep_us) recent_.pop_front();
+  while (!recent_.empty() && recent_.front().at_us <= now_us - options_.keep_us) recent_.pop_front();
 }
 
-std::vector<std::int64_t> StartJournal::history(std::int64_t now_us) {
+std::vector<Start> StartJournal::history(std::int64_t now_us) {
   std::lock_guard lock(mu_);
   prune(now_us);
   return {recent_.begin(), recent_.end()};
@@ -96,7 +119,7 @@ void StartJournal::set_options(Options options) {
 Status StartJournal::save() {
   std::lock_guard lock(mu_);
   if (!db_ || (unsaved_.empty() && !lease_open_)) return {};
-  const std::int64_t last = recent_.empty() ? 0 : recent_.back();
+  const std::int64_t last = recent_.empty() ? 0 : recent_.back().at_us;
   return write(std::max(last, lease_until_ - options_.lease_us), false);
 }
 
@@ -117,9 +140,10 @@ Result<Slot> StartJournal::reserve_units(std::int64_t now_us, std::int64_t t_us,
 
 Status StartJournal::record_locked(std::int64_t at, std::int64_t units) {
   prune(at);
-  recent_.insert(std::upper_bound(recent_.begin(), recent_.end(), at), static_cast<std::size_t>(units), at);
+  const Start start{.at_us = at, .units = units};
+  recent_.insert(std::upper_bound(recent_.begin(), recent_.end(), start, start_before), start);
   if (!db_) return {};
-  unsaved_.insert(unsaved_.end(), static_cast<std::size_t>(units), at);
+  unsaved_.push_back(start);
   if (lease_open_ && at <= lease_until_ && lease_left_ >= units) {
     lease_left_ -= units;
     return {};
@@ -127,7 +151,6 @@ Status StartJournal::record_locked(std::int64_t at, std::int64_t units) {
   // Saved, with a lease on the next starts, before this call goes.
   const std::int64_t now_us = std::max(at, lease_until_ - options_.lease_us);
   if (auto st = write(now_us, true); !st) {
-    unsaved_.resize(unsaved_.size() - static_cast<std::size_t>(units));
     forget_locked(at, units);
     return st;
   }
@@ -135,10 +158,8 @@ Status StartJournal::record_locked(std::int64_t at, std::int64_t units) {
 }
 
 void StartJournal::forget_locked(std::int64_t at, std::int64_t units) {
-  auto first = std::lower_bound(recent_.begin(), recent_.end(), at);
-  auto last = first;
-  while (last != recent_.end() && *last == at && last - first < units) ++last;
-  recent_.erase(first, last);
+  take_units<true>(recent_, at, units);
+  take_units<false>(unsaved_, at, units);  // in the order recorded
 }
 
 Result<UseResult> StartJournal::start(Slot& slot, std::int64_t now_us) {
@@ -159,15 +180,10 @@ Result<UseResult> StartJournal::start(Slot& slot, std::int64_t now_us) {
 Status StartJournal::cancel(const Slot& slot) {
   if (!slot.started) return {};
   std::lock_guard lock(mu_);
-  std::int64_t units = slot.units;
-  if (db_) {
-    // A start already saved stays counted: a little slower, never faster.
-    const auto unsaved = std::count(unsaved_.begin(), unsaved_.end(), slot.at_us);
-    units = std::min<std::int64_t>(units, unsaved);
-    for (std::int64_t i = 0; i < units; ++i)
-      unsaved_.erase(std::find(unsaved_.begin(), unsaved_.end(), slot.at_us));
-  }
-  forget_locked(slot.at_us, units);
+  // A start already saved stays in the database (the next process counts
+  // it: a little slower, never faster); this process's limiters, and those
+  // a reload makes from history(), no longer count it.
+  forget_locked(slot.at_us, slot.units);
   return {};
 }
 

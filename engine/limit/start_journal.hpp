@@ -20,8 +20,11 @@
 // more than it counts. A process that stops cleanly saves every start and
 // ends its lease.
 //
-// Units: a call of u units is recorded as u starts at its time, and takes u
-// of a lease's calls.
+// Units: a call of u units is one entry (its time and u), in memory and as
+// one row, and takes u of a lease's calls. A call's cost may be a million
+// units, and its entry is saved before its request leaves: saved a unit a
+// row, it took longer than a count may age (retry/call_gate.hpp,
+// send_slack), and the request was never sent.
 //
 // Scope: several live processes on one database each keep their own journal
 // for an owner; a process that starts counts what all of them saved (it may
@@ -79,9 +82,10 @@ class StartJournal final : public Limiter {
   StartJournal(const StartJournal&) = delete;
   StartJournal& operator=(const StartJournal&) = delete;
 
-  // The starts counted within keep_us before now_us, sorted: this process's,
-  // those saved by earlier ones, and the unsaved calls of a lease left open.
-  std::vector<std::int64_t> history(std::int64_t now_us);
+  // The starts counted within keep_us before now_us, sorted by time: this
+  // process's, those saved by earlier ones, and the unsaved calls of a
+  // lease left open (one entry at its end).
+  std::vector<Start> history(std::int64_t now_us);
 
   // The owner's limits changed (a reload): the new options apply from now.
   void set_options(Options options);
@@ -102,9 +106,11 @@ class StartJournal final : public Limiter {
                                            std::int64_t units) override;
 
  private:
-  // Records `units` starts at `at` (a call of u units is u starts), saved
-  // with a lease when the open one does not cover them. Needs mu_.
+  // Records a start of `units` at `at`, saved with a lease when the open
+  // one does not cover them. Needs mu_.
   [[nodiscard]] Status record_locked(std::int64_t at, std::int64_t units);
+  // Takes back `units` counted at `at`, from memory and from what is not
+  // saved yet. Needs mu_.
   void forget_locked(std::int64_t at, std::int64_t units);
   StartJournal(std::string owner, Options options, std::unique_ptr<store::LimiterTables> db);
   [[nodiscard]] Status load(std::int64_t now_us);                    // needs mu_ (or no sharing yet)
@@ -116,8 +122,8 @@ class StartJournal final : public Limiter {
   std::unique_ptr<store::LimiterTables> db_;
   mutable std::mutex mu_;
   Options options_;
-  TimeQueue<std::int64_t> recent_;  // sorted starts within keep_us
-  std::vector<std::int64_t> unsaved_;
+  TimeQueue<Start> recent_;  // starts within keep_us, sorted by time
+  std::vector<Start> unsaved_;
   std::int64_t not_before_ = 0;  // the end of a lease an earlier process left open
   std::int64_t lease_until_ = 0;
   std::int64_t lease_left_ = 0;

@@ -114,10 +114,10 @@ Status TokenBucketLimiter::adjust(Slot& slot, std::int64_t units, std::int64_t n
   return {};
 }
 
-void TokenBucketLimiter::count_started(std::span<const std::int64_t> starts_us) {
+void TokenBucketLimiter::count_started(std::span<const Start> starts) {
   std::lock_guard lock(mu_);
-  for (std::int64_t at : starts_us) {
-    started_tat_ = std::max(started_tat_, at) + check_.interval_us;
+  for (const Start& s : starts) {
+    started_tat_ = std::max(started_tat_, s.at_us) + check_.charge(s.units);
     tat_ = std::max(tat_, started_tat_ + tolerance_gap_);
   }
 }

@@ -38,7 +38,7 @@ class TokenBucketLimiter final : public Limiter {
   [[nodiscard]] Status defer(Slot& slot, std::int64_t now_us, std::int64_t to_us) override;
   [[nodiscard]] Status cancel(const Slot& slot) override;
   [[nodiscard]] Status adjust(Slot& slot, std::int64_t units, std::int64_t now_us) override;
-  void count_started(std::span<const std::int64_t> starts_us) override;
+  void count_started(std::span<const Start> starts) override;
   bool forgettable(std::int64_t now_us) override;
   std::string describe() const override;
 

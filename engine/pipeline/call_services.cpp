@@ -20,6 +20,17 @@ constexpr auto kLeasePoll = std::chrono::milliseconds(10);
 // held back and made anew.
 constexpr int kMaxRecounts = 8;
 
+// The pause before a request none of whose counts came in time is counted
+// again: doubled each time up to kMaxStalePause. The counts are database
+// commits that take longer than a count may age (a disk busy with other
+// writes); counted again at once, the worker spun on them at full speed.
+constexpr auto kStalePause = std::chrono::milliseconds(10);
+constexpr auto kMaxStalePause = std::chrono::seconds(1);
+
+std::string millis(Duration d) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + "ms";
+}
+
 }  // namespace
 
 CallServices::CallServices(http::Client& client, retry::CallGate& gate, const Clock& clock,
@@ -41,9 +52,12 @@ std::expected<http::Response, http::TransportError> CallServices::send(std::stri
   using http::TransportError;
   const TimePoint deadline = clock_.now() + attempt_timeout_;
   held_until_.reset();
+  Duration stale_pause = kStalePause;
+  int stale_rounds = 0;
   for (;;) {
     std::optional<TimePoint> room_at;
     bool lease_ended = false;
+    bool stale = false;  // no count of the request was fresh when it was to leave
     // Logged once the request is out: a log write can block on a busy disk,
     // and nothing may come between a call's count and its leaving.
     std::vector<TimePoint> left_at;
@@ -71,8 +85,12 @@ std::expected<http::Response, http::TransportError> CallServices::send(std::stri
           if (counted->counted_at() == counted_at) break;  // counted in time: it goes
           now = clock_.now();
           if (recounts == kMaxRecounts) {
-            room_at = now;  // asked again once the request is made anew
-            return std::string("the rate limits could not count the request in time for it to leave");
+            stale = true;
+            return "the rate limits could not count the request in time for it to leave (" +
+                   std::to_string(kMaxRecounts + 1) + " counts in a row, the last " +
+                   millis(now - counted->counted_at()) + " old when done, more than the " +
+                   millis(gate_.parts().send_slack) +
+                   " a count may age; is the disk of the limits' database busy?)";
           }
         }
       }
@@ -89,6 +107,26 @@ std::expected<http::Response, http::TransportError> CallServices::send(std::stri
       }
     }
     if (reply || reply.error().kind != TransportError::kHeldBack) return reply;
+    if (stale) {
+      ++stale_rounds;
+      const TimePoint until = clock_.now() + stale_pause;
+      if (until > deadline) {
+        return std::unexpected(
+            TransportError{TransportError::kTimeout,
+                           reply.error().message + "; counted again " + std::to_string(stale_rounds) +
+                               " times, never in time, until the attempt's timeout; nothing sent"});
+      }
+      spdlog::debug("{}; held back, nothing sent, counted again in {}", reply.error().message,
+                    millis(stale_pause));
+      if (!clock_.wait_until(until, stop_)) {
+        return std::unexpected(TransportError{TransportError::kCancelled,
+                                              reply.error().message + "; cancelled while held back"});
+      }
+      stale_pause = std::min<Duration>(2 * stale_pause, kMaxStalePause);
+      req.timeout = std::max(std::chrono::milliseconds(1),
+                             std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_.now()));
+      continue;
+    }
     if (!lease_ended && !room_at) {
       // The limiter could not be asked (its database failed): not a wait.
       return std::unexpected(TransportError{TransportError::kOther, reply.error().message});

@@ -110,8 +110,8 @@ Result<GateRegistry::OwnerLimits> GateRegistry::build_limits(const std::string& 
       out.journal = std::move(*opened);
     }
   }
-  const std::vector<std::int64_t> history =
-      out.journal ? out.journal->history(now) : std::vector<std::int64_t>{};
+  const std::vector<limit::Start> history =
+      out.journal ? out.journal->history(now) : std::vector<limit::Start>{};
   // One journal per key template of the process-scope keyed limits, kept
   // across reloads as the unkeyed one is; templates whose journal this
   // process already recorded in (a limit made over one counts those calls).

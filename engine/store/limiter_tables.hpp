@@ -89,10 +89,12 @@ class LimiterTables {
   // it); whether it did. A key without rows counts as new: the same state.
   virtual bool forget_key(const std::string& key, std::int64_t before) = 0;
 
-  // The journal of process-scope starts, per owner.
-  virtual void journal_prune(const std::string& owner, std::int64_t until) = 0;    // at <= until
-  virtual std::vector<std::int64_t> journal_starts(const std::string& owner) = 0;  // sorted
-  virtual void journal_add(const std::string& owner, std::int64_t at) = 0;
+  // The journal of process-scope starts, per owner: one row per call, with
+  // the units it cost (a call of 10,000 units is one row, not 10,000).
+  virtual void journal_prune(const std::string& owner, std::int64_t until) = 0;  // at <= until
+  // (at, units), sorted by at.
+  virtual std::vector<std::pair<std::int64_t, std::int64_t>> journal_starts(const std::string& owner) = 0;
+  virtual void journal_add(const std::string& owner, std::int64_t at, std::int64_t units) = 0;
   // journal_prune for every owner whose name starts with `prefix` (the keys
   // of a keyed limit, which each have an owner of their own).
   virtual void journal_prune_prefix(const std::string& prefix, std::int64_t until) = 0;

@@ -73,7 +73,7 @@ TEST(StartJournal, WithoutADatabase_HandsItsHistoryOnAndNeverWaits) {
   Slot s = *(*j)->reserve(kT0, kT0);
   ASSERT_EQ(s.at_us, kT0);
   ASSERT_EQ(*(*j)->start(s, kT0 + 5), UseResult::kStarted);
-  EXPECT_EQ((*j)->history(kT0 + 10), std::vector<std::int64_t>{kT0 + 5});
+  EXPECT_EQ((*j)->history(kT0 + 10), (std::vector<Start>{{.at_us = kT0 + 5, .units = 1}}));
   ASSERT_TRUE((*j)->cancel(s));
   EXPECT_TRUE((*j)->history(kT0 + 10).empty());
 }

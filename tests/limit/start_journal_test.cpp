@@ -93,6 +93,35 @@ TEST_P(StartJournalTest, ProcessThatDiedWithUnsavedStarts_TheNextOneCountsThemAt
   EXPECT_GE(starts[3], kT0 + 200'000) << "nothing before the lease's end";
 }
 
+// A call may cost up to a million units, and its start is saved before its
+// request leaves: saved a unit a row, it took longer than a count may age,
+// and the request never left. It is one row, and the next process counts
+// every unit of it.
+TEST_P(StartJournalTest, ACallOfManyUnits_IsOneRowAndTheNextProcessCountsEveryUnit) {
+  testing::LimiterTables db(GetParam());
+  constexpr std::int64_t kHour = 3600 * kSec;
+  constexpr std::int64_t kUnits = 100'000;
+  {
+    auto j = StartJournal::open("imdb", {.keep_us = kHour}, db.connect(), kT0);
+    ASSERT_TRUE(j) << j.error().to_string();
+    Slot s = *(*j)->reserve(kT0, kT0, kUnits);
+    ASSERT_EQ(*(*j)->start(s, kT0), UseResult::kStarted);
+  }
+  auto conn = db.connect()();
+  ASSERT_TRUE(conn);
+  std::vector<std::pair<std::int64_t, std::int64_t>> rows;
+  ASSERT_TRUE((*conn)->transact("test", "read", [&] { rows = (*conn)->journal_starts("imdb"); }));
+  EXPECT_EQ(rows, (std::vector<std::pair<std::int64_t, std::int64_t>>{{kT0, kUnits}}));
+
+  auto next = StartJournal::open("imdb", {.keep_us = kHour}, db.connect(), kT0 + kSec);
+  ASSERT_TRUE(next) << next.error().to_string();
+  SlidingWindowLimiter window(150'000, kHour);
+  window.count_started((*next)->history(kT0 + kSec));
+  EXPECT_EQ(*window.earliest(kT0 + kSec, kT0 + kSec, 50'000), kT0 + kSec);
+  EXPECT_EQ(*window.earliest(kT0 + kSec, kT0 + kSec, 50'001), kT0 + kHour)
+      << "the call's units count until it leaves the window";
+}
+
 // One process with a keyed limit of 3 per second per key, each key's
 // window seeded from what the keyed journal read.
 struct KeyedProcess {

@@ -228,13 +228,18 @@ TEST(WeightedPacer, TheLeewayIsOneCallsOverdraftNotTheirSum) {
   EXPECT_EQ(b.at_us, kT0 + 7 * interval);
 }
 
-TEST(WeightedJournal, AStartOfUnitsIsHandedOnAsThatManyStarts) {
+TEST(WeightedJournal, AStartOfUnitsIsHandedOnWithItsUnits) {
   auto j = StartJournal::open("imdb", {.keep_us = kSec}, {}, kT0);
   ASSERT_TRUE(j.has_value());
   Slot s;
   go(**j, kT0, 3, &s);
   ASSERT_TRUE((*j)->adjust(s, 4, kT0 + kMs).has_value());
-  EXPECT_EQ((*j)->history(kT0 + 2 * kMs), (std::vector<std::int64_t>(4, kT0)));
+  std::int64_t units = 0;
+  for (const Start& h : (*j)->history(kT0 + 2 * kMs)) {
+    EXPECT_EQ(h.at_us, kT0) << "an overdraft counts at the call's start";
+    units += h.units;
+  }
+  EXPECT_EQ(units, 4);
   // A limiter built from that history (a reload) counts the four units.
   SlidingWindowLimiter after(5, kSec);
   auto h = (*j)->history(kT0 + 2 * kMs);

@@ -168,6 +168,7 @@ class SlowRecounts final : public ratchet::testing::ForwardingLimiter {
         commit_(commit) {}
   Result<limit::UseResult> restart(limit::Slot& slot, std::int64_t now_us) override {
     auto used = ForwardingLimiter::restart(slot, now_us);
+    ++recounts_;
     if (slow_ > 0) {
       --slow_;
       clock_.advance(commit_);
@@ -175,10 +176,13 @@ class SlowRecounts final : public ratchet::testing::ForwardingLimiter {
     return used;
   }
 
+  int recounts() const { return recounts_.load(); }
+
  private:
   FakeClock& clock_;
   int slow_;
   Duration commit_;
+  std::atomic<int> recounts_{0};
 };
 
 // Admitted at t0, the request was to leave at t0 + 300 ms and was counted
@@ -199,6 +203,58 @@ TEST_F(CallServicesTest, RecountThatReturnsLate_IsCountedAgainUntilFreshWhenItLe
   EXPECT_EQ(arrived[0], t0 + 700ms);
   EXPECT_EQ(go.counted.counted_at(), arrived[0]);
   EXPECT_EQ(next_admission(*gate), arrived[0] + 1s);
+}
+
+// A fake clock whose waits move it to their deadline at once: every wait
+// is as long as it asks, and nothing else moves the time.
+class JumpingClock final : public Clock {
+ public:
+  explicit JumpingClock(FakeClock& fake) : fake_(&fake) {}
+  TimePoint now() const override { return fake_->now(); }
+  bool wait_until(TimePoint deadline, std::stop_token stop) const override {
+    if (deadline > fake_->now()) fake_->set(deadline);
+    return !stop.stop_requested();
+  }
+
+ private:
+  FakeClock* fake_;
+};
+
+// The limits' database commits slowly for good (a disk busy with other
+// writes): no count is ever fresh when the request is to leave. Counted
+// again and again at once, the worker spun a core for ever; the attempt now
+// pauses between rounds and fails at its timeout, with a message that names
+// why, and nothing is sent.
+TEST_F(CallServicesTest, RecountsThatAreAlwaysLate_FailTheAttemptAtItsTimeoutUnsent) {
+  auto slow = std::make_shared<SlowRecounts>(1, 1s, clock_, std::numeric_limits<int>::max(), 6ms);
+  auto gate = gate_of(slow);
+  auto go = admit(*gate);
+  clock_.advance(300ms);
+  JumpingClock clock(clock_);
+  CallServices services(*client_, *gate, clock, 2s, secrets_, {}, &go.counted);
+  auto r = services.http("p", get());
+  EXPECT_EQ(r.error, plugin_host::HttpFailure::kTimeout) << r.message;
+  EXPECT_NE(r.message.find("could not count the request in time"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("nothing sent"), std::string::npos) << r.message;
+  EXPECT_EQ(server_.requests(), 0);
+  // Counted again at once, 2 s of 6 ms counts would be over 300 of them.
+  EXPECT_LT(slow->recounts(), 100) << "each round of counts waits longer before the next";
+}
+
+// Late for more than one round of counts, then fresh again: the request
+// leaves once a count is fresh, counted when it leaves.
+TEST_F(CallServicesTest, RecountsLateForSeveralRounds_LeaveOnceACountIsFresh) {
+  server_.stamp_with(clock_);
+  auto gate = gate_of(std::make_shared<SlowRecounts>(1, 1s, clock_, 20, 20ms));
+  auto go = admit(*gate);
+  clock_.advance(300ms);
+  JumpingClock clock(clock_);
+  CallServices services(*client_, *gate, clock, 10s, secrets_, {}, &go.counted);
+  auto r = services.http("p", get());
+  ASSERT_EQ(r.error, plugin_host::HttpFailure::kNone) << r.message;
+  const std::vector<TimePoint> arrived = server_.arrivals();
+  ASSERT_EQ(arrived.size(), 1u);
+  EXPECT_EQ(arrived[0], go.counted.counted_at()) << "sent on a count that was fresh";
 }
 
 // Stands for a log file on a busy disk: each "request leaves" line takes

@@ -31,7 +31,7 @@ class ForwardingLimiter : public limit::Limiter {
   Status adjust(limit::Slot& slot, std::int64_t units, std::int64_t now_us) override {
     return inner_->adjust(slot, units, now_us);
   }
-  void count_started(std::span<const std::int64_t> starts_us) override { inner_->count_started(starts_us); }
+  void count_started(std::span<const limit::Start> starts) override { inner_->count_started(starts); }
   void waiting(std::int64_t calls, std::int64_t now_us) override { inner_->waiting(calls, now_us); }
   bool forgettable(std::int64_t now_us) override { return inner_->forgettable(now_us); }
   std::string describe() const override { return inner_->describe(); }

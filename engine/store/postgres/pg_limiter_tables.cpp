@@ -168,11 +168,11 @@ class PgLimiterTables final : public LimiterTables {
     session_.run("DELETE FROM ratchet_limiter_journal WHERE owner = $1 AND at_us <= $2",
                  {p(owner), p(until)});
   }
-  std::vector<std::int64_t> journal_starts(const std::string& owner) override {
-    Rows r =
-        session_.run("SELECT at_us FROM ratchet_limiter_journal WHERE owner = $1 ORDER BY at_us", {p(owner)});
-    std::vector<std::int64_t> out;
-    for (int i = 0; i < r.size(); ++i) out.push_back(i64(r, i, 0));
+  std::vector<std::pair<std::int64_t, std::int64_t>> journal_starts(const std::string& owner) override {
+    Rows r = session_.run("SELECT at_us, units FROM ratchet_limiter_journal WHERE owner = $1 ORDER BY at_us",
+                          {p(owner)});
+    std::vector<std::pair<std::int64_t, std::int64_t>> out;
+    for (int i = 0; i < r.size(); ++i) out.emplace_back(i64(r, i, 0), i64(r, i, 1));
     return out;
   }
   std::vector<std::string> keys_idle_since(const std::string& prefix, std::int64_t before,
@@ -206,8 +206,9 @@ class PgLimiterTables final : public LimiterTables {
     session_.run("DELETE FROM ratchet_limiter_journal WHERE starts_with(owner, $1) AND at_us <= $2",
                  {p(prefix), p(until)});
   }
-  void journal_add(const std::string& owner, std::int64_t at) override {
-    session_.run("INSERT INTO ratchet_limiter_journal (owner, at_us) VALUES ($1, $2)", {p(owner), p(at)});
+  void journal_add(const std::string& owner, std::int64_t at, std::int64_t units) override {
+    session_.run("INSERT INTO ratchet_limiter_journal (owner, at_us, units) VALUES ($1, $2, $3)",
+                 {p(owner), p(at), p(units)});
   }
   std::vector<std::pair<std::int64_t, std::int64_t>> journal_leases(const std::string& owner,
                                                                     std::int64_t after) override {

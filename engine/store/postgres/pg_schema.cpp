@@ -141,6 +141,11 @@ CREATE TABLE ratchet_limiter_turns (
 ALTER TABLE ratchet_jobs ADD COLUMN parked_by TEXT;
 CREATE INDEX ratchet_jobs_parked_by ON ratchet_jobs (parked_by) WHERE parked_by IS NOT NULL;
 )sql"},
+      // A journaled call is one row with the units it cost (see the SQLite
+      // schema's migration 11).
+      {6, R"sql(
+ALTER TABLE ratchet_limiter_journal ADD COLUMN units BIGINT NOT NULL DEFAULT 1;
+)sql"},
   };
   return kMigrations;
 }

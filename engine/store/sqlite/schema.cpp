@@ -142,6 +142,13 @@ CREATE TABLE limiter_turns (name TEXT NOT NULL, owner TEXT NOT NULL, pass REAL N
 ALTER TABLE jobs ADD COLUMN parked_by TEXT;
 CREATE INDEX jobs_parked_by ON jobs(parked_by) WHERE parked_by IS NOT NULL;
 )sql"},
+      // A journaled call is one row with the units it cost: saved as one
+      // row per unit, a call of 10,000 units took longer to save than a
+      // count may age before its request leaves. A row written before
+      // counted one unit.
+      {11, R"sql(
+ALTER TABLE limiter_journal ADD COLUMN units INTEGER NOT NULL DEFAULT 1;
+)sql"},
   };
   return kMigrations;
 }

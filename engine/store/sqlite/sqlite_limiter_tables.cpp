@@ -149,11 +149,11 @@ class SqliteLimiterTables final : public LimiterTables {
     q->exec();
   }
 
-  std::vector<std::int64_t> journal_starts(const std::string& owner) override {
-    Use q(stmt("SELECT at_us FROM limiter_journal WHERE owner = ? ORDER BY at_us"));
+  std::vector<std::pair<std::int64_t, std::int64_t>> journal_starts(const std::string& owner) override {
+    Use q(stmt("SELECT at_us, units FROM limiter_journal WHERE owner = ? ORDER BY at_us"));
     q->bind(1, owner);
-    std::vector<std::int64_t> out;
-    while (q->executeStep()) out.push_back(q->getColumn(0).getInt64());
+    std::vector<std::pair<std::int64_t, std::int64_t>> out;
+    while (q->executeStep()) out.emplace_back(q->getColumn(0).getInt64(), q->getColumn(1).getInt64());
     return out;
   }
 
@@ -212,10 +212,11 @@ class SqliteLimiterTables final : public LimiterTables {
     q->exec();
   }
 
-  void journal_add(const std::string& owner, std::int64_t at) override {
-    Use q(stmt("INSERT INTO limiter_journal(owner, at_us) VALUES(?, ?)"));
+  void journal_add(const std::string& owner, std::int64_t at, std::int64_t units) override {
+    Use q(stmt("INSERT INTO limiter_journal(owner, at_us, units) VALUES(?, ?, ?)"));
     q->bind(1, owner);
     q->bind(2, at);
+    q->bind(3, units);
     q->exec();
   }
 
