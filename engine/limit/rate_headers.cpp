@@ -133,7 +133,8 @@ struct Reader {
   // X-RateLimit-Reset style: delta seconds, Unix seconds or Unix milliseconds.
   // An absolute reset is also kept as the server wrote it (`epoch_ms`).
   std::optional<Duration> reset_value(std::string_view name, std::string_view v, bool delta_only,
-                                      std::optional<std::int64_t>& epoch_ms) {
+                                      std::optional<std::int64_t>& epoch_ms, std::string& raw) {
+    raw = std::string(name) + ": " + std::string(trim(v));
     auto s = number(v);
     if (!s) {
       ignore(name, v, "not a number");
@@ -159,6 +160,7 @@ struct Reader {
     std::optional<std::int64_t> limit, remaining;
     std::optional<Duration> reset;
     std::optional<std::int64_t> reset_epoch_ms;
+    std::string reset_header;  // "X-RateLimit-Reset: 4102444800", for a note
   };
 
   Quota separate(std::string_view prefix, bool delta_only) {
@@ -175,7 +177,7 @@ struct Reader {
       if (!q.remaining) ignore(p + "Remaining", *v, "not a count");
     }
     if (auto v = header(headers, p + "Reset"))
-      q.reset = reset_value(p + "Reset", *v, delta_only, q.reset_epoch_ms);
+      q.reset = reset_value(p + "Reset", *v, delta_only, q.reset_epoch_ms, q.reset_header);
     return q;
   }
 
@@ -208,12 +210,16 @@ struct Reader {
         if (key == "limit" || key == "remaining" || key == "reset") dict_member = true;
         if (key == "r" || key == "remaining") q.remaining = count(val);
         if (key == "limit") q.limit = count(val);
-        if (key == "t" || key == "reset") q.reset = reset_value("RateLimit", val, true, q.reset_epoch_ms);
+        if (key == "t" || key == "reset")
+          q.reset = reset_value("RateLimit", val, true, q.reset_epoch_ms, q.reset_header);
       }
       if (dict_member) {
         if (q.remaining) dict.remaining = q.remaining;
         if (q.limit) dict.limit = q.limit;
-        if (q.reset) dict.reset = q.reset;
+        if (q.reset) {
+          dict.reset = q.reset;
+          dict.reset_header = q.reset_header;
+        }
         continue;
       }
       if (!q.remaining && !q.reset) continue;
@@ -295,7 +301,14 @@ struct Reader {
         hint.source = source;
       }
     } else if (*q.reset > Duration::zero()) {
-      hint.reset_in = *q.reset;
+      // Capped at max_wait as a wait would be (and noted so), the reset
+      // is only a span to pace over here.
+      hint.reset_in = std::min(*q.reset, options.max_pace_window);
+      if (*q.reset >= options.max_wait || *q.reset > options.max_pace_window) {
+        hint.clamped = q.reset_header + " is " + (*q.reset >= options.max_wait ? "over " : "") +
+                       show(*q.reset) + " ahead with " + std::to_string(*q.remaining) +
+                       " calls remaining; pacing them over " + show(*hint.reset_in);
+      }
     }
     return true;
   }

@@ -55,7 +55,14 @@ namespace ratchet::limit {
 using HttpHeader = std::pair<std::string, std::string>;
 
 struct RateHeaderOptions {
-  Duration max_wait = std::chrono::hours(1);  // longest wait a header may impose
+  // The longest wait a header may impose (Retry-After, or a reset with
+  // nothing remaining): the plugin's max_wait.
+  Duration max_wait = std::chrono::hours(1);
+  // The longest span a reset with calls remaining spreads them over. A
+  // reset years ahead (a server's bug) would otherwise pace the calls left
+  // across the whole of max_wait, a day by default, though they may all go
+  // now; spread over an hour at most, they only come sooner.
+  Duration max_pace_window = std::chrono::hours(1);
 };
 
 // Which header decided the resume time.

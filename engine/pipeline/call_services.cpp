@@ -284,7 +284,7 @@ plugin_host::HttpResult CallServices::http(std::string_view plugin, const plugin
   // (in a 404 page, in an echo of the URL) must not hand it back unmasked.
   for (const auto& [name, value] : last_headers_) result.headers.emplace_back(name, secrets_.mask(value));
   result.body = secrets_.mask(reply->body);
-  auto hint = limit::read_rate_headers(last_headers_, reply->status, clock_.now());
+  auto hint = limit::read_rate_headers(last_headers_, reply->status, clock_.now(), gate_.parts().headers);
   if (hint.resume_at) {
     auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(*hint.resume_at - clock_.now());
     result.retry_after = std::max(wait, std::chrono::milliseconds(0));

@@ -257,6 +257,9 @@ Result<std::shared_ptr<retry::CallGate>> GateRegistry::gate(const std::string& p
   retry::CallGateParts gp;
   gp.retry = policy.retry;
   gp.max_wait = policy.max_wait;
+  // A header's wait is capped at the plugin's max_wait (docs/semantics.md
+  // rule 9): a day's quota answers Retry-After: 7200.
+  gp.headers.max_wait = policy.max_wait;
   gp.request_timeout = policy.timeout;
   gp.cost = policy.cost;
   gp.cost_template = policy.cost_template;

@@ -537,6 +537,7 @@ Result<std::shared_ptr<CallGate>> make_call_gate(const config::CallPolicy& polic
   CallGateParts parts;
   parts.retry = policy.retry;
   parts.max_wait = policy.max_wait;
+  parts.headers.max_wait = policy.max_wait;
   parts.request_timeout = policy.timeout;
   parts.cost = policy.cost;
   parts.cost_template = policy.cost_template;

@@ -135,7 +135,7 @@ struct CallGateParts {
   // it and their refunds leave room nobody takes.
   bool every_step_in_turn = true;
   std::shared_ptr<limit::ConcurrencyLimiter> concurrency;  // null: no cap
-  limit::RateHeaderOptions headers;                        // max wait a header may impose
+  limit::RateHeaderOptions headers;                        // the caps on what headers impose
   std::uint64_t seed = 0x5eed;                             // jitter randomness
   // The units of the limits one call costs (the operation's `cost`), unless
   // its step says otherwise (CallState::set_units).

@@ -190,6 +190,24 @@ TEST(RateHeaders_XRateLimit, ResetYearsAheadIsCappedAtMaxWait) {
   EXPECT_NE(h.clamped->find("X-RateLimit-Reset"), std::string::npos);
 }
 
+// A wait is capped at max_wait, a day by default; a reset with calls
+// remaining is a span to pace them over, capped at an hour: spread over a
+// day, calls the server would take now came minutes apart.
+TEST(RateHeaders_XRateLimit, ResetYearsAheadWithCallsRemaining_PacedOverAnHourAtMost) {
+  RateHeaderOptions o;
+  o.max_wait = 24h;
+  auto h = read({{"X-RateLimit-Remaining", "100"}, {"X-RateLimit-Reset", "4102444800"}}, 200, kNow, o);
+  EXPECT_FALSE(h.resume_at);
+  EXPECT_EQ(h.reset_in, 1h);
+  EXPECT_EQ(h.interval, 36s);
+  ASSERT_TRUE(h.clamped);
+  EXPECT_NE(h.clamped->find("X-RateLimit-Reset: 4102444800"), std::string::npos) << *h.clamped;
+  EXPECT_NE(h.clamped->find("pacing them over 1h"), std::string::npos) << *h.clamped;
+  // Nothing remaining, the same reset is a wait, capped at max_wait.
+  auto spent = read({{"X-RateLimit-Remaining", "0"}, {"X-RateLimit-Reset", "4102444800"}}, 200, kNow, o);
+  EXPECT_EQ(spent.resume_at, kNow + 24h);
+}
+
 TEST(RateHeaders_XRateLimit, ResetBeyondTheClocksRangeIsCappedAndReported) {
   // 1e11 reads as Unix seconds (year 5138), 1e20 as Unix milliseconds.
   for (const char* huge : {"100000000000", "100000000000000000000", "999999999999999999999999"}) {

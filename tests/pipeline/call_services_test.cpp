@@ -378,6 +378,34 @@ TEST_F(CallServicesTest, LeaseRanOutAndTheRunIsLost_NeverSent) {
   EXPECT_EQ(server_.requests(), 0);
 }
 
+// A server with a day's quota asks for two hours: the plugin is told two
+// hours, not the hour a header's wait was once capped at, when the
+// plugin's max_wait allows it (docs/semantics.md rule 9).
+TEST_F(CallServicesTest, RetryAfterLongerThanAnHour_ReachesThePluginWhenMaxWaitAllowsIt) {
+  httplib::Server refusing;
+  refusing.Get(".*", [](const httplib::Request&, httplib::Response& res) {
+    res.status = 429;
+    res.set_header("Retry-After", "7200");
+    res.set_header("Connection", "close");  // so that stop() need not wait out a keep-alive
+  });
+  const int port = refusing.bind_to_any_port("127.0.0.1");
+  std::thread serving([&] { refusing.listen_after_bind(); });
+  for (int i = 0; i < 5000 && !refusing.is_running(); ++i) std::this_thread::sleep_for(1ms);
+  retry::CallGateParts parts;
+  parts.retry.attempts = 1;
+  parts.max_wait = 48h;
+  parts.headers.max_wait = 48h;
+  Gate gate(std::move(parts));
+  CallServices services(*client_, gate, clock_, 10s, secrets_, {}, nullptr);
+  plugin_host::HttpRequest req;
+  req.url = "http://127.0.0.1:" + std::to_string(port) + "/movies/Up";
+  auto r = services.http("p", req);
+  refusing.stop();
+  serving.join();
+  EXPECT_EQ(r.status, 429) << r.message;
+  EXPECT_EQ(r.retry_after, std::chrono::milliseconds(2h));
+}
+
 // Weighted calls. A limit of 10 units per second.
 
 TEST_F(CallServicesTest, DeclaredCost_EachCallTakesThatManyUnits) {

@@ -283,6 +283,24 @@ TEST(CallGate_Record, ClampedHeaderIsReportedForLogging) {
   EXPECT_EQ(std::get<Gate::RetryAt>(v).at, clock.now() + 1min);
 }
 
+// A header's wait is capped at the plugin's max_wait (docs/semantics.md
+// rule 9), not at a fixed hour: a server with a day's quota that answered
+// Retry-After: 7200 was called again an hour early, and refused hourly.
+TEST(MakeCallGate, AHeadersWaitIsCappedAtThePluginsMaxWaitNotAnHour) {
+  FakeClock clock;
+  config::CallPolicy policy;
+  policy.max_wait = std::chrono::hours(48);
+  auto gate = make_call_gate(policy, "portal/op");
+  ASSERT_TRUE(gate) << gate.error().to_string();
+  CallState step(clock.now());
+  auto go = go_or_fail((*gate)->admit(step, clock.now()));
+  const std::vector<limit::HttpHeader> headers = {{"Retry-After", "7200"}};
+  limit::PaceHint hint;
+  auto v = (*gate)->record(step, std::move(go.ticket), Outcome::http(429), headers, clock.now(), &hint);
+  EXPECT_FALSE(hint.clamped);
+  EXPECT_EQ(std::get<Gate::RetryAt>(v).at, clock.now() + 2h);
+}
+
 TEST(MakeCallGate, BuildsFromACallPolicy) {
   FakeClock clock;
   config::CallPolicy policy;
