@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <mutex>
@@ -112,15 +113,31 @@ struct Sink {
   std::int64_t limit = 0;
   std::int64_t received = 0;  // header and body bytes
   bool too_large = false;
+  int status = 0;  // of the latest response's status line
+  // An error reply's body was cut at the limit: the reply is still one,
+  // its status and headers whole (a 429 with a large HTML page is
+  // throttling, not a failure of the call).
+  bool body_cut = false;
   std::vector<Headers::Field> fields;  // of the latest response
   Response response;                   // status and body
 };
+
+// An error's body only says what went wrong; a reply's payload past the
+// limit is the failure max_response_bytes exists for.
+bool is_error_status(int status) { return status >= 400; }
 
 std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
   auto* sink = static_cast<Sink*>(user);
   const auto bytes = static_cast<std::int64_t>(size * n);
   if (sink->received + bytes > sink->limit) {
-    sink->too_large = true;
+    if (is_error_status(sink->status)) {
+      const auto room = static_cast<std::size_t>(std::max<std::int64_t>(0, sink->limit - sink->received));
+      sink->response.body.append(data, std::min(room, size * n));
+      sink->received += static_cast<std::int64_t>(std::min(room, size * n));
+      sink->body_cut = true;
+    } else {
+      sink->too_large = true;
+    }
     return 0;  // aborts the transfer with CURLE_WRITE_ERROR
   }
   sink->received += bytes;
@@ -149,6 +166,12 @@ std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
     // A new response begins (after a redirect or a 1xx): only the final
     // response's fields are reported.
     sink->fields.clear();
+    sink->status = 0;
+    const auto space = line.find(' ');
+    if (space != std::string_view::npos) {
+      const std::string_view code = line.substr(space + 1, 3);
+      std::from_chars(code.data(), code.data() + code.size(), sink->status);
+    }
     return size * n;
   }
   if (!line.empty() && (line.front() == ' ' || line.front() == '\t')) {
@@ -493,9 +516,14 @@ std::expected<HopReply, TransportError> CurlClient::Hops::send(const Hop& hop,
   if (cancelled) return fail_with(TransportError::kCancelled, "cancelled while in flight");
   if (multi_failed) return fail_with(TransportError::kOther, "libcurl's transfer loop failed");
   if (check.held) return fail_with(TransportError::kHeldBack, "held back before it was sent: " + *check.held);
-  if (result == CURLE_OK) {
-    sink.response.status = static_cast<int>(status);
+  // An error reply whose body is over the limit (read up to it, or never
+  // read: its Content-Length said so) is returned with its body cut.
+  const bool error_cut =
+      sink.body_cut || (result == CURLE_FILESIZE_EXCEEDED && !sink.too_large && is_error_status(sink.status));
+  if (result == CURLE_OK || error_cut) {
+    sink.response.status = result == CURLE_OK ? static_cast<int>(status) : sink.status;
     sink.response.headers = Headers(std::move(sink.fields));
+    if (error_cut) location.reset();
     return HopReply{std::move(sink.response), std::move(location)};
   }
   if (sink.too_large || result == CURLE_FILESIZE_EXCEEDED) {

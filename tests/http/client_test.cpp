@@ -562,6 +562,46 @@ LocalServer::Setup redirect_to(std::function<std::string()> target, int status =
   };
 }
 
+// Answers 429 with Retry-After: 30 and a 100 KB page, sent with its length
+// or chunked.
+LocalServer::Setup refusal_with_a_large_page(bool chunked) {
+  return [chunked](httplib::Server& s, LocalServer&) {
+    s.Get(".*", [chunked](const httplib::Request&, httplib::Response& res) {
+      res.status = 429;
+      res.set_header("Retry-After", "30");
+      const std::string page(100'000, 'x');
+      if (!chunked) {
+        res.set_content(page, "text/html");
+        return;
+      }
+      res.set_chunked_content_provider("text/html", [page](std::size_t offset, httplib::DataSink& sink) {
+        if (offset >= page.size()) {
+          sink.done();
+          return true;
+        }
+        return sink.write(page.data() + offset, std::min<std::size_t>(4096, page.size() - offset));
+      });
+    });
+  };
+}
+
+// A 429 (or any error) whose page is larger than max_response_bytes is
+// still the server's answer: its status and headers say to wait. Failed as
+// too large, a throttled call was a fatal error.
+TEST(ClientErrorReply, LargerThanTheLimit_ReturnedWithItsStatusAndHeadersAndItsBodyCut) {
+  for (const bool chunked : {false, true}) {
+    SCOPED_TRACE(chunked ? "chunked" : "with Content-Length");
+    LocalServer server(refusal_with_a_large_page(chunked));
+    auto client = Client::create({.max_response_bytes = 4096});
+    ASSERT_TRUE(client);
+    auto r = (*client)->perform({.url = server.url() + "/movies/Up"});
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(r->status, 429);
+    EXPECT_EQ(r->headers.get("Retry-After").value_or(""), "30");
+    EXPECT_LE(r->body.size(), 4096u);
+  }
+}
+
 const std::vector<std::pair<std::string, std::string>> kCredentialHeaders = {
     {"Authorization", "Bearer tok-123456"},
     {"Proxy-Authorization", "Basic cHJveHk6cHc="},
