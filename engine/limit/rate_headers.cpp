@@ -83,6 +83,10 @@ double in_seconds(Duration d) { return std::chrono::duration<double>(d).count();
 // wait, so it is not cut to max_wait, only kept within the clock's range.
 constexpr Duration kLongestWindow = std::chrono::hours(24 * 365);
 
+// The most a server's Date may be from our clock and still be what its
+// absolute times are read against (see Reader::until).
+constexpr double kTrustedDateSkew = 86400;
+
 std::string show(Duration d) { return common::format_duration(std::chrono::ceil<microseconds>(d)); }
 
 // A span of any size: exact units up to about 290000 years, whole years beyond.
@@ -102,6 +106,24 @@ struct Reader {
   double server_now;  // seconds since the Unix epoch on the server's clock
   const RateHeaderOptions& options;
   PaceHint& hint;
+  double local_now = in_seconds(now.time_since_epoch());
+  bool read_on_ours = false;  // a time was read against our clock, not the Date
+
+  // Seconds from now to a time the server wrote (a reset, a Retry-After
+  // date), read against its Date: a server whose clock is off still means
+  // what it says. A Date more than a day from our clock (a device with no
+  // clock that says 1970, a proxy's stale Date) is wrong or the time is,
+  // and such a time is read against whichever clock puts it nearer: it is
+  // a time soon. Read against a Date decades back, a reset due now was a
+  // wait of decades, capped at max_wait.
+  double until(double at) {
+    const double by_server = at - server_now;
+    if (std::abs(server_now - local_now) <= kTrustedDateSkew) return by_server;
+    const double by_ours = at - local_now;
+    if (!(std::abs(by_ours) < std::abs(by_server))) return by_server;
+    read_on_ours = true;
+    return by_ours;
+  }
 
   // Cuts a wait of `wait` seconds to [0, max_wait], noting a cut.
   Duration bound(double wait, std::string_view what, std::string_view value) {
@@ -124,7 +146,7 @@ struct Reader {
     if (!v) return std::nullopt;
     if (auto s = number(*v)) return bound(*s, "Retry-After", *v);
     if (auto date = parse_http_date_seconds(*v)) {
-      return bound(static_cast<double>(date->time_since_epoch().count()) - server_now, "Retry-After", *v);
+      return bound(until(static_cast<double>(date->time_since_epoch().count())), "Retry-After", *v);
     }
     ignore("Retry-After", *v, "not delta seconds or an HTTP-date");
     return std::nullopt;
@@ -143,15 +165,15 @@ struct Reader {
     // Within a year of the server's time: past that the wait is capped
     // anyway, and the cast stays in range.
     auto keep = [&](double ms) {
-      if (std::abs(ms / 1000 - server_now) < 366.0 * 86400) epoch_ms = static_cast<std::int64_t>(ms);
+      if (std::abs(until(ms / 1000)) < 366.0 * 86400) epoch_ms = static_cast<std::int64_t>(ms);
     };
     if (!delta_only && *s > 1e12) {
       keep(*s);
-      return bound(*s / 1000 - server_now, name, v);
+      return bound(until(*s / 1000), name, v);
     }
     if (!delta_only && *s > 1e9) {
       keep(*s * 1000);
-      return bound(*s - server_now, name, v);
+      return bound(until(*s), name, v);
     }
     return bound(*s, name, v);
   }
@@ -336,6 +358,11 @@ PaceHint read_rate_headers(std::span<const HttpHeader> headers, int status, Time
                     r.apply(r.separate("RateLimit-", true), HintSource::kIetfRateLimit);
   if (!ietf) r.apply(r.separate("X-RateLimit-", false), HintSource::kXRateLimit);
   r.policy();
+  if (r.read_on_ours) {
+    hint.ignored.push_back("Date: " + *header(headers, "Date") + " (" +
+                           show_seconds(std::abs(server_now - r.local_now)) +
+                           " from our clock; a time it was sent with read against our clock)");
+  }
   // With no quota to pace by, what is left is spread over the time to the
   // reset. A quota is better: the reset is often rounded to whole seconds,
   // so "1 left, reset in 1s" may mean 1 left for a few milliseconds.

@@ -208,6 +208,30 @@ TEST(RateHeaders_XRateLimit, ResetYearsAheadWithCallsRemaining_PacedOverAnHourAt
   EXPECT_EQ(spent.resume_at, kNow + 24h);
 }
 
+// A server with no clock of its own says 1970 in Date, and its reset is a
+// true Unix time 5 s ahead: read against the Date, it was 56 years ahead,
+// a wait capped at max_wait.
+TEST(RateHeaders_XRateLimit, DateDecadesOffAndAResetSoon_ReadAgainstOurClock) {
+  const auto s = std::chrono::duration_cast<std::chrono::seconds>(kNow.time_since_epoch()).count();
+  auto h = read({{"Date", "Thu, 01 Jan 1970 00:00:00 GMT"},
+                 {"X-RateLimit-Remaining", "0"},
+                 {"X-RateLimit-Reset", std::to_string(s + 5)}});
+  EXPECT_EQ(h.resume_at, kNow + 5s);
+  EXPECT_FALSE(h.clamped);
+  ASSERT_EQ(h.ignored.size(), 1u);
+  EXPECT_NE(h.ignored[0].find("Date: Thu, 01 Jan 1970"), std::string::npos) << h.ignored[0];
+  // A Retry-After date likewise.
+  auto r =
+      read({{"Date", "Thu, 01 Jan 1970 00:00:00 GMT"}, {"Retry-After", "Tue, 14 Nov 2023 22:13:27 GMT"}});
+  EXPECT_EQ(r.resume_at, kNow + 7s);
+  // A server whose clock is off by minutes still has its times read on it.
+  auto skewed = read({{"Date", "Tue, 14 Nov 2023 22:08:20 GMT"},
+                      {"X-RateLimit-Remaining", "0"},
+                      {"X-RateLimit-Reset", std::to_string(s - 300 + 5)}});
+  EXPECT_EQ(skewed.resume_at, kNow + 5s);
+  EXPECT_TRUE(skewed.ignored.empty());
+}
+
 TEST(RateHeaders_XRateLimit, ResetBeyondTheClocksRangeIsCappedAndReported) {
   // 1e11 reads as Unix seconds (year 5138), 1e20 as Unix milliseconds.
   for (const char* huge : {"100000000000", "100000000000000000000", "999999999999999999999999"}) {
