@@ -33,8 +33,52 @@ char json_short_escape(char c) noexcept {
   }
 }
 
+// The name HTML gives byte `c` ("amp" for '&'), or empty.
+std::string_view html_name(char c) noexcept {
+  switch (c) {
+    case '&': return "amp";
+    case '<': return "lt";
+    case '>': return "gt";
+    case '"': return "quot";
+    case '\'': return "apos";
+    default: return {};
+  }
+}
+
+// The length of an HTML character reference to byte `u` that text[p...]
+// begins with ("&amp;", "&#38;", "&#x26;", "&#X0026;"), or 0.
+std::size_t html_reference_at(std::string_view text, std::size_t p, char c) noexcept {
+  if (p + 3 >= text.size() || text[p] != '&') return 0;
+  const auto u = static_cast<unsigned char>(c);
+  if (const std::string_view name = html_name(c); !name.empty()) {
+    if (text.substr(p + 1, name.size()) == name && p + 1 + name.size() < text.size() &&
+        text[p + 1 + name.size()] == ';')
+      return name.size() + 2;
+  }
+  if (text[p + 1] != '#' || u >= 0x80) return 0;
+  std::size_t q = p + 2;
+  const bool hex = text[q] == 'x' || text[q] == 'X';
+  if (hex) ++q;
+  unsigned value = 0;
+  const std::size_t digits_from = q;
+  for (; q < text.size() && q - digits_from < 8; ++q) {
+    const char d = text[q];
+    unsigned digit = 0;
+    if (d >= '0' && d <= '9') {
+      digit = static_cast<unsigned>(d - '0');
+    } else if (hex && upper(d) >= 'A' && upper(d) <= 'F') {
+      digit = static_cast<unsigned>(upper(d) - 'A' + 10);
+    } else {
+      break;
+    }
+    value = value * (hex ? 16 : 10) + digit;
+  }
+  if (q == digits_from || q >= text.size() || text[q] != ';' || value != u) return 0;
+  return q + 1 - p;
+}
+
 // The lengths of the forms of byte `c` that text[p...] begins with.
-std::size_t forms_at(std::string_view text, std::size_t p, char c, std::array<std::size_t, 6>& lens) {
+std::size_t forms_at(std::string_view text, std::size_t p, char c, std::array<std::size_t, 8>& lens) {
   std::size_t n = 0;
   if (p >= text.size()) return 0;
   const auto u = static_cast<unsigned char>(c);
@@ -55,13 +99,16 @@ std::size_t forms_at(std::string_view text, std::size_t p, char c, std::array<st
       lens[n++] = 6;
     }
   }
+  if (t == '&') {
+    if (const std::size_t len = html_reference_at(text, p, c); len != 0) lens[n++] = len;
+  }
   return n;
 }
 
 // The end of a form of `secret` that starts at text[p], or kNone. Only a byte
 // with several forms here (a '%' or '\' in the secret) tries each of them.
 std::size_t match_at(std::string_view text, std::size_t p, std::string_view secret) {
-  std::array<std::size_t, 6> lens{};
+  std::array<std::size_t, 8> lens{};
   for (std::size_t i = 0; i < secret.size(); ++i) {
     const std::size_t n = forms_at(text, p, secret[i], lens);
     if (n == 0) return kNone;
@@ -90,6 +137,19 @@ std::string base64(std::string_view bytes) {
   return out;
 }
 
+// `bytes` as hex digits, in lower or upper case.
+std::string hex(std::string_view bytes, bool lower) {
+  std::string out;
+  for (const char c : bytes) {
+    const auto u = static_cast<unsigned char>(c);
+    for (const unsigned d : {static_cast<unsigned>(u >> 4), static_cast<unsigned>(u & 15)}) {
+      const char digit = kHex[d];
+      out += lower && digit >= 'A' ? static_cast<char>(digit - 'A' + 'a') : digit;
+    }
+  }
+  return out;
+}
+
 bool base64_char(char c) noexcept {
   return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '/' ||
          c == '-' || c == '_';
@@ -104,8 +164,10 @@ SecretMask::SecretMask(const std::vector<std::string>& secrets) {
     Entry& e = entries_.emplace_back();
     e.secret = s;
     const auto first = static_cast<unsigned char>(s[0]);
-    for (unsigned char c : {first, static_cast<unsigned char>('%'), static_cast<unsigned char>('\\')})
+    for (unsigned char c : {first, static_cast<unsigned char>('%'), static_cast<unsigned char>('\\'),
+                            static_cast<unsigned char>('&')})
       e.starts[c] = true;
+    e.hex = {hex(s, true), hex(s, false)};
     if (s[0] == ' ') e.starts[static_cast<unsigned char>('+')] = true;
     if (unprintable(first)) e.starts[static_cast<unsigned char>('?')] = true;
     // Preceded by k bytes in its group of three, the secret's bits start at
@@ -135,6 +197,10 @@ std::vector<SecretMask::Range> SecretMask::find(std::string_view text) const {
         found.emplace_back(p, end);
         p = end - 1;
       }
+    }
+    for (const auto& digits : e.hex) {
+      for (auto at = text.find(digits); at != kNone; at = text.find(digits, at + digits.size()))
+        found.emplace_back(at, at + digits.size());
     }
     for (const auto& middle : e.base64) {
       for (auto at = text.find(middle); at != kNone; at = text.find(middle, at + middle.size())) {

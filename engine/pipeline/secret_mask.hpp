@@ -7,6 +7,9 @@
 //   - percent-encoded, byte by byte or only in part, with upper- or
 //     lower-case hex digits, encoded twice ("%253D"), and "+" for a space;
 //   - JSON-escaped ("\"", "\\", "\/", "\n", "\u0041", ...);
+//   - HTML-escaped, byte by byte or only in part ("&amp;", "&#38;",
+//     "&#x26;"), as a server's error page echoes what it was sent;
+//   - as hex digits, all lower or all upper case;
 //   - as the "?" printable_prefix() makes of an unprintable byte;
 //   - base64 (standard or URL alphabet) at any of the three alignments it
 //     can have inside longer encoded data, as in "Basic base64(user:KEY)":
@@ -56,6 +59,7 @@ class SecretMask {
     std::string secret;
     bool starts[256] = {};            // first bytes an encoded form of the secret can begin with
     std::vector<std::string> base64;  // the parts of its encodings that do not depend on neighbours
+    std::vector<std::string> hex;     // its hex digits, lower and upper case
   };
   using Range = std::pair<std::size_t, std::size_t>;  // [begin, end)
 

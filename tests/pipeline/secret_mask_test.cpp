@@ -73,6 +73,23 @@ TEST(SecretMask, JsonEscaped_IsMasked) {
   EXPECT_EQ(mask_secrets(R"({"k":"pa\u0022ss\\wo\/rd"})", {secret}), R"({"k":"***"})");
 }
 
+// A server's error page echoes what it was sent, HTML-escaped.
+TEST(SecretMask, HtmlEscaped_IsMasked) {
+  const std::string secret = "k&y<\"z'9>";
+  EXPECT_EQ(mask_secrets("<p>bad key k&amp;y&lt;&quot;z&#39;9&gt;</p>", {secret}), "<p>bad key ***</p>");
+  EXPECT_EQ(mask_secrets("<p>k&#38;y&#x3C;&#X0022;z&apos;9&#062;</p>", {secret}), "<p>***</p>");
+  // Every byte as a numeric reference, as some escapers write it.
+  std::string all;
+  for (char c : kKey) all += "&#" + std::to_string(static_cast<int>(c)) + ";";
+  EXPECT_EQ(mask_secrets("<b>" + all + "</b>", {kKey}), "<b>***</b>");
+  EXPECT_EQ(mask_secrets("a &amp; b &#38; c", {secret}), "a &amp; b &#38; c") << "no secret: unchanged";
+}
+
+TEST(SecretMask, HexInLowerOrUpperCase_IsMasked) {
+  EXPECT_EQ(mask_secrets("token=6b33792f53652b63723d74203432;", {kKey}), "token=***;");
+  EXPECT_EQ(mask_secrets("token=6B33792F53652B63723D74203432;", {kKey}), "token=***;");
+}
+
 TEST(SecretMask, Base64AtEveryAlignment_MasksTheWholeRun) {
   for (const std::string prefix : {"", "u:", "us:", "use:", "user:"}) {
     const std::string encoded = base64(prefix + kKey + (prefix.size() % 2 ? "!" : ""));
