@@ -116,18 +116,35 @@ class MetricsServerTest : public ::testing::Test {
 TEST_F(MetricsServerTest, Get_ServesTheMetricsText) {
   RawClient client(serve(2s));
   ASSERT_TRUE(client.connected());
-  ASSERT_TRUE(client.send("GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"));
+  ASSERT_TRUE(client.send("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"));
   auto reply = client.read_until_closed(5s);
   ASSERT_TRUE(reply.has_value());
   EXPECT_EQ(reply->rfind("HTTP/1.1 200", 0), 0u) << *reply;
   EXPECT_NE(reply->find("# TYPE ratchet_jobs gauge"), std::string::npos) << *reply;
 }
 
+// A page of another site whose name it made resolve to 127.0.0.1 (DNS
+// rebinding) is same-origin with this server in the browser and could read
+// the metrics; its requests name its own host.
+TEST_F(MetricsServerTest, OnLoopback_ARequestAddressedToAnotherHost_Gets403) {
+  const int port = serve(2s);
+  auto ask = [&](const std::string& host) {
+    RawClient client(port);
+    EXPECT_TRUE(client.connected());
+    EXPECT_TRUE(client.send("GET /metrics HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n\r\n"));
+    return client.read_until_closed(5s).value_or("");
+  };
+  for (const std::string host : {"evil.example", "evil.example:9464", "127.0.0.1.evil.example", "[::2]:80"})
+    EXPECT_EQ(ask(host).rfind("HTTP/1.1 403", 0), 0u) << host;
+  for (const std::string host : {"127.0.0.1", "127.0.0.1:9464", "localhost:1", "[::1]:9464", "[::1]"})
+    EXPECT_EQ(ask(host).rfind("HTTP/1.1 200", 0), 0u) << host;
+}
+
 TEST_F(MetricsServerTest, PostOfAMebibyte_Gets413WithoutTheServerReadingIt) {
   RawClient client(serve(5s));
   ASSERT_TRUE(client.connected());
   // The body is announced, not sent: the answer must not wait for it.
-  ASSERT_TRUE(client.send("POST /metrics HTTP/1.1\r\nHost: t\r\nContent-Length: 1048576\r\n\r\n"));
+  ASSERT_TRUE(client.send("POST /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1048576\r\n\r\n"));
   auto reply = client.read_until_closed(2s);
   ASSERT_TRUE(reply.has_value()) << "no answer and no close within 2s";
   EXPECT_EQ(reply->rfind("HTTP/1.1 413", 0), 0u) << *reply;
@@ -137,7 +154,7 @@ TEST_F(MetricsServerTest, PostOfAMebibyteSentAtOnce_Gets413) {
   RawClient client(serve(5s));
   ASSERT_TRUE(client.connected());
   std::thread writer([&] {
-    client.send("POST /metrics HTTP/1.1\r\nHost: t\r\nContent-Length: 1048576\r\n\r\n" +
+    client.send("POST /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1048576\r\n\r\n" +
                 std::string(1 << 20, 'x'));
   });
   auto reply = client.read_until_closed(5s);
@@ -149,8 +166,9 @@ TEST_F(MetricsServerTest, PostOfAMebibyteSentAtOnce_Gets413) {
 TEST_F(MetricsServerTest, BodyWithExpectContinue_Gets413BeforeItIsSent) {
   RawClient client(serve(5s));
   ASSERT_TRUE(client.connected());
-  ASSERT_TRUE(client.send(
-      "POST /metrics HTTP/1.1\r\nHost: t\r\nContent-Length: 1048576\r\nExpect: 100-continue\r\n\r\n"));
+  ASSERT_TRUE(
+      client.send("POST /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1048576\r\nExpect: "
+                  "100-continue\r\n\r\n"));
   auto reply = client.read_until_closed(2s);
   ASSERT_TRUE(reply.has_value());
   EXPECT_EQ(reply->rfind("HTTP/1.1 413", 0), 0u) << *reply;
@@ -159,8 +177,8 @@ TEST_F(MetricsServerTest, BodyWithExpectContinue_Gets413BeforeItIsSent) {
 TEST_F(MetricsServerTest, ChunkedBody_Gets413) {
   RawClient client(serve(5s));
   ASSERT_TRUE(client.connected());
-  ASSERT_TRUE(
-      client.send("POST /metrics HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n10000\r\n"));
+  ASSERT_TRUE(client.send(
+      "POST /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n10000\r\n"));
   auto reply = client.read_until_closed(2s);
   ASSERT_TRUE(reply.has_value());
   EXPECT_EQ(reply->rfind("HTTP/1.1 413", 0), 0u) << *reply;
@@ -170,7 +188,7 @@ TEST_F(MetricsServerTest, SmallBody_IsReadAndAnsweredAsUsual) {
   RawClient client(serve(2s));
   ASSERT_TRUE(client.connected());
   ASSERT_TRUE(client.send(
-      "POST /metrics HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello"));
+      "POST /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello"));
   auto reply = client.read_until_closed(2s);
   ASSERT_TRUE(reply.has_value());
   EXPECT_EQ(reply->rfind("HTTP/1.1 413", 0), std::string::npos) << *reply;
@@ -228,7 +246,7 @@ TEST_F(MetricsServerTest, IdleConnection_IsClosed) {
 
   RawClient kept(port);
   ASSERT_TRUE(kept.connected());
-  ASSERT_TRUE(kept.send("GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n"));
+  ASSERT_TRUE(kept.send("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
   const auto answered = Clock::now();
   auto reply = kept.read_until_closed(3s);
   ASSERT_TRUE(reply.has_value()) << "a kept-alive connection left idle is closed";

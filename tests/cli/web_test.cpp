@@ -34,6 +34,23 @@ TEST_F(RatchetWebTest, WithoutACredential_EveryPathButLoginIsRefused_AndMetricsO
   EXPECT_THAT(metrics->body, HasSubstr("ratchet_jobs{state=\"available\"}"));
 }
 
+// A page of another site whose name it made resolve to 127.0.0.1 (DNS
+// rebinding) is same-origin with the dashboard in the browser: /metrics,
+// open to local scrapers, was open to it too. Its requests name its host,
+// and a dashboard on loopback answers none of them.
+TEST_F(RatchetWebTest, OnLoopback_ARequestAddressedToAnotherHost_IsRefused) {
+  start_web({"--token-env", "RATCHET_WEB_TEST_TOKEN"});
+  const std::string port = std::to_string(port_);
+  auto ask = [&](const std::string& path, const std::string& host) {
+    return raw_exchange(port_, "GET " + path + " HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: Bearer " +
+                                   kToken + "\r\nConnection: close\r\n\r\n");
+  };
+  for (const std::string path : {"/metrics", "/api/v1/overview", "/"}) {
+    EXPECT_THAT(ask(path, "evil.example:" + port), ::testing::StartsWith("HTTP/1.1 403")) << path;
+    EXPECT_THAT(ask(path, "localhost:" + port), ::testing::StartsWith("HTTP/1.1 200")) << path;
+  }
+}
+
 TEST_F(RatchetWebTest, LoginLink_WorksOnce_AndItsSessionNeedsTheCsrfTokenForActions) {
   const std::string id = enqueue("rate_movie", "Heat", {"--in", "1h"});
   start_web({});
@@ -234,9 +251,10 @@ TEST_F(RatchetWebTest, ReadOnly_RefusesEveryActionAndSaysSo) {
 TEST_F(RatchetWebTest, HostileRequests_AreRefusedWithoutHarm) {
   start_web({"--token-env", "RATCHET_WEB_TEST_TOKEN"});
   EXPECT_THAT(
-      raw_exchange(port_,
-                   std::string("POST /api/v1/jobs/purge HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer ") +
-                       kToken + "\r\nContent-Length: 70000\r\n\r\n"),
+      raw_exchange(
+          port_,
+          std::string("POST /api/v1/jobs/purge HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ") +
+              kToken + "\r\nContent-Length: 70000\r\n\r\n"),
       ::testing::StartsWith("HTTP/1.1 413"))
       << "a body over 64 KiB is refused before it is read";
   post("/api/v1/jobs/purge", "{\"older_than\": ", 400);

@@ -152,6 +152,29 @@ void refuse(int status, std::size_t max_body, httplib::Response& res) {
 
 }  // namespace
 
+bool is_loopback(std::string_view host) {
+  if (host == "localhost") return true;
+  std::string h(host);
+  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+  in_addr v4{};
+  if (inet_pton(AF_INET, h.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  if (inet_pton(AF_INET6, h.c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6);
+  return false;
+}
+
+bool addressed_to_loopback(const httplib::Request& req) {
+  if (!req.has_header("Host")) return true;
+  const std::string value = req.get_header_value("Host");
+  std::string_view host = value;
+  // "[::1]:8077", "localhost:8077", "127.0.0.1": the port goes, brackets stay.
+  const auto colon = host.rfind(':');
+  const bool bracketed = !host.empty() && host.front() == '[';
+  if (colon != std::string_view::npos && (bracketed ? host.find(']') < colon : host.find(':') == colon))
+    host = host.substr(0, colon);
+  return is_loopback(host);
+}
+
 BoundedServer::BoundedServer(BoundedServerOptions options) : options_(options) {
   // cpp-httplib sets SO_REUSEPORT by default, with which a second server
   // binds a port already served and takes half of its connections, instead
@@ -174,9 +197,19 @@ BoundedServer::BoundedServer(BoundedServerOptions options) : options_(options) {
   });
   set_pre_routing_handler([this, max_body](const httplib::Request& req, httplib::Response& res) {
     const int status = body_refusal(req, max_body);
-    if (status == 0) return admit_ ? admit_(req, res) : HandlerResponse::Unhandled;
-    refuse(status, max_body, res);
-    return HandlerResponse::Handled;
+    if (status != 0) {
+      refuse(status, max_body, res);
+      return HandlerResponse::Handled;
+    }
+    if (loopback_ && !addressed_to_loopback(req)) {
+      res.status = 403;
+      res.set_content(
+          "refused: this server listens on a loopback address and answers only requests addressed to it "
+          "(Host: localhost, 127.0.0.1 or [::1]); listen on another address to serve other names\n",
+          "text/plain");
+      return HandlerResponse::Handled;
+    }
+    return admit_ ? admit_(req, res) : HandlerResponse::Unhandled;
   });
 }
 
@@ -242,6 +275,7 @@ Result<BoundedServer::Address> BoundedServer::parse_address(std::string_view add
 }
 
 Result<int> BoundedServer::serve(const Address& at, std::string_view flag) {
+  loopback_ = is_loopback(at.host);
   const int port = at.port == 0 ? bind_to_any_port(at.host) : (bind_to_port(at.host, at.port) ? at.port : -1);
   if (port <= 0) {
     return fail(Error::io(

@@ -12,6 +12,10 @@
 //   known before it is read) and a body without a length are refused with
 //   413 (411 for the last) before any of it is read, also when the client
 //   asks `Expect: 100-continue`; the connection is then closed.
+// - Served on a loopback address, a request whose Host names another host
+//   is refused with 403: a page of another site whose name was made to
+//   resolve to 127.0.0.1 (DNS rebinding) is same-origin with this server in
+//   the browser, and could read what it serves without a credential.
 //
 // Routes are registered as on any httplib::Server, but a check that runs
 // before routing goes in with admit(): the server's own pre-routing handler
@@ -34,6 +38,14 @@
 #include "ratchet/status.hpp"
 
 namespace ratchet::cli {
+
+// Whether `host` (of HOST:PORT, an IPv6 address with or without its
+// brackets) names a loopback address: localhost, 127.0.0.0/8 or ::1.
+bool is_loopback(std::string_view host);
+
+// Whether a request's Host header names a loopback address, whatever its
+// port (or is absent, as from an HTTP/1.0 client).
+bool addressed_to_loopback(const httplib::Request& req);
 
 struct BoundedServerOptions {
   std::chrono::milliseconds timeout{5000};
@@ -72,6 +84,7 @@ class BoundedServer final : public httplib::Server {
 
   BoundedServerOptions options_;
   HandlerWithResponse admit_;
+  bool loopback_ = false;  // served on a loopback address (set before serving)
   std::thread thread_;
 };
 

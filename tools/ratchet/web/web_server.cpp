@@ -1,6 +1,5 @@
 #include "web/web_server.hpp"
 
-#include <arpa/inet.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -45,17 +44,6 @@ void refuse_page(httplib::Response& res) {
 }
 
 }  // namespace
-
-bool is_loopback(std::string_view host) {
-  if (host == "localhost") return true;
-  std::string h(host);
-  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
-  in_addr v4{};
-  if (inet_pton(AF_INET, h.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
-  in6_addr v6{};
-  if (inet_pton(AF_INET6, h.c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6);
-  return false;
-}
 
 struct WebServer::Impl {
   Impl(const WebOptions& o, Engine& e)

@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 
+#include "bounded_server.hpp"
 #include "ratchet/engine.hpp"
 #include "ratchet/status.hpp"
 
@@ -52,7 +53,6 @@ class WebServer {
   std::unique_ptr<Impl> impl_;
 };
 
-// Whether `host` (of HOST:PORT) names a loopback address.
-bool is_loopback(std::string_view host);
+using cli::is_loopback;
 
 }  // namespace ratchet::cli::web
