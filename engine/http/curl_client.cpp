@@ -534,7 +534,14 @@ std::expected<HopReply, TransportError> CurlClient::Hops::send(const Hop& hop,
   const auto kind = classify(result);
   std::string what;
   switch (kind) {
-    case TransportError::kConnect: what = "connection failed"; break;
+    case TransportError::kConnect:
+      // Refused or unresolved, nothing was sent; lost once connected, the
+      // server may have received the request and acted on it.
+      what = result == CURLE_COULDNT_CONNECT || result == CURLE_COULDNT_RESOLVE_HOST ||
+                     result == CURLE_COULDNT_RESOLVE_PROXY
+                 ? "could not connect"
+                 : "the connection was lost before the reply was whole";
+      break;
     case TransportError::kTimeout:
       what = "timed out (connect timeout " + std::to_string(connect_timeout.count()) + " ms, total " +
              std::to_string(timeout.count()) + " ms)";

@@ -74,7 +74,7 @@ inline std::string Outcome::describe() const {
     case OutcomeKind::kThrottled: what = "throttled"; break;
     case OutcomeKind::kHttp: what = "HTTP " + std::to_string(http_status); break;
     case OutcomeKind::kTimeout: what = "timed out"; break;
-    case OutcomeKind::kConnect: what = "could not connect"; break;
+    case OutcomeKind::kConnect: what = "connection failed"; break;
     case OutcomeKind::kRetryable: what = "retryable error"; break;
     case OutcomeKind::kFatal: what = "fatal error"; break;
   }

@@ -235,7 +235,7 @@ class Http {
       case RATCHET_HTTP_OK: break;
       case RATCHET_HTTP_REFUSED: throw Throttled(where + " refused by the engine: " + why, retry_after);
       case RATCHET_HTTP_TIMEOUT: throw Retryable(where + " timed out: " + why);
-      case RATCHET_HTTP_CONNECT: throw Retryable(where + " could not connect: " + why);
+      case RATCHET_HTTP_CONNECT: throw Retryable(where + " connection failed: " + why);
       case RATCHET_HTTP_TLS: throw Fatal(where + " TLS failure: " + why);
       case RATCHET_HTTP_TOO_LARGE: throw Fatal(where + " response too large: " + why);
       case RATCHET_HTTP_CANCELLED: throw Fatal(where + " cancelled: " + why);

@@ -274,6 +274,42 @@ TEST_F(ClientTest, Perform_ClosedPort_FailsWithConnect) {
       << r.error().message;
 }
 
+// A server that takes the request and closes the connection without a
+// reply may have acted on it: the error says the connection was lost, not
+// that it could not connect.
+TEST_F(ClientTest, Perform_ConnectionClosedWithoutAReply_SaysItWasLostNotThatItCouldNotConnect) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener, 1), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  std::thread hang_up([listener] {
+    const int conn = ::accept(listener, nullptr, nullptr);
+    if (conn < 0) return;
+    char buf[4096];
+    (void)::recv(conn, buf, sizeof buf, 0);  // the request arrived
+    ::close(conn);
+  });
+  auto client = make_client();
+  auto r =
+      client->perform({.url = "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "/movies/Up"});
+  hang_up.join();
+  ::close(listener);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, TransportError::kConnect) << r.error().message;
+  EXPECT_NE(r.error().message.find("connection was lost"), std::string::npos) << r.error().message;
+  EXPECT_EQ(r.error().message.find("could not connect"), std::string::npos) << r.error().message;
+
+  ClosedPort closed;
+  auto refused = client->perform({.url = "http://127.0.0.1:" + std::to_string(closed.port()) + "/movies/Up"});
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("could not connect"), std::string::npos) << refused.error().message;
+}
+
 TEST_F(ClientTest, Perform_Failure_MessageHasNoQueryOrHeaderValues) {
   ClosedPort closed;
   auto client = make_client();
