@@ -34,7 +34,7 @@ std::string millis(Duration d) {
 }  // namespace
 
 CallServices::CallServices(http::Client& client, retry::CallGate& gate, const Clock& clock,
-                           Duration attempt_timeout, const SecretMask& secrets, std::stop_token stop,
+                           Duration attempt_timeout, const common::SecretMask& secrets, std::stop_token stop,
                            limit::Reservation* first, LeaseUntil lease_until, const retry::CallState* call)
     : client_(client),
       gate_(gate),

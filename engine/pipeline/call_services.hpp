@@ -44,10 +44,10 @@
 #include <string>
 #include <vector>
 
+#include "common/secret_mask.hpp"
 #include "http/client.hpp"
 #include "limit/limiter_stack.hpp"
 #include "limit/rate_headers.hpp"
-#include "pipeline/secret_mask.hpp"
 #include "plugin_host/host_services.hpp"
 #include "ratchet/clock.hpp"
 #include "retry/call_gate.hpp"
@@ -65,7 +65,7 @@ class CallServices final : public plugin_host::HostServices {
   // at the gate (its keys): its further requests are counted in its keys'
   // limits; null: the gate has no keyed limits.
   CallServices(http::Client& client, retry::CallGate& gate, const Clock& clock, Duration attempt_timeout,
-               const SecretMask& secrets, std::stop_token stop, limit::Reservation* first = nullptr,
+               const common::SecretMask& secrets, std::stop_token stop, limit::Reservation* first = nullptr,
                LeaseUntil lease_until = {}, const retry::CallState* call = nullptr);
 
   plugin_host::HttpResult http(std::string_view plugin, const plugin_host::HttpRequest& request) override;
@@ -103,7 +103,7 @@ class CallServices final : public plugin_host::HostServices {
   retry::CallGate& gate_;
   const Clock& clock_;
   Duration attempt_timeout_;
-  const SecretMask& secrets_;
+  const common::SecretMask& secrets_;
   std::stop_token stop_;
   limit::Reservation* first_;
   limit::Reservation last_extra_;            // the slot of the last request after the first

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <limits>
 
+#include "common/secret_mask.hpp"
 #include "config/bounds.hpp"
 #include "pipeline/call_services.hpp"
-#include "pipeline/secret_mask.hpp"
 #include "retry/outcome.hpp"
 
 namespace ratchet::pipeline {
@@ -240,7 +240,7 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
 
   const Duration park_threshold = config->engine.park_threshold;
   const nlohmann::json settings = spec != nullptr ? spec->settings : nlohmann::json::object();
-  const SecretMask secrets(secrets_of(*config, spec));
+  const common::SecretMask secrets(secrets_of(*config, spec));
   const plugin_host::CallContext context{call.idempotency_key, std::to_string(call.job_id), call.step};
 
   for (;;) {

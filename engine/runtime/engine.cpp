@@ -5,6 +5,7 @@
 #include <limits>
 #include <random>
 
+#include "common/secret_mask.hpp"
 #include "runtime/args_check.hpp"
 #include "runtime/clock_watch.hpp"
 #include "runtime/engine_impl.hpp"
@@ -344,7 +345,7 @@ Result<std::vector<JobRecord>> Engine::list(const JobFilter& filter) {
     for (auto& job : *page) {
       JobRecord shown = redacted(job);
       if (ascii_lower(shown.args.dump()).find(wanted) == std::string::npos &&
-          ascii_lower(job.last_error).find(wanted) == std::string::npos) {
+          ascii_lower(shown.last_error).find(wanted) == std::string::npos) {
         continue;
       }
       out.push_back(std::move(job));
@@ -391,9 +392,26 @@ std::map<std::string, std::string> Engine::step_calls(std::string_view type) con
 JobRecord Engine::redacted(JobRecord job) const {
   auto type = impl_->types.find(job.type);
   if (!type || !job.args.is_object()) return job;
+  std::vector<std::string> values;
   for (const auto& name : type->spec.redact) {
-    if (auto it = job.args.find(name); it != job.args.end()) *it = "[redacted]";
+    if (auto it = job.args.find(name); it != job.args.end()) {
+      values.push_back(it->is_string() ? it->get<std::string>() : it->dump());
+      *it = "[redacted]";
+    }
   }
+  // A value is also hidden where a server or a plugin echoed it, in any form
+  // a secret is found in: a URL's path in an error ("HTTP 404 from
+  // .../users/dave%40example.com"), a step's output.
+  const common::SecretMask mask(values);
+  if (mask.empty()) return job;
+  job.last_error = mask.mask(job.last_error);
+  job.result = mask.mask_json(job.result);
+  for (auto& step : job.steps) {
+    step.output = mask.mask_json(step.output);
+    step.last_error = mask.mask(step.last_error);
+  }
+  for (auto& error : job.errors) error.error = mask.mask(error.error);
+  for (auto& entry : job.timeline) entry.detail = mask.mask(entry.detail);
   return job;
 }
 

@@ -180,8 +180,10 @@ struct JobTypeOptions {
   // Empty: any JSON object is accepted.
   std::vector<ArgDecl> args;
   // Arguments whose values are shown as "[redacted]" wherever jobs are shown
-  // (`ratchet jobs`, the dashboard and its API: Engine::redacted); the job's
-  // handler still gets them.
+  // (`ratchet jobs`, the dashboard and its API: Engine::redacted), and as
+  // "***" where an error, an output or the timeline echoes them (in any form
+  // a secret is found in, such as percent-encoded in a URL; values of at
+  // least 4 characters); the job's handler still gets them.
   std::vector<std::string> redact;
 };
 

@@ -326,6 +326,11 @@ TEST_F(RatchetWebTest, SecretsAndRedactedArguments_NeverAppearInAnyAnswer) {
   EXPECT_THAT(everything, Not(HasSubstr(kSecret)));
   EXPECT_THAT(everything, Not(HasSubstr(kToken)));
   EXPECT_THAT(everything, Not(HasSubstr("Jane Doe")));
+  // Nor where a server's error echoed it, in the URL that failed.
+  EXPECT_THAT(everything, Not(HasSubstr("Jane%20Doe")));
+  EXPECT_THAT(shown.out, Not(HasSubstr("Jane%20Doe")));
+  EXPECT_TRUE(get("/api/v1/jobs?q=jane%2520doe")["jobs"].empty())
+      << "nor found by searching the error for it";
   ::kill(run->pid(), SIGTERM);
   run->wait();
   ::kill(web_->pid(), SIGTERM);

@@ -125,7 +125,7 @@ class CallServicesTest : public ::testing::Test {
   FakeClock clock_;
   CountingServer server_;
   std::unique_ptr<http::Client> client_;
-  SecretMask secrets_;
+  common::SecretMask secrets_;
 };
 
 // Admitted at t0, the request only leaves at t0 + 300 ms (the worker lost

@@ -120,7 +120,7 @@ int check(CheckOptions o) {
   }
   if (!plugins.note.empty()) fmt::print(stderr, "ratchet: warning: {}\n", plugins.note);
   // A value of a few characters cannot be masked in what a server sends
-  // back without hiding ordinary text too (engine/pipeline/secret_mask.hpp).
+  // back without hiding ordinary text too (engine/common/secret_mask.hpp).
   for (const auto& [name, spec] : (*loaded)->plugins) {
     for (const auto& pointer : spec.secret_paths) {
       const nlohmann::json::json_pointer at(pointer);

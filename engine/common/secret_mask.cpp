@@ -1,9 +1,9 @@
-#include "pipeline/secret_mask.hpp"
+#include "common/secret_mask.hpp"
 
 #include <algorithm>
 #include <array>
 
-namespace ratchet::pipeline {
+namespace ratchet::common {
 namespace {
 
 constexpr std::size_t kNone = std::string_view::npos;
@@ -264,4 +264,4 @@ std::string mask_secrets(std::string_view text, const std::vector<std::string>& 
   return SecretMask(secrets).mask(text);
 }
 
-}  // namespace ratchet::pipeline
+}  // namespace ratchet::common

@@ -1,5 +1,6 @@
 // Masking of secrets (the ${NAME} values of a config) in any text the engine
-// prints, logs, stores or hands to a plugin from a server.
+// prints, logs, stores or hands to a plugin from a server; and of the
+// arguments a job type redacts, in what is shown of its jobs.
 //
 // A secret is found wherever it stands, inside longer text too, in every
 // form it takes on its way through URLs, JSON and headers:
@@ -34,7 +35,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace ratchet::pipeline {
+namespace ratchet::common {
 
 class SecretMask {
  public:
@@ -71,4 +72,4 @@ class SecretMask {
 // Replaces every secret in `text` (in every form above) by "***".
 std::string mask_secrets(std::string_view text, const std::vector<std::string>& secrets);
 
-}  // namespace ratchet::pipeline
+}  // namespace ratchet::common

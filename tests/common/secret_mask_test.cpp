@@ -1,5 +1,5 @@
 // Secrets are masked in every form they take inside longer text.
-#include "pipeline/secret_mask.hpp"
+#include "common/secret_mask.hpp"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace ratchet::pipeline {
+namespace ratchet::common {
 namespace {
 
 const std::string kKey = "k3y/Se+cr=t 42";
@@ -137,4 +137,4 @@ TEST(SecretMask, Json_EveryStringAndKeyMaskedAndStillJson) {
 }
 
 }  // namespace
-}  // namespace ratchet::pipeline
+}  // namespace ratchet::common
