@@ -696,8 +696,9 @@ TEST_F(RatchetCommandTest, Run_MetricsHupAndTerm_ServesMetricsReloadsAndStopsCle
   }
   EXPECT_THAT(body, HasSubstr("ratchet_jobs{state=\"scheduled\"} 1"));
   EXPECT_THAT(body, HasSubstr("ratchet_plugin_calls_total{plugin=\"imdb\"}"));
-  EXPECT_THAT(raw_exchange(port, "POST /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1048576\r\n\r\n"),
-              ::testing::StartsWith("HTTP/1.1 413"))
+  EXPECT_THAT(
+      raw_exchange(port, "POST /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1048576\r\n\r\n"),
+      ::testing::StartsWith("HTTP/1.1 413"))
       << "a body over 64 KiB is refused before it is read";
 
   ::kill(run->pid(), SIGHUP);
