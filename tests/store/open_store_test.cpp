@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "store/job_store.hpp"
 #include "temp_dir.hpp"
 
 namespace ratchet::store {
@@ -28,6 +29,32 @@ TEST(OpenStore, APath_OpensAnSqliteFileThere) {
   ASSERT_TRUE(s) << s.error().to_string();
   EXPECT_EQ((*s)->location(), o.database);
   EXPECT_TRUE(std::filesystem::exists(dir.file("jobs.db")));
+}
+
+// A backup restored by moving it into place under a running process: the
+// process wrote on into the old file, which nothing else reads, and every
+// write said it succeeded. Now each write and read fails, naming the file.
+TEST(OpenStore, AFileReplacedWhileOpen_WritesAndReadsFailNamingIt) {
+  testing::TempDir dir;
+  StoreOptions o;
+  o.database = dir.file("jobs.db").string();
+  auto s = open_store(o);
+  ASSERT_TRUE(s) << s.error().to_string();
+  auto insert = [&] {
+    return (*s)->write([](JobStore& js) { return js.insert({"t", "default", "{}", 0, 1, 3, ""}, 1).id; });
+  };
+  ASSERT_TRUE(insert());
+  std::filesystem::copy_file(dir.file("jobs.db"), dir.file("backup.db"));
+  std::filesystem::rename(dir.file("backup.db"), dir.file("jobs.db"));
+  auto written = insert();
+  ASSERT_FALSE(written) << "a write into the file no longer at the path";
+  EXPECT_NE(written.error().message().find("was removed or replaced"), std::string::npos)
+      << written.error().message();
+  EXPECT_NE(written.error().message().find(o.database), std::string::npos) << written.error().message();
+  auto read = (*s)->read([](JobStore& js) { return js.counts(); });
+  EXPECT_FALSE(read) << "a read of the file no longer at the path";
+  std::filesystem::remove(dir.file("jobs.db"));
+  EXPECT_FALSE(insert()) << "a write into a file removed";
 }
 
 TEST(OpenStore, AnUnknownScheme_IsRefusedSayingWhatToUse) {

@@ -3,12 +3,21 @@
 // for another connection's write lock; a lock held past it is transient for
 // the group-commit writer), and a read connection for queries.
 //
+// The file is checked to be the one opened before each write batch and each
+// read: one removed or replaced under a running process (a backup restored
+// by moving it into place) would take its writes in the old file, which no
+// other process reads, and they would be lost; such a write fails as the
+// disk's failures do (the run stops with the error), and a read fails.
+//
 // Ownership: owns both connections; destroying it finishes queued writes
 // before closing them.
 #pragma once
 
+#include <sys/types.h>
+
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include <SQLiteCpp/Database.h>
 #include <SQLiteCpp/Statement.h>
@@ -43,6 +52,8 @@ class SqliteStore final : public GroupCommitStore {
   SqliteStore(DatabaseOptions options, std::unique_ptr<SQLite::Database> writer,
               std::unique_ptr<SQLite::Database> reader);
   Failure failure(std::string_view doing, const std::exception& e) const;
+  // The error when the file at the path is no longer the one opened.
+  std::optional<Error> replaced() const;
 
   DatabaseOptions options_;
   std::unique_ptr<SQLite::Database> wdb_;
@@ -51,6 +62,11 @@ class SqliteStore final : public GroupCommitStore {
   std::unique_ptr<SQLite::Database> rdb_;
   std::unique_ptr<SqliteJobStore> rstore_;
   std::mutex read_mu_;
+  struct FileId {
+    dev_t dev = 0;
+    ino_t ino = 0;
+  };
+  std::optional<FileId> opened_;  // none for a database without a file
 };
 
 }  // namespace ratchet::store
