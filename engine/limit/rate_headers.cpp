@@ -97,6 +97,14 @@ std::string show_seconds(double s) {
   return std::to_string(static_cast<std::int64_t>(years)) + "y";
 }
 
+// A skew of more than a day, in whole years or days ("56y", "3d").
+std::string about(double s) {
+  constexpr double kYear = 365.25 * 86400;
+  if (!(s < 9e18 * kYear)) return "over 9e18y";
+  if (s >= kYear) return std::to_string(static_cast<std::int64_t>(s / kYear)) + "y";
+  return std::to_string(static_cast<std::int64_t>(s / 86400)) + "d";
+}
+
 // Reads the server's "now" from Date, so absolute times are measured on its clock.
 // Times and waits from headers are doubles in seconds until they are cut to
 // max_wait: a header may name any number, a Duration holds only ~292 years.
@@ -360,7 +368,7 @@ PaceHint read_rate_headers(std::span<const HttpHeader> headers, int status, Time
   r.policy();
   if (r.read_on_ours) {
     hint.ignored.push_back("Date: " + *header(headers, "Date") + " (" +
-                           show_seconds(std::abs(server_now - r.local_now)) +
+                           about(std::abs(server_now - r.local_now)) +
                            " from our clock; a time it was sent with read against our clock)");
   }
   // With no quota to pace by, what is left is spread over the time to the
