@@ -120,6 +120,27 @@ TEST_F(PgStoreOpen, ATableGone_WritesFailAsTheDiskFullDoesNamingTheTable) {
   EXPECT_TRUE(contains(failure->message(), "ratchet_jobs")) << failure->message();
 }
 
+// Opened, a schema whose table was renamed by hand let a run start and
+// stopped it at its first write, seconds later.
+TEST_F(PgStoreOpen, ATableGoneBeforeOpening_RefusedAtOpenNamingIt) {
+  const std::string url = ratchet::testing::fresh_postgres_schema();
+  StoreOptions o;
+  o.database = url;
+  {
+    auto s = open_store(o);
+    ASSERT_TRUE(s) << s.error().to_string();
+  }
+  auto admin = connect(pg_options(url));
+  ASSERT_TRUE(admin);
+  ASSERT_TRUE(admin->exec("ALTER TABLE ratchet_steps RENAME TO ratchet_steps_elsewhere"));
+  auto s = open_store(o);
+  ASSERT_FALSE(s) << "opened a schema without its ratchet_steps table";
+  EXPECT_EQ(s.error().code(), ErrorCode::kDatabase);
+  EXPECT_TRUE(contains(s.error().message(), "ratchet_steps are missing")) << s.error().message();
+  ASSERT_TRUE(admin->exec("ALTER TABLE ratchet_steps_elsewhere RENAME TO ratchet_steps"));
+  EXPECT_TRUE(open_store(o)) << "whole again, it opens";
+}
+
 TEST_F(PgStoreOpen, WrongPassword_ClearErrorWithoutThePassword) {
   const std::string url = env_.url + "?passfile=/nonexistent/pgpass";
   ::setenv("PGPASSWORD", "not-the-password-42", 1);

@@ -150,6 +150,13 @@ ALTER TABLE ratchet_limiter_journal ADD COLUMN units BIGINT NOT NULL DEFAULT 1;
   return kMigrations;
 }
 
+// Every table the migrations make, as a PostgreSQL array literal.
+constexpr const char* kTables =
+    "{ratchet_jobs,ratchet_steps,ratchet_job_errors,ratchet_job_timeline,ratchet_lease_crashes,"
+    "ratchet_limiter_state,ratchet_limiter_calls,ratchet_limiter_starts,ratchet_limiter_journal,"
+    "ratchet_limiter_leases,ratchet_machine_clock,ratchet_database_meta,ratchet_engine_reports,"
+    "ratchet_limiter_turns}";
+
 // Any constant: processes that migrate at once queue on it.
 constexpr const char* kMigrationLock = "SELECT pg_advisory_xact_lock(7261636865740001)";
 
@@ -185,7 +192,21 @@ Status migrate_schema(Session& s, bool migrate) {
                                 std::to_string(version) + ", this build knows up to " +
                                 std::to_string(pg_schema_version()) + "); upgrade ratchet"));
   }
-  if (version == pg_schema_version()) return {};
+  if (version == pg_schema_version()) {
+    // A table dropped or renamed by hand: refused here, naming it, rather
+    // than by the first write that needs it, seconds into a run.
+    Rows missing = s.run(
+        "SELECT string_agg(t, ', ' ORDER BY t) FROM unnest($1::text[]) AS t "
+        "WHERE to_regclass(quote_ident(current_schema()) || '.' || t) IS NULL",
+        {p(std::string(kTables))});
+    if (const std::string gone = text(missing, 0, 0); !gone.empty()) {
+      return fail(Error::database("PostgreSQL " + where + ": ratchet's tables " + gone +
+                                  " are missing from a schema at version " + std::to_string(version) +
+                                  " (dropped or renamed by hand?); restore them, or point ratchet at a "
+                                  "fresh schema"));
+    }
+    return {};
+  }
   if (!migrate) {
     return fail(Error::database("PostgreSQL " + where + ": the schema is at version " +
                                 std::to_string(version) + ", not " + std::to_string(pg_schema_version()) +
