@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command_runner.hpp"
+#include "encodings.hpp"
 #include "ratchet_test_paths.hpp"
 
 namespace ratchet::cli_test {
@@ -28,20 +29,7 @@ using namespace std::chrono_literals;
 
 const std::string kKey = "sk_live_4f9Qz7Lm2Xw8Rt5Vb3";
 
-std::string base64(const std::string& bytes) {
-  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  for (std::size_t i = 0; i < bytes.size(); i += 3) {
-    std::uint32_t g = static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[i])) << 16;
-    if (i + 1 < bytes.size()) g |= static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[i + 1])) << 8;
-    if (i + 2 < bytes.size()) g |= static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[i + 2]));
-    out += kAlphabet[(g >> 18) & 63];
-    out += kAlphabet[(g >> 12) & 63];
-    out += i + 1 < bytes.size() ? kAlphabet[(g >> 6) & 63] : '=';
-    out += i + 2 < bytes.size() ? kAlphabet[g & 63] : '=';
-  }
-  return out;
-}
+using ratchet::testing::base64;
 
 // Every byte as %XX, in upper- or lower-case hex.
 std::string percent_all(const std::string& s, bool lower) {
