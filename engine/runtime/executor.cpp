@@ -146,7 +146,14 @@ Ending execute(JobRun& run, const JobType* type, const ExecutorEnv& env) {
 
   switch (signal) {
     case SignalKind::kLost:
-      if (std::string steps = step_names(run.take_unwritten()); !steps.empty()) {
+      if (run.gave_up_unwritten()) {
+        // Its lease holds: not "lost", so that a database that refuses
+        // writes is not read as another worker taking the job.
+        spdlog::warn(
+            "job {}: given up, as its checkpoints could not be written; it runs again from its last written "
+            "checkpoint once its lease expires",
+            job.id);
+      } else if (std::string steps = step_names(run.take_unwritten()); !steps.empty()) {
         spdlog::warn("job {}: lease lost; leaving it to its new owner, steps {} will run again", job.id,
                      steps);
       } else {

@@ -145,6 +145,7 @@ void JobRun::write_checkpoints() {
     // and the next owner replays whatever did commit.
     spdlog::error("job {}: checkpoints of steps {} not written, so they will run again: {}", job_.id, names,
                   written.error().to_string());
+    gave_up_unwritten_.store(true);
     mark_lost();
     raise(SignalKind::kLost);
   }

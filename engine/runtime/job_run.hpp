@@ -141,6 +141,10 @@ class JobRun final : public StepContext {
   TimePoint park_until() const;
   std::string park_reason() const;
 
+  // Whether the run was given up because its checkpoints could not be
+  // written (the database refused them), not because its lease was lost.
+  bool gave_up_unwritten() const { return gave_up_unwritten_.load(); }
+
   // From other threads.
   void mark_lost();
   void request_cancel() { cancel_.store(true); }
@@ -169,6 +173,7 @@ class JobRun final : public StepContext {
   std::atomic<bool> cancel_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<bool> lost_{false};
+  std::atomic<bool> gave_up_unwritten_{false};
   std::atomic<bool> timed_out_{false};
   std::atomic<store::Micros> lease_until_{0};
 

@@ -10,6 +10,11 @@
 #include <mutex>
 #include <set>
 
+#include <spdlog/sinks/base_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+
 #include "engine_fixture.hpp"
 #include "runtime/job_run.hpp"
 #include "store/sqlite/sqlite_store.hpp"
@@ -675,6 +680,57 @@ TEST_F(EngineFixture, LeaseExpired_RunStalledPastItsLease_CommitsNothingOnceItsO
       EXPECT_EQ(step.output, "current");
     }
   }
+}
+
+// Keeps the lines logged while it is attached to the default logger.
+class LogLines final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  std::vector<std::string> lines() {
+    std::lock_guard lock(mutex_);
+    return lines_;
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    lines_.emplace_back(msg.payload.data(), msg.payload.size());
+  }
+  void flush_() override {}
+
+ private:
+  std::vector<std::string> lines_;
+};
+
+// A database that refuses a run's checkpoints (here: its file replaced
+// under the engine) gives the run up; that was logged as "lease lost;
+// leaving it to its new owner", which sent users looking for another worker.
+TEST_F(EngineFixture, CheckpointsTheDatabaseRefuses_LoggedAsGivenUpNotAsALostLease) {
+  auto log = std::make_shared<LogLines>();
+  auto logger = spdlog::default_logger();
+  logger->sinks().push_back(log);
+  {
+    auto e = open(1);
+    const auto db = dir_.file("engine.db");
+    ASSERT_TRUE(e->define("two", [&](StepContext& ctx) {
+      ctx.step("a", [&] {
+        std::filesystem::copy_file(db, dir_.file("copy.db"));
+        std::filesystem::rename(dir_.file("copy.db"), db);
+        return nlohmann::json("a");
+      });
+      return ctx.step("b", [] { return nlohmann::json("b"); });
+    }));
+    ASSERT_TRUE(e->enqueue("two", nlohmann::json::object()));
+    ASSERT_TRUE(e->start());
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    auto given_up = [&] {
+      for (const auto& line : log->lines())
+        if (line.find("given up, as its checkpoints could not be written") != std::string::npos) return true;
+      return false;
+    };
+    while (!given_up() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+    EXPECT_TRUE(given_up());
+  }
+  logger->sinks().pop_back();
+  for (const auto& line : log->lines()) EXPECT_EQ(line.find("lease lost"), std::string::npos) << line;
 }
 
 TEST_F(EngineFixture, DatabaseLocked_PastTheBusyTimeoutWhileJobsRun_NoStepCalledTwiceAndNoLeaseExpiry) {
