@@ -1213,7 +1213,114 @@ Status AdaptivePacer::adjust(Slot& slot, std::int64_t units, std::int64_t now_us
 
 bool AdaptivePacer::forgettable(std::int64_t now_us) {
   std::lock_guard lock(mu_);
-  return resume_us_ <= now_us && now_us - observed_us_ >= to_micros(kForgetAfter);
+  return now_us >= forget_at_locked();
+}
+
+// A field added to the pacer must be packed too: each_field lists them all,
+// and this size says when one came or went.
+#if defined(__x86_64__) && defined(__GLIBCXX__)
+static_assert(sizeof(AdaptivePacer) == 752, "a field of AdaptivePacer changed: update each_field");
+static_assert(sizeof(WindowPhase) == 88, "a field of WindowPhase changed: update its each_field");
+#endif
+
+template <typename Self, typename Io>
+void AdaptivePacer::each_field(Self& p, Io& io) {
+  io.time(p.observed_us_);  // first: the other times step from it
+  io.number(p.interval_us_);
+  io.number(p.learned_us_);
+  io.time(p.resume_us_);
+  io.time(p.tat_);
+  io.time(p.started_tat_);
+  io.number(p.outstanding_);
+  io.time(p.moved_tat_);
+  io.number(p.overdraft_now_);
+  io.number(p.overdraft_before_);
+  io.number(p.corrections_);
+  io.number(p.generation_);
+  io.times(p.starts_);
+  io.times(p.admits_);
+  io.time(p.first_start_us_);
+  io.time(p.idle_at_us_);
+  io.number(p.window_us_);
+  io.time(p.window_start_us_);
+  io.time(p.window_opener_replied_us_);
+  io.number(p.reset_epoch_ms_);
+  io.number(p.reset_step_us_);
+  io.number(p.policy_window_us_);
+  WindowPhase::each_field(p.phase_, io);
+  io.number(p.quota_limit_);
+  io.time(p.probe_slot_us_);
+  io.number(p.waiting_calls_);
+  io.time(p.waiting_at_us_);
+  io.time(p.decreased_at_us_);
+  io.time(p.jitter_at_us_);
+  io.number(p.pause_us_);
+  io.real(p.last_429_rate_);
+  io.flag(p.admitted_since_decrease_);
+  io.real(p.burst_units_);
+  io.real(p.rate_at_decrease_);
+  io.real(p.ceiling_);
+  io.number(p.probed_);
+  io.flag(p.probe_doubles_);
+  io.flag(p.awaiting_reply_);
+  io.time(p.hold_from_us_);
+  io.number(p.reply_took_us_);
+  io.time(p.hold_until_us_);
+  io.number(p.quota_);
+  io.time(p.quota_until_us_);
+  io.number(p.quota_pending_);
+  io.flag(p.quota_paced_);
+  io.time(p.first_until_us_);
+  io.number(p.least_remaining_);
+  io.time(p.least_started_us_);
+  io.times(p.spent_);
+  io.flag(p.ramping_);
+  io.time(p.ramp_from_us_);
+  io.number(p.ramp_interval_us_);
+  io.number(p.ramp_doubling_us_);
+  io.number(p.untold_refusals_);
+  io.number(p.untold_spread_us_);
+  io.number(p.read_fastest_us_);
+  io.time(p.sped_up_at_us_);
+  io.flag(p.window_read_);
+  io.flag(p.window_paced_);
+  io.number(p.least_admitted_);
+  io.number(p.least_length_us_);
+  io.number(p.longest_pause_us_);
+  io.number(p.same_quotas_);
+  io.time(p.learned_window_since_us_);
+  io.number(p.window_generation_);
+  io.number(p.windows_given_up_);
+  io.number(p.window_len_us_);
+  io.number(p.window_kept_quota_);
+  io.number(p.window_probe_step_);
+  io.time(p.window_probe_at_us_);
+  io.number(p.window_probe_every_us_);
+  io.time(p.window_probed_since_us_);
+}
+
+std::int64_t AdaptivePacer::forget_at_locked() const {
+  return std::max(resume_us_, observed_us_ + to_micros(kForgetAfter));
+}
+
+PackedLimiter AdaptivePacer::pack(std::string_view name) const {
+  std::lock_guard lock(mu_);
+  // What refusals taught (a bucket's reading, a window kept by a limiter of
+  // its own) stays unpacked: such a key is one a server refuses, and few are.
+  if (outstanding_ != 0 || refusal_learning_ || learned_window_) return {};
+  PackWriter out;
+  each_field(*this, out);
+  return out.finish(name, forget_at_locked());
+}
+
+std::shared_ptr<AdaptivePacer> AdaptivePacer::unpack(std::shared_ptr<const PacerOptions> options,
+                                                     const PackedLimiter& packed) {
+  auto p = std::make_shared<AdaptivePacer>(std::move(options));
+  FieldCounter fields;
+  each_field(*p, fields);
+  PackReader in(packed, fields.fields);
+  each_field(*p, in);
+  return p;
 }
 
 std::string AdaptivePacer::describe() const {

@@ -18,6 +18,11 @@ KeyedLimiters::KeyedLimiters(Make make, std::int64_t sweep_every_us, Tidy tidy, 
       tidy_(std::move(tidy)),
       tidy_every_us_(std::max<std::int64_t>(1, tidy_every_us)) {}
 
+KeyedLimiters::KeyedLimiters(Make make, std::int64_t sweep_every_us, Unpack unpack)
+    : KeyedLimiters(std::move(make), sweep_every_us) {
+  unpack_ = std::move(unpack);
+}
+
 Result<std::shared_ptr<Limiter>> KeyedLimiters::get(const std::string& key, std::int64_t now_us) {
   bool tidy = false;
   Result<std::shared_ptr<Limiter>> out = [&] {
@@ -43,18 +48,42 @@ Result<std::shared_ptr<Limiter>> KeyedLimiters::get(const std::string& key, std:
 }
 
 Result<std::shared_ptr<Limiter>> KeyedLimiters::get_locked(const std::string& key, std::int64_t now_us) {
-  if (keys_.size() >= sweep_at_size_ || now_us >= next_sweep_us_) sweep_locked(now_us);
-  if (auto it = keys_.find(key); it != keys_.end()) return it->second;
+  if (keys_.size() + packed_.size() >= sweep_at_size_ || now_us >= next_sweep_us_) sweep_locked(now_us);
+  if (unpack_ && keys_.size() >= pack_at_size_) pack_locked();
+  if (auto found = find_locked(key)) return found;
   auto made = make_(key, now_us);
   if (!made) return fail(made.error());
   keys_.emplace(key, *made);
   return *made;
 }
 
-std::shared_ptr<Limiter> KeyedLimiters::find(const std::string& key) const {
+std::shared_ptr<Limiter> KeyedLimiters::find(const std::string& key) {
   std::lock_guard lock(mu_);
-  auto it = keys_.find(key);
-  return it == keys_.end() ? nullptr : it->second;
+  return find_locked(key);
+}
+
+std::shared_ptr<Limiter> KeyedLimiters::find_locked(const std::string& key) {
+  if (auto it = keys_.find(key); it != keys_.end()) return it->second;
+  auto packed = packed_.find(std::string_view(key));
+  if (packed == packed_.end()) return nullptr;
+  auto woken = unpack_(*packed);
+  packed_.erase(packed);
+  keys_.emplace(key, woken);
+  return woken;
+}
+
+void KeyedLimiters::pack_locked() {
+  // use_count 1: no caller holds it, as for a sweep.
+  for (auto it = keys_.begin(); it != keys_.end();) {
+    PackedLimiter packed = it->second.use_count() == 1 ? it->second->pack(it->first) : PackedLimiter{};
+    if (packed.empty()) {
+      ++it;
+      continue;
+    }
+    packed_.insert(std::move(packed));
+    keys_.erase(it++);
+  }
+  pack_at_size_ = std::max(kMinSweepSize, keys_.size() * 2);
 }
 
 std::size_t KeyedLimiters::sweep(std::int64_t now_us) {
@@ -69,19 +98,28 @@ std::size_t KeyedLimiters::sweep_locked(std::int64_t now_us) {
   dropped = absl::erase_if(keys_, [now_us](const auto& entry) {
     return entry.second.use_count() == 1 && entry.second->forgettable(now_us);
   });
-  sweep_at_size_ = std::max(kMinSweepSize, keys_.size() * 2);
+  dropped += absl::erase_if(packed_, [now_us](const PackedLimiter& p) { return now_us >= p.forget_at_us(); });
+  sweep_at_size_ = std::max(kMinSweepSize, (keys_.size() + packed_.size()) * 2);
   next_sweep_us_ = now_us + sweep_every_us_;
   return dropped;
 }
 
 std::size_t KeyedLimiters::size() const {
   std::lock_guard lock(mu_);
-  return keys_.size();
+  return keys_.size() + packed_.size();
+}
+
+std::size_t KeyedLimiters::packed() const {
+  std::lock_guard lock(mu_);
+  return packed_.size();
 }
 
 std::vector<std::pair<std::string, std::shared_ptr<Limiter>>> KeyedLimiters::snapshot() const {
   std::lock_guard lock(mu_);
-  return {keys_.begin(), keys_.end()};
+  std::vector<std::pair<std::string, std::shared_ptr<Limiter>>> out(keys_.begin(), keys_.end());
+  // Copies of the packed ones: looking changes nothing kept.
+  for (const auto& packed : packed_) out.emplace_back(std::string(packed.name()), unpack_(packed));
+  return out;
 }
 
 }  // namespace ratchet::limit

@@ -35,6 +35,7 @@
 #include <span>
 #include <string>
 
+#include "limit/packed_state.hpp"
 #include "ratchet/status.hpp"
 
 namespace ratchet::limit {
@@ -168,6 +169,15 @@ class Limiter {
   virtual bool forgettable(std::int64_t now_us) {
     (void)now_us;
     return false;
+  }
+
+  // Its state packed into a few bytes under `name` (limit/packed_state.hpp),
+  // for a keyed limit to keep under the key while no caller holds it; empty
+  // when it cannot be (a slot held, or state that does not pack). Unpacked
+  // by the keyed limit's own means (KeyedLimiters::Unpack).
+  virtual PackedLimiter pack(std::string_view name) const {
+    (void)name;
+    return {};
   }
 
   // "10/1s sliding window" for messages and logs.

@@ -81,6 +81,20 @@ class WindowPhase {
   // have been counted, less the quickest way there.
   std::int64_t corrected(std::int64_t started_us, std::int64_t replied_us) const;
 
+  // Every field, in one order, to a PackWriter or PackReader
+  // (limit/packed_state.hpp).
+  template <typename Self, typename Io>
+  static void each_field(Self& self, Io& io) {
+    io.number(self.window_us_);
+    io.flag(self.known_);
+    io.time(self.lo_);
+    io.time(self.hi_);
+    io.time(self.opener_us_);
+    io.time(self.pending_lo_);
+    io.number(self.min_rtt_us_);
+    io.times(self.starts_);
+  }
+
  private:
   // The boundary interval's index for a start at `t`, and how far into it.
   std::int64_t index(std::int64_t t) const;

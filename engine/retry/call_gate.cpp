@@ -517,7 +517,10 @@ std::shared_ptr<limit::KeyedLimiters> make_key_pacers(Duration floor) {
       [options](const std::string&, std::int64_t) -> Result<std::shared_ptr<limit::Limiter>> {
         return std::make_shared<limit::AdaptivePacer>(options);
       },
-      limit::to_micros(limit::AdaptivePacer::kForgetAfter));
+      limit::to_micros(limit::AdaptivePacer::kForgetAfter),
+      [options](const limit::PackedLimiter& packed) {
+        return limit::AdaptivePacer::unpack(options, packed);
+      });
 }
 
 Duration declared_pace(const std::vector<config::LimitSpec>& limits) {

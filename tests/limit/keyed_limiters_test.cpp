@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "limit/adaptive_pacer.hpp"
 #include "limit/fixed_window.hpp"
 #include "limit/limiter_stack.hpp"
 #include "limit/micros.hpp"
@@ -132,6 +133,76 @@ TEST(KeyedLimiters, TidyRunsOncePerIntervalAndSoonerWhileMoreIsLeft) {
   // a minute later; then every minute.
   EXPECT_EQ(runs, (std::vector<std::int64_t>{kT0 + 60 * kSec, kT0 + 61 * kSec, kT0 + 121 * kSec,
                                              kT0 + 181 * kSec}));
+}
+
+// One learned pace a key, packed while the key is idle (as
+// retry::make_key_pacers makes them).
+KeyedLimiters key_paces() {
+  auto options = std::make_shared<const PacerOptions>(plugin_pacing(std::chrono::milliseconds(10)));
+  return KeyedLimiters(
+      [options](const std::string&, std::int64_t) -> Result<std::shared_ptr<Limiter>> {
+        return std::make_shared<AdaptivePacer>(options);
+      },
+      to_micros(AdaptivePacer::kForgetAfter),
+      [options](const PackedLimiter& packed) { return AdaptivePacer::unpack(options, packed); });
+}
+
+// Key i's server says its quota is i % 7 + 1 a second, none left until 1 s on.
+void teach(KeyedLimiters& keys, int i, std::int64_t now) {
+  auto l = keys.get("account-" + std::to_string(i), now);
+  ASSERT_TRUE(l);
+  auto& pace = static_cast<AdaptivePacer&>(**l);
+  PaceHint h;
+  h.limit = i % 7 + 1;
+  h.remaining = 0;
+  h.window = std::chrono::seconds(1);
+  h.interval = std::chrono::microseconds(kSec / (i % 7 + 1));
+  h.resume_at = from_micros(now + kSec);
+  h.source = HintSource::kXRateLimit;
+  pace.observe(h, from_micros(now), from_micros(now));
+}
+
+TEST(KeyedLimiters, IdleKeysPacesArePackedAndComeBackUnchangedAtTheirNextCall) {
+  auto keys = key_paces();
+  auto held = keys.get("held", kT0);  // a caller holds this one throughout
+  ASSERT_TRUE(held);
+  for (int i = 0; i < 5'000; ++i) teach(keys, i, kT0 + i);
+  EXPECT_EQ(keys.size(), 5'001u);
+  // Most are packed; the one held and those since the last pass are not.
+  EXPECT_GT(keys.packed(), 3'000u);
+  EXPECT_EQ(keys.find("held"), *held);
+
+  const std::int64_t now = kT0 + 10'000;
+  for (int i : {0, 1, 2, 3, 4'321}) {
+    auto l = keys.find("account-" + std::to_string(i));
+    ASSERT_NE(l, nullptr) << i;
+    // What its server said, kept: nothing before the reset, then the quota's pace.
+    auto next = l->earliest(now, now);
+    ASSERT_TRUE(next);
+    EXPECT_EQ(*next, kT0 + i + kSec) << i;
+    EXPECT_EQ(static_cast<AdaptivePacer&>(*l).interval(),
+              std::chrono::microseconds(kSec / (i % 7 + 1) * 102 / 100))
+        << i;
+  }
+}
+
+TEST(KeyedLimiters, PackedKeysAreListedWithoutUnpackingAndForgottenAsTheirPaceWouldBe) {
+  auto keys = key_paces();
+  for (int i = 0; i < 3'000; ++i) teach(keys, i, kT0);
+  const std::size_t packed = keys.packed();
+  ASSERT_GT(packed, 1'000u);
+  auto listed = keys.snapshot();
+  EXPECT_EQ(listed.size(), 3'000u);
+  EXPECT_EQ(keys.packed(), packed);
+  for (const auto& [key, l] : listed) ASSERT_NE(l, nullptr) << key;
+  listed.clear();  // a key listed is held, and kept while it is
+
+  // A learned pace is kept for kForgetAfter after its server last spoke.
+  const std::int64_t forget = to_micros(AdaptivePacer::kForgetAfter);
+  EXPECT_EQ(keys.sweep(kT0 + forget - kSec), 0u);
+  EXPECT_EQ(keys.size(), 3'000u);
+  EXPECT_EQ(keys.sweep(kT0 + forget + kSec), 3'000u);
+  EXPECT_EQ(keys.size(), 0u);
 }
 
 }  // namespace
