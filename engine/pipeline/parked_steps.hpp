@@ -58,6 +58,9 @@ class ParkedSteps {
     // A call has it in hand (between come_back and its park or outcome).
     bool in_hand = false;
     bool estimated = false;  // the plugin was asked what its call will cost
+    // Calls in a row that could not be set up for a fault of the engine's
+    // own (PluginStepCaller::setup_fault): the next waits longer.
+    int setup_faults = 0;
   };
   using Entries = std::vector<std::shared_ptr<Entry>>;
 

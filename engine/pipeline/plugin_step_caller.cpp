@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "common/duration.hpp"
 #include "common/secret_mask.hpp"
 #include "config/bounds.hpp"
 #include "pipeline/call_services.hpp"
@@ -196,17 +197,35 @@ std::vector<std::string> PluginStepCaller::secrets_of(const config::Config& conf
   return out;
 }
 
+std::optional<runtime::CallOutcome> PluginStepCaller::setup_fault(const runtime::StepCall& call,
+                                                                  ParkedSteps::Entry& entry,
+                                                                  const Error& error) {
+  if (error.code() != ErrorCode::kDatabase && error.code() != ErrorCode::kIo) return std::nullopt;
+  const Duration wait = std::min<Duration>(
+      std::chrono::seconds(std::int64_t{1} << std::min(entry.setup_faults, 6)), std::chrono::minutes(1));
+  ++entry.setup_faults;
+  const TimePoint now = clock_->now();
+  {
+    std::lock_guard lock(mu_);
+    auto [logged, first] = setup_logged_.try_emplace(call.plugin, now);
+    if (first || now - logged->second >= kSetupLogEvery) {
+      logged->second = now;
+      spdlog::warn(
+          "plugin {}: calls cannot be set up; their steps wait and try again, no attempt charged: {}",
+          call.plugin, error.message());
+    }
+  }
+  return runtime::CallOutcome::park_until(
+      now + wait, "could not be set up (" + error.message() + "); trying again in " +
+                      common::format_duration(std::chrono::duration_cast<std::chrono::microseconds>(wait)));
+}
+
 runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::stop_token stop) {
   const std::string where = "step " + call.step + " (" + call.plugin + "." + call.operation + ")";
   config::ConfigPtr config = current();
   const config::PluginSpec* spec = nullptr;
   if (auto it = config->plugins.find(call.plugin); it != config->plugins.end()) spec = &it->second;
   const config::CallPolicy& policy = config->policy_for(call.plugin, call.operation);
-
-  auto gate = gates_.gate(call.plugin, call.operation);
-  if (!gate) return runtime::CallOutcome::failed(gate.error().with_context(where));
-  auto client = clients_.client_for(call.plugin, policy);
-  if (!client) return runtime::CallOutcome::failed(client.error().with_context(where));
 
   // The step's retry state and reserved slot survive parks in steps_.
   const ParkedSteps::Key key{call.job_id, call.step, call.attempt};
@@ -238,6 +257,12 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
     return outcome;
   };
 
+  auto client = clients_.client_for(call.plugin, policy);
+  if (!client) {
+    if (auto wait = setup_fault(call, *entry, client.error())) return finish(std::move(*wait));
+    return finish(runtime::CallOutcome::failed(client.error().with_context(where)));
+  }
+
   const Duration park_threshold = config->engine.park_threshold;
   const nlohmann::json settings = spec != nullptr ? spec->settings : nlohmann::json::object();
   const common::SecretMask secrets(secrets_of(*config, spec));
@@ -247,8 +272,11 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
     if (stop.stop_requested())
       return finish(runtime::CallOutcome::failed(Error::cancelled(where + ": stopped")));
     // A reload may have rebuilt the gate while this step waited in place.
-    gate = gates_.gate(call.plugin, call.operation);
-    if (!gate) return finish(runtime::CallOutcome::failed(gate.error().with_context(where)));
+    auto gate = gates_.gate(call.plugin, call.operation);
+    if (!gate) {
+      if (auto wait = setup_fault(call, *entry, gate.error())) return finish(std::move(*wait));
+      return finish(runtime::CallOutcome::failed(gate.error().with_context(where)));
+    }
     static const nlohmann::json kNoArgs = nlohmann::json::object();
     if (Status keyed = (*gate)->bind_keys(step, call.job_args ? *call.job_args : kNoArgs, settings); !keyed) {
       // The key is named from the arguments or the settings, never quoted.
@@ -270,6 +298,7 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
     }
     auto admission = (*gate)->admit(step, now);
     if (auto* f = std::get_if<retry::CallGate::Fail>(&admission)) {
+      if (auto wait = setup_fault(call, *entry, f->error)) return finish(std::move(*wait));
       return finish(runtime::CallOutcome::failed(f->error.with_context(where)));
     }
     if (auto* w = std::get_if<retry::CallGate::Wait>(&admission)) {
@@ -314,6 +343,7 @@ runtime::CallOutcome PluginStepCaller::call(const runtime::StepCall& call, std::
       continue;
     }
     auto& go = std::get<retry::CallGate::Go>(admission);
+    entry->setup_faults = 0;
     CallServices services(**client, **gate, *clock_, go.timeout, secrets, stop, &go.counted, call.lease_until,
                           &step);
     auto reply = host_->call(call.plugin, call.operation, call.args, settings, services, context,

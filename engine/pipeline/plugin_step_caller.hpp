@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,14 @@ class PluginStepCaller final : public runtime::StepCaller {
   void extend_turn_parks(TimePoint now);
   // Adds the entry's limiter wait up to `now` to its plugin. Needs mu_.
   void end_limiter_wait(ParkedSteps::Entry& entry, TimePoint now);
+  // A call that could not be set up for a fault of the engine's own, not
+  // of its step: its limits' database could not be opened or read (too
+  // many open files, a disk gone, a lock held past busy_timeout), or its
+  // HTTP client not made. Nothing was sent, so no attempt is charged: the
+  // step parks, 1 s doubling to a minute while the fault lasts, and tries
+  // again. Empty for any other error (the step fails with it).
+  std::optional<runtime::CallOutcome> setup_fault(const runtime::StepCall& call, ParkedSteps::Entry& entry,
+                                                  const Error& error);
 
   std::shared_ptr<plugin_host::PluginHost> host_;
   GateRegistry gates_;
@@ -94,6 +103,9 @@ class PluginStepCaller final : public runtime::StepCaller {
   Resume resume_;
   Extend extend_;
   TimePoint next_extend_{};
+  // When each plugin's last setup fault was logged: once per kSetupLogEvery.
+  std::map<std::string, TimePoint> setup_logged_;
+  static constexpr Duration kSetupLogEvery = std::chrono::seconds(10);
   TurnKeeper keeper_;  // last: its thread stops before what its wake-ups use goes
 };
 

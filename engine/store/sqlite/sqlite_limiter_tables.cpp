@@ -1,5 +1,7 @@
 #include "store/sqlite/sqlite_limiter_tables.hpp"
 
+#include <cerrno>
+
 #include <SQLiteCpp/SQLiteCpp.h>
 
 #include <unordered_map>
@@ -336,8 +338,15 @@ LimiterTablesFactory sqlite_limiter_tables(std::filesystem::path path,
       db->exec("PRAGMA synchronous=NORMAL");
       return std::make_unique<SqliteLimiterTables>(std::move(db));
     } catch (const SQLite::Exception& e) {
-      return fail(Error::database("cannot open the limiter database " + path.string() + ": " + e.what() +
-                                  " (check the [engine] database path and its permissions)"));
+      // SQLite says "unable to open database file" whatever the cause; the
+      // open(2) it failed in left errno, which tells a process out of file
+      // descriptors from a path or permission problem.
+      const int cause = errno;
+      const char* hint = cause == EMFILE || cause == ENFILE
+                             ? " (too many open files: raise the limit, e.g. ulimit -n, or run fewer workers)"
+                             : " (check the [engine] database path and its permissions)";
+      return fail(
+          Error::database("cannot open the limiter database " + path.string() + ": " + e.what() + hint));
     }
   };
 }
