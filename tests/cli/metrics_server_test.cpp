@@ -254,6 +254,26 @@ TEST_F(MetricsServerTest, IdleConnection_IsClosed) {
   EXPECT_LT(Clock::now() - answered, 2s);
 }
 
+// HTTP/1.1 lets a client send its next requests before the answers come
+// (pipelining): each is answered, in order, none dropped with the bytes
+// read along with the one before.
+TEST_F(MetricsServerTest, PipelinedRequests_EachIsAnswered) {
+  RawClient client(serve(300ms));
+  ASSERT_TRUE(client.connected());
+  ASSERT_TRUE(
+      client.send("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                  "GET /nothing-here HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                  "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"));
+  auto received = client.read_until_closed(3s);
+  ASSERT_TRUE(received.has_value());
+  const auto first = received->find("HTTP/1.1 200");
+  const auto second = received->find("HTTP/1.1 404", first);
+  const auto third = received->find("HTTP/1.1 200", second);
+  EXPECT_NE(first, std::string::npos) << *received;
+  EXPECT_NE(second, std::string::npos) << *received;
+  EXPECT_NE(third, std::string::npos) << *received;
+}
+
 TEST_F(MetricsServerTest, Stop_WithASlowClientConnected_ReturnsWithinTheTimeout) {
   RawClient client(serve(300ms));
   ASSERT_TRUE(client.connected());

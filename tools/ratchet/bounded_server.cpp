@@ -58,34 +58,45 @@ void address_of(int fd, bool peer, std::string& ip, int& port) {
   ip = text;
 }
 
+// What a connection received and no request has read yet: a client may
+// send its next request (pipelined) with the one before, and those bytes
+// belong to the next request's stream.
+struct Unread {
+  char buffer[4096];
+  std::size_t off = 0;
+  std::size_t len = 0;
+  bool empty() const { return off == len; }
+};
+
 // One request's exchange on a connection: reads must be done by the read
 // deadline; writes get `write_budget` from the first of them.
 class DeadlineStream final : public httplib::Stream {
  public:
-  DeadlineStream(int fd, SteadyClock::time_point read_deadline, std::chrono::milliseconds write_budget)
-      : fd_(fd), read_deadline_(read_deadline), write_budget_(write_budget) {}
+  DeadlineStream(int fd, Unread& unread, SteadyClock::time_point read_deadline,
+                 std::chrono::milliseconds write_budget)
+      : fd_(fd), read_deadline_(read_deadline), write_budget_(write_budget), in_(unread) {}
 
-  bool is_readable() const override { return off_ < len_ || wait(POLLIN, read_deadline_); }
+  bool is_readable() const override { return !in_.empty() || wait(POLLIN, read_deadline_); }
   bool is_writable() const override { return wait(POLLOUT, write_deadline()); }
 
   // Whether a read or write ran out of time: the connection is done then.
   bool expired() const { return expired_; }
 
   ssize_t read(char* ptr, size_t size) override {
-    if (off_ == len_) {
+    if (in_.empty()) {
       ssize_t n = -1;
       while (true) {
         if (!wait(POLLIN, read_deadline_)) return -1;
-        n = ::recv(fd_, buffer_, sizeof buffer_, MSG_DONTWAIT);
+        n = ::recv(fd_, in_.buffer, sizeof in_.buffer, MSG_DONTWAIT);
         if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) break;
       }
       if (n <= 0) return n;
-      off_ = 0;
-      len_ = static_cast<std::size_t>(n);
+      in_.off = 0;
+      in_.len = static_cast<std::size_t>(n);
     }
-    const std::size_t n = std::min(size, len_ - off_);
-    std::memcpy(ptr, buffer_ + off_, n);
-    off_ += n;
+    const std::size_t n = std::min(size, in_.len - in_.off);
+    std::memcpy(ptr, in_.buffer + in_.off, n);
+    in_.off += n;
     return static_cast<ssize_t>(n);
   }
 
@@ -118,9 +129,7 @@ class DeadlineStream final : public httplib::Stream {
   std::chrono::milliseconds write_budget_;
   mutable std::optional<SteadyClock::time_point> write_deadline_;
   mutable bool expired_ = false;
-  char buffer_[4096];
-  std::size_t off_ = 0;
-  std::size_t len_ = 0;
+  Unread& in_;
 };
 
 // The status that refuses `req` before its body is read, or 0 to go on.
@@ -228,8 +237,10 @@ bool BoundedServer::request_arrives(socket_t sock) const {
 bool BoundedServer::process_and_close_socket(socket_t sock) {
   bool ok = false;
   bool refused = false;
-  for (std::size_t left = keep_alive_max_count_; left > 0 && request_arrives(sock); --left) {
-    DeadlineStream stream(sock, SteadyClock::now() + options_.timeout, options_.timeout);
+  Unread unread;
+  for (std::size_t left = keep_alive_max_count_; left > 0 && (!unread.empty() || request_arrives(sock));
+       --left) {
+    DeadlineStream stream(sock, unread, SteadyClock::now() + options_.timeout, options_.timeout);
     bool closed = false;
     ok = process_request(stream, left == 1, closed, [&](httplib::Request& req) {
       if (body_refusal(req, options_.max_body) == 0) return;

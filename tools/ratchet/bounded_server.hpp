@@ -12,6 +12,9 @@
 //   known before it is read) and a body without a length are refused with
 //   413 (411 for the last) before any of it is read, also when the client
 //   asks `Expect: 100-continue`; the connection is then closed.
+// - Requests a client sends before the answers to those before them
+//   (HTTP/1.1 pipelining) are each answered, in order: the bytes read with
+//   one request are kept for the next.
 // - Served on a loopback address, a request whose Host names another host
 //   is refused with 403: a page of another site whose name was made to
 //   resolve to 127.0.0.1 (DNS rebinding) is same-origin with this server in
