@@ -24,8 +24,10 @@ void RefusalWindow::admitted(std::int64_t started_us) {
     keep = starts_.end() - static_cast<std::ptrdiff_t>(kMaxStarts);
   }
   if (keep != starts_.begin()) {
-    // Windows from the first start kept on are still known whole.
-    seen_from_us_ = *keep;
+    // Windows from the first start kept on are still known whole; with
+    // none kept (every start older than the span behind a later refusal),
+    // from the span's start on, where nothing was admitted.
+    seen_from_us_ = keep != starts_.end() ? *keep : cutoff;
     starts_.erase(starts_.begin(), keep);
     while (!refusals_.empty() && refusals_.front() < seen_from_us_) refusals_.pop_front();
   }

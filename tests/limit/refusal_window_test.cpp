@@ -214,5 +214,25 @@ TEST(RefusalWindow, ATwoSecondWindowReadAsOneSecond_IsNotReadThenIsAtItsLength) 
   EXPECT_TRUE(boundary_in(*r, 575 * kMs - 14 * kMs, 2 * kSecond));
 }
 
+// A call admitted long after it started (a slow reply), when a refusal of
+// a later call has moved the latest start on by more than the span kept:
+// every start kept is out of the span, and none is left to say from when
+// windows are known whole.
+TEST(RefusalWindow, AnAdmissionOlderThanTheSpanBehindTheLatestRefusal_KeepsNothingOlder) {
+  RefusalWindow w;
+  const std::int64_t t0 = 1'700'000'000 * kSecond;
+  w.admitted(t0);
+  w.admitted(t0 + kSecond);
+  w.admitted(t0 + kSecond + 500 * kMs);
+  w.refused(t0 + 30 * kSecond);
+  w.admitted(t0 + 2 * kSecond);  // started before the refusal by more than the span
+  EXPECT_TRUE(w.starts_from(0).empty());
+  // Windows are known from the span's start on: an admission before it counts nowhere.
+  w.admitted(t0 + 5 * kSecond);
+  EXPECT_TRUE(w.starts_from(0).empty());
+  w.admitted(t0 + 29 * kSecond);
+  EXPECT_EQ(w.starts_from(0), std::vector<std::int64_t>{t0 + 29 * kSecond});
+}
+
 }  // namespace
 }  // namespace ratchet::limit
