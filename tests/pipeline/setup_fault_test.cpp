@@ -17,6 +17,7 @@
 
 #include "config/load.hpp"
 #include "mock_portal/server.hpp"
+#include "no_descriptors.hpp"
 #include "pipeline/plugin_step_caller.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "ratchet_test_paths.hpp"
@@ -123,19 +124,7 @@ TEST(LimiterDatabaseOpen, OutOfFileDescriptors_TheErrorSaysSoNotToCheckThePath) 
   ASSERT_TRUE(store::open_database(o).has_value());
   const auto connect = store::sqlite_limiter_tables(o.path, 5s);
 
-  rlimit saved{};
-  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
-  int highest = 0;
-  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd"))
-    highest = std::max(highest, std::stoi(e.path().filename().string()));
-  rlimit tight = saved;
-  tight.rlim_cur = static_cast<rlim_t>(highest + 1);
-  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &tight), 0);
-  std::vector<int> fillers;  // every lower descriptor taken: the next open fails
-  for (int fd; (fd = ::open("/dev/null", O_RDONLY)) >= 0;) fillers.push_back(fd);
-  auto opened = connect();
-  for (int fd : fillers) ::close(fd);
-  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+  auto opened = ratchet::testing::without_descriptors(connect);
 
   ASSERT_FALSE(opened.has_value());
   const std::string message = opened.error().message();

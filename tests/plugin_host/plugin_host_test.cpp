@@ -2,8 +2,6 @@
 // bad file never stops the others.
 #include "plugin_host/plugin_host.hpp"
 
-#include <fcntl.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -14,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "fake_host_services.hpp"
+#include "no_descriptors.hpp"
 #include "test_folder.hpp"
 
 namespace ratchet::plugin_host {
@@ -173,19 +172,7 @@ TEST(PluginHostOpen, FolderThatCannotBeListed_KeepsEveryPluginLoaded) {
   auto host = open_host(folder);
   ASSERT_EQ(host->list().size(), 1u);
 
-  rlimit saved{};
-  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
-  int highest = 0;
-  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd"))
-    highest = std::max(highest, std::stoi(e.path().filename().string()));
-  rlimit tight = saved;
-  tight.rlim_cur = static_cast<rlim_t>(highest + 1);
-  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &tight), 0);
-  std::vector<int> fillers;  // every lower descriptor taken: the next open fails
-  for (int fd; (fd = ::open("/dev/null", O_RDONLY)) >= 0;) fillers.push_back(fd);
-  const ScanReport report = host->rescan();
-  for (int fd : fillers) ::close(fd);
-  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+  const ScanReport report = ratchet::testing::without_descriptors([&] { return host->rescan(); });
 
   EXPECT_TRUE(report.removed.empty());
   ASSERT_EQ(host->list().size(), 1u);
