@@ -78,10 +78,12 @@ RetryVerdict decide_retry(const config::RetrySpec& spec, Duration max_wait, Retr
   } else {
     ++state.failures;
     if (state.failures >= spec.attempts) {
+      // "Calls", not "attempts": the job's attempts are another count, and
+      // the step shows that one ("attempts 1") beside this message.
       return give_up(outcome.describe() + " (gave up after " + std::to_string(state.failures) +
-                     " failed attempts" +
+                     " failed calls" +
                      (state.throttled ? " and " + std::to_string(state.throttled) + " throttled ones" : "") +
-                     "; retry.attempts = " + std::to_string(spec.attempts) + ")");
+                     " in this attempt of the job; retry.attempts = " + std::to_string(spec.attempts) + ")");
     }
     delay = backoff_delay(spec.backoff, state.failures, state.last_delay, u01);
     delay = std::max(delay, std::min(server_wait, std::chrono::duration_cast<Duration>(spec.backoff.max)));

@@ -44,7 +44,11 @@ TEST_F(RetryDecision, ServerErrorsRetryWithBackoffUntilAttemptsRunOut) {
   auto v3 = decide(s, Outcome::http(502));
   ASSERT_EQ(v3.kind, RetryVerdict::Kind::kFail);
   EXPECT_EQ(v3.error->code(), ErrorCode::kPlugin);
-  EXPECT_NE(v3.error->message().find("gave up after 3 failed attempts"), std::string::npos);
+  // Told apart from the job's attempts, which the step shows beside it.
+  EXPECT_NE(
+      v3.error->message().find("gave up after 3 failed calls in this attempt of the job; retry.attempts = 3"),
+      std::string::npos)
+      << v3.error->message();
 }
 
 TEST_F(RetryDecision, ClassifiesEachConditionAgainstOn) {
