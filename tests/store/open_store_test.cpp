@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "store/job_store.hpp"
+#include "store/sqlite/sqlite_limiter_tables.hpp"
 #include "temp_dir.hpp"
 
 namespace ratchet::store {
@@ -55,6 +56,29 @@ TEST(OpenStore, AFileReplacedWhileOpen_WritesAndReadsFailNamingIt) {
   EXPECT_FALSE(read) << "a read of the file no longer at the path";
   std::filesystem::remove(dir.file("jobs.db"));
   EXPECT_FALSE(insert()) << "a write into a file removed";
+}
+
+// The limits' own connection to the same file: the history of their calls
+// kept in a replaced file would be lost to the next process, which would
+// exceed them.
+TEST(OpenStore, AFileReplacedWhileOpen_TheLimitsConnectionFailsItsWritesToo) {
+  testing::TempDir dir;
+  StoreOptions o;
+  o.database = dir.file("jobs.db").string();
+  ASSERT_TRUE(open_store(o));
+  auto tables = sqlite_limiter_tables(dir.file("jobs.db"), std::chrono::seconds(5))();
+  ASSERT_TRUE(tables) << tables.error().to_string();
+  auto write = [&](const std::string& key) {
+    return (*tables)->transact(key, "record a start", [&] { (*tables)->create_state(key, 1); });
+  };
+  ASSERT_TRUE(write("a"));
+  std::filesystem::copy_file(dir.file("jobs.db"), dir.file("backup.db"));
+  std::filesystem::rename(dir.file("backup.db"), dir.file("jobs.db"));
+  auto written = write("b");
+  ASSERT_FALSE(written) << "a write into the file no longer at the path";
+  EXPECT_NE(written.error().message().find("was removed or replaced"), std::string::npos)
+      << written.error().message();
+  EXPECT_NE(written.error().message().find("record a start"), std::string::npos) << written.error().message();
 }
 
 TEST(OpenStore, AnUnknownScheme_IsRefusedSayingWhatToUse) {

@@ -6,6 +6,7 @@
 
 #include <unordered_map>
 
+#include "store/sqlite/opened_file.hpp"
 #include "store/sqlite/statement_use.hpp"
 
 namespace ratchet::store {
@@ -13,11 +14,15 @@ namespace {
 
 class SqliteLimiterTables final : public LimiterTables {
  public:
-  explicit SqliteLimiterTables(std::unique_ptr<SQLite::Database> db) : db_(std::move(db)) {}
+  SqliteLimiterTables(std::unique_ptr<SQLite::Database> db, const std::filesystem::path& path)
+      : db_(std::move(db)), opened_(path) {}
   ~SqliteLimiterTables() override { cache_.clear(); }  // statements before their connection
 
   // The lock is the database's one write lock, so `key` needs no lock of its own.
   Status transact(const std::string&, std::string_view doing, const std::function<void()>& body) override {
+    // A file replaced under the process would keep the limits' history
+    // where the next process does not read it: it would exceed them.
+    if (auto gone = opened_.replaced()) return fail(gone->with_context("cannot " + std::string(doing)));
     try {
       SQLite::Transaction tx(*db_, SQLite::TransactionBehavior::IMMEDIATE);
       body();
@@ -325,6 +330,7 @@ class SqliteLimiterTables final : public LimiterTables {
 
   std::unique_ptr<SQLite::Database> db_;
   std::unordered_map<std::string, std::unique_ptr<SQLite::Statement>> cache_;
+  OpenedFile opened_;
 };
 
 }  // namespace
@@ -336,7 +342,7 @@ LimiterTablesFactory sqlite_limiter_tables(std::filesystem::path path,
       auto db = std::make_unique<SQLite::Database>(path.string(), SQLite::OPEN_READWRITE,
                                                    static_cast<int>(busy_timeout.count()));
       db->exec("PRAGMA synchronous=NORMAL");
-      return std::make_unique<SqliteLimiterTables>(std::move(db));
+      return std::make_unique<SqliteLimiterTables>(std::move(db), path);
     } catch (const SQLite::Exception& e) {
       // SQLite says "unable to open database file" whatever the cause; the
       // open(2) it failed in left errno, which tells a process out of file

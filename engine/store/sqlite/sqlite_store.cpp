@@ -1,9 +1,6 @@
 #include "store/sqlite/sqlite_store.hpp"
 
 #include <sqlite3.h>
-#include <sys/stat.h>
-
-#include <cerrno>
 
 #include <SQLiteCpp/Exception.h>
 
@@ -47,26 +44,12 @@ SqliteStore::SqliteStore(DatabaseOptions options, std::unique_ptr<SQLite::Databa
       wdb_(std::move(writer)),
       wstore_(std::make_unique<SqliteJobStore>(*wdb_)),
       rdb_(std::move(reader)),
-      rstore_(std::make_unique<SqliteJobStore>(*rdb_)) {
+      rstore_(std::make_unique<SqliteJobStore>(*rdb_)),
+      opened_(options_.path) {
   savepoint_ = std::make_unique<SQLite::Statement>(*wdb_, "SAVEPOINT op");
   release_ = std::make_unique<SQLite::Statement>(*wdb_, "RELEASE op");
   rollback_to_ = std::make_unique<SQLite::Statement>(*wdb_, "ROLLBACK TO op");
-  struct stat st {};
-  if (::stat(options_.path.c_str(), &st) == 0) opened_ = FileId{st.st_dev, st.st_ino};
   start_writer();
-}
-
-std::optional<Error> SqliteStore::replaced() const {
-  if (!opened_) return std::nullopt;
-  struct stat st {};
-  if (::stat(options_.path.c_str(), &st) == 0) {
-    if (st.st_dev == opened_->dev && st.st_ino == opened_->ino) return std::nullopt;
-  } else if (errno != ENOENT && errno != ENOTDIR) {
-    return std::nullopt;  // cannot tell (a folder's rights changed): SQLite's own errors say more
-  }
-  return Error::database("the database file " + options_.path.string() +
-                         " was removed or replaced while this process had it open; its writes would go "
-                         "to the old file, which nothing else reads: restart to open the file now there");
 }
 
 SqliteStore::~SqliteStore() {
@@ -96,7 +79,7 @@ SqliteStore::Failure SqliteStore::failure(std::string_view doing, const std::exc
 }
 
 std::optional<SqliteStore::Failure> SqliteStore::begin_transaction() {
-  if (auto gone = replaced()) {
+  if (auto gone = opened_.replaced()) {
     Failure f{*gone};
     f.disk = true;  // waiting does not cure it
     return f;
@@ -152,7 +135,7 @@ std::optional<SqliteStore::Failure> SqliteStore::commit_transaction() {
 }
 
 Status SqliteStore::run_read(const std::function<void(JobStore&)>& body) {
-  if (auto gone = replaced()) return fail(*gone);
+  if (auto gone = opened_.replaced()) return fail(*gone);
   std::lock_guard lock(read_mu_);
   try {
     rdb_->exec("BEGIN");

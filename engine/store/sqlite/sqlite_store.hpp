@@ -13,8 +13,6 @@
 // before closing them.
 #pragma once
 
-#include <sys/types.h>
-
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -25,6 +23,7 @@
 #include "store/crash_record.hpp"
 #include "store/group_commit.hpp"
 #include "store/sqlite/database.hpp"
+#include "store/sqlite/opened_file.hpp"
 
 namespace ratchet::store {
 
@@ -52,8 +51,6 @@ class SqliteStore final : public GroupCommitStore {
   SqliteStore(DatabaseOptions options, std::unique_ptr<SQLite::Database> writer,
               std::unique_ptr<SQLite::Database> reader);
   Failure failure(std::string_view doing, const std::exception& e) const;
-  // The error when the file at the path is no longer the one opened.
-  std::optional<Error> replaced() const;
 
   DatabaseOptions options_;
   std::unique_ptr<SQLite::Database> wdb_;
@@ -62,11 +59,7 @@ class SqliteStore final : public GroupCommitStore {
   std::unique_ptr<SQLite::Database> rdb_;
   std::unique_ptr<SqliteJobStore> rstore_;
   std::mutex read_mu_;
-  struct FileId {
-    dev_t dev = 0;
-    ino_t ino = 0;
-  };
-  std::optional<FileId> opened_;  // none for a database without a file
+  OpenedFile opened_;
 };
 
 }  // namespace ratchet::store
