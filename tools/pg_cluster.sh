@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # A throw-away PostgreSQL 15 cluster for ratchet's tests and benchmarks.
 #
-# Usage: tools/pg_cluster.sh [-v] start|stop|restart|status DIR
+# Usage: tools/pg_cluster.sh [-v] start|stop|restart|down|up|status DIR
 #   start    create the cluster (once) and start it; -v prints DIR/env
 #   stop     stop it (fast mode) and remove DIR
 #   restart  restart the server on the same port (tests simulate a failover)
+#   down     stop the server, keeping its data and port (an outage)
+#   up       start it again after `down`, on the same port
 #   status   exit 0 when the server runs, 1 when not
 #
 # DIR receives what clients need: DIR/env (shell-sourceable settings),
@@ -29,7 +31,7 @@ if [ "${1:-}" = -v ]; then
   shift
 fi
 if [ $# -ne 2 ]; then
-  echo "usage: $0 [-v] start|stop|restart|status DIR" >&2
+  echo "usage: $0 [-v] start|stop|restart|down|up|status DIR" >&2
   exit 2
 fi
 cmd=$1
@@ -285,10 +287,42 @@ do_restart() {
   fi
 }
 
+existing_server() {
+  local srv
+  srv=$(server_dir)
+  if [ -z "$srv" ] || [ ! -f "$srv/data/PG_VERSION" ]; then
+    die "no cluster in $dir (run: $0 start $dir)"
+  fi
+  echo "$srv"
+}
+
+# An outage as clients see one: sessions are cut and connections refused
+# until `up`, which keeps the port, so clients come back at the same URL.
+do_down() {
+  local srv
+  srv=$(existing_server) || exit 1
+  if ! as_owner "$PG_BIN/pg_ctl" -D "$srv/data" -m fast -w -t 60 stop >/dev/null 2>&1 &&
+    server_running "$srv"; then
+    log_tail "$srv"
+    die "could not stop PostgreSQL (data in $srv/data)"
+  fi
+}
+
+do_up() {
+  local srv
+  srv=$(existing_server) || exit 1
+  if ! as_owner "$PG_BIN/pg_ctl" -D "$srv/data" -l "$srv/log" -w -t 60 start >/dev/null 2>&1; then
+    log_tail "$srv"
+    die "could not start PostgreSQL again on port $(cat "$srv/port") (data in $srv/data)"
+  fi
+}
+
 case "$cmd" in
   start) do_start ;;
   stop) do_stop ;;
   restart) do_restart ;;
+  down) do_down ;;
+  up) do_up ;;
   status) server_running "$(server_dir)" ;;
-  *) die "unknown command '$cmd' (start, stop, restart or status)" ;;
+  *) die "unknown command '$cmd' (start, stop, restart, down, up or status)" ;;
 esac

@@ -111,6 +111,13 @@ void Dispatcher::dispatch_loop(std::stop_token stop) {
       const TimePoint at = env_.run.clock->now();
       req.now = store::to_micros(at);
       req.lease_until = store::to_micros(at + env_.run.lease);
+      // Read when the claim runs, after the outage that kept it waiting: a
+      // lease that ran out then, or within a heartbeat of its end (its
+      // owner's next renewal), was not its owner's crash.
+      req.outages.clear();
+      for (const store::Outage& o : env_.run.store->write_outages()) {
+        req.outages.emplace_back(store::to_micros(o.from), store::to_micros(o.to + options_.heartbeat));
+      }
       return s.claim(req);
     });
     if (!claimed) {

@@ -195,6 +195,7 @@ void GroupCommitStore::run_writer(std::stop_token stop) {
 bool GroupCommitStore::begin_batch(std::deque<Op*>& batch, std::stop_token stop) {
   auto backoff = std::chrono::duration_cast<std::chrono::steady_clock::duration>(kFirstRetry);
   while (true) {
+    const TimePoint tried = clock_->now();
     std::optional<Failure> failure = begin_transaction();
     if (!failure) {
       set_stalled(false);
@@ -203,7 +204,7 @@ bool GroupCommitStore::begin_batch(std::deque<Op*>& batch, std::stop_token stop)
     const Error& error = failure->error;
     if (!failure->transient || stop.stop_requested()) {
       for (Op* op : batch) op->error = error;
-      note_batch(false, failure->disk ? std::optional<Error>(error) : std::nullopt);
+      note_batch(false, failure->disk ? std::optional<Error>(error) : std::nullopt, tried);
       return false;
     }
     // The database is locked past the busy timeout, or unreachable for now.
@@ -211,6 +212,7 @@ bool GroupCommitStore::begin_batch(std::deque<Op*>& batch, std::stop_token stop)
     // lease waits on while the lease lasts: it keeps committed work from
     // being done again.
     set_stalled(true);
+    note_outage(tried);
     const TimePoint now = clock_->now();
     // (Half the timeout: a write that joined the batch during the stall
     // has waited at least one whole attempt, so at least that.)
@@ -253,8 +255,10 @@ void GroupCommitStore::commit_batch(std::deque<Op*>& batch, std::stop_token stop
   constexpr int kMaxLostRounds = 8;
   std::optional<Error> disk_error;
   bool guarded = false;  // each write in a savepoint of its own, after one spoiled the batch
+  TimePoint tried{};
   for (int round = 1;; ++round) {
     if (!begin_batch(batch, stop)) return;
+    tried = clock_->now();
     disk_error.reset();
     std::optional<Error> lost;
     bool spoiled = false;
@@ -285,6 +289,7 @@ void GroupCommitStore::commit_batch(std::deque<Op*>& batch, std::stop_token stop
     if (!lost) break;
     (void)commit_transaction();  // rolls back what is left of it
     set_stalled(true);
+    note_outage(tried);
     std::unique_lock lock(mu_);
     cv_.wait_for(lock, stop, kFirstRetry * round, [] { return false; });
   }
@@ -293,13 +298,15 @@ void GroupCommitStore::commit_batch(std::deque<Op*>& batch, std::stop_token stop
       if (!op->error) op->error = failure->error;
     }
     if (failure->disk) disk_error = failure->error;
-    note_batch(false, disk_error);
+    if (failure->transient) note_outage(tried);
+    note_batch(false, disk_error, tried);
     return;
   }
-  note_batch(!disk_error, disk_error);
+  note_batch(!disk_error, disk_error, tried);
 }
 
-void GroupCommitStore::note_batch(bool committed, const std::optional<Error>& disk_error) {
+void GroupCommitStore::note_batch(bool committed, const std::optional<Error>& disk_error, TimePoint tried) {
+  if (disk_error) note_outage(tried);
   std::lock_guard lock(mu_);
   if (disk_error) {
     if (disk_failures_++ == 0) disk_failing_since_ = std::chrono::steady_clock::now();
@@ -307,7 +314,27 @@ void GroupCommitStore::note_batch(bool committed, const std::optional<Error>& di
   } else if (committed) {
     disk_failures_ = 0;
     disk_error_.reset();
+    outage_open_ = false;
   }
+}
+
+void GroupCommitStore::note_outage(TimePoint tried) {
+  const TimePoint now = clock_->now();
+  std::lock_guard lock(mu_);
+  if (outage_open_) {
+    Outage& last = outages_.back();
+    last.from = std::min(last.from, tried);
+    last.to = std::max(last.to, now);
+    return;
+  }
+  outages_.push_back({tried, now});
+  outage_open_ = true;
+  if (outages_.size() > kOutagesKept) outages_.pop_front();
+}
+
+std::vector<Outage> GroupCommitStore::write_outages() const {
+  std::lock_guard lock(mu_);
+  return {outages_.begin(), outages_.end()};
 }
 
 std::optional<Error> GroupCommitStore::write_failure(int in_a_row,

@@ -54,6 +54,7 @@ class GroupCommitStore : public Store {
   std::uint64_t commits() const override;
   std::optional<Error> write_failure(int in_a_row,
                                      std::chrono::steady_clock::duration for_at_least) const override;
+  std::vector<Outage> write_outages() const override;
 
  protected:
   // A backend's failure, as reported to the writes it failed.
@@ -132,8 +133,11 @@ class GroupCommitStore : public Store {
   // Begins the batch's transaction; false when every op of it failed meanwhile.
   bool begin_batch(std::deque<Op*>& batch, std::stop_token stop);
   void set_stalled(bool stalled);
-  // After each batch: whether it committed, or the disk error it failed with.
-  void note_batch(bool committed, const std::optional<Error>& disk_error);
+  // After each batch: whether it committed, or the disk error it failed with
+  // (its attempt began at `tried`).
+  void note_batch(bool committed, const std::optional<Error>& disk_error, TimePoint tried);
+  // A write failed for the database's sake in an attempt begun at `tried`.
+  void note_outage(TimePoint tried);
   // Tells op's caller it is done (error set or not); op may be gone after.
   static void finish_op(Op* op);
 
@@ -149,6 +153,9 @@ class GroupCommitStore : public Store {
   std::chrono::steady_clock::time_point disk_failing_since_{};
   std::optional<Error> disk_error_;
   bool stalled_ = false;
+  // Store::write_outages; the last one is open until a batch commits.
+  std::deque<Outage> outages_;
+  bool outage_open_ = false;
   mutable std::condition_variable_any stall_cv_;
   std::jthread thread_;
 };

@@ -88,6 +88,12 @@ struct ClaimRequest {
   // A process stopped by a signal or gone leaves its parked jobs to the
   // others after it; one that stops cleanly hands them over (disown_parked).
   Micros others_parked_after = 1'000'000;
+  // Spans [from, to] in which this process's writes could not reach the
+  // database (Store::write_outages), widened at their end by one heartbeat:
+  // a lease that ran out in one may have been its owner's, alive but unable
+  // to renew it (a server restarting, a lock held past the lease, a full
+  // disk), so its expiry is not judged a crash (quarantine_rules.hpp).
+  std::vector<std::pair<Micros, Micros>> outages{};
 };
 
 // A job handed to a worker with everything it needs to resume.

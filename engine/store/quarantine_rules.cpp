@@ -44,4 +44,28 @@ ExpiryVerdict judge_recorded_crash(const CrashEvidence& crash, std::int64_t id, 
   return v;
 }
 
+bool expired_in_outage(const std::vector<std::pair<Micros, Micros>>& outages, Micros expired_at) {
+  return std::ranges::any_of(outages,
+                             [&](const auto& o) { return o.first <= expired_at && expired_at <= o.second; });
+}
+
+ExpiryVerdict judge_unrenewable(const ExpiryFacts& f) {
+  ExpiryVerdict v;
+  v.crashes_alone = f.crashes_alone;
+  v.suspect = f.was_suspect;
+  v.outage = true;
+  v.why = "not counted against the job";
+  return v;
+}
+
+std::string expiry_error(const std::string& owner, const ExpiryVerdict& v) {
+  if (v.outage) {
+    return "lease expired: worker " + owner +
+           " could not renew it while the database was out of reach (a server restarting, a lock held "
+           "past the lease, a full disk); " +
+           v.why;
+  }
+  return "lease expired: worker " + owner + " stopped renewing it (crashed or hung); " + v.why;
+}
+
 }  // namespace ratchet::store

@@ -23,6 +23,19 @@
 // dead or cancelled) or is retried by hand, since the crash may lie in a step
 // after a park.
 //
+// A lease can also run out while its process lives on: the database could
+// not be reached to renew it (a server restarting or failing over, a lock
+// held past the lease, a full disk). Such an expiry is no crash, and is not
+// judged one when the process that finds it could not reach the database
+// either when the lease ran out (ClaimRequest::outages): the job keeps its
+// attempt and its standing, and nothing is recorded against its owner. A
+// stalled process (SIGSTOP, a machine suspended) made no attempt that
+// failed, so its expiries are judged by the rules above: a job that stalls
+// its process cannot pass for an outage. What it costs: a crash that comes
+// while the database is out of reach, or within a heartbeat of its return,
+// is not counted against anyone. A host cut off alone from a database that
+// others still reach looks, to them, like a process that stalled.
+//
 // The crashes of each lease owner are kept (table lease_crashes) for a day,
 // so that the jobs of one dead process, whose leases run out at different
 // moments, are judged together.
@@ -33,10 +46,14 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "store/crash_record.hpp"
 
 namespace ratchet::store {
+
+using Micros = std::int64_t;  // as job_store.hpp
 
 // What an expired lease means for the job that held it.
 struct ExpiryVerdict {
@@ -44,7 +61,8 @@ struct ExpiryVerdict {
   bool suspect = false;  // from now on it runs only in quarantine
   bool dead = false;     // counted max_lease_expiries times, or out of attempts
   int crashes_alone = 0;
-  std::string why;  // for the error and timeline
+  std::string why;      // for the error and timeline
+  bool outage = false;  // the lease ran out while the database was out of reach
 };
 
 // What a backend knows of an expired lease, read inside its claim.
@@ -60,6 +78,16 @@ struct ExpiryFacts {
 
 // The rules above for a process that left no crash record naming a job.
 ExpiryVerdict judge_expiry(const ExpiryFacts& facts);
+
+// Whether a lease that ran out at `expired_at` fell in one of `outages`.
+bool expired_in_outage(const std::vector<std::pair<Micros, Micros>>& outages, Micros expired_at);
+
+// The verdict on a lease that ran out while the database was out of reach:
+// nothing counted, the job's standing as it was.
+ExpiryVerdict judge_unrenewable(const ExpiryFacts& facts);
+
+// The error and timeline text of an expired lease of `owner`.
+std::string expiry_error(const std::string& owner, const ExpiryVerdict& verdict);
 
 // The verdict on job `id` when its owner's process recorded the jobs whose
 // threads crashed it (non-empty crash.jobs): those are counted, and every

@@ -44,6 +44,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "ratchet/clock.hpp"
 #include "ratchet/status.hpp"
@@ -51,6 +52,15 @@
 #include "store/limiter_tables.hpp"
 
 namespace ratchet::store {
+
+// A span in which this process's writes could not reach the database (on
+// the store's clock): from the start of the first attempt that failed for
+// the database's sake (locked past the busy timeout, a server unreachable or
+// dropping the connection, a disk refusing writes) to the last that failed.
+struct Outage {
+  TimePoint from{};
+  TimePoint to{};
+};
 
 class Store {
  public:
@@ -92,6 +102,13 @@ class Store {
   // Blocks while stalled(), at most `at_most` (real time), or until `stop`.
   virtual void wait_while_stalled(std::stop_token stop,
                                   std::chrono::steady_clock::duration at_most) const = 0;
+
+  // The latest outages (at most kOutagesKept, oldest first), the last one
+  // perhaps still going on. A lease of this process's that ran out in one
+  // could not be renewed, whatever its job did; a claim passes them on
+  // (ClaimRequest::outages) so that such an expiry is not judged a crash.
+  static constexpr std::size_t kOutagesKept = 8;
+  virtual std::vector<Outage> write_outages() const { return {}; }
 
   // Commits made by the writer so far (for benchmarks and tests).
   virtual std::uint64_t commits() const = 0;

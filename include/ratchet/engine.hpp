@@ -88,7 +88,10 @@ struct EngineOptions {
   // OOM kill, a redeploy) is a *suspect*: it keeps its attempt and from then
   // on runs only as the one suspect on the database (normal jobs run beside
   // it). A lease expiry counts against a job only when it ran alone in its
-  // process or as that one suspect; then it also uses up the attempt.
+  // process or as that one suspect; then it also uses up the attempt. A
+  // lease that ran out while the database was out of reach (its renewal
+  // failed, and so did the writes of the process that finds it expired)
+  // counts for nothing: the job keeps its attempt and its standing.
   int max_lease_expiries = 3;
   // On a crash signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) the engine
   // appends the owner, signal and job of the crashing thread to

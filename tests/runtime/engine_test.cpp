@@ -800,6 +800,61 @@ TEST_F(EngineFixture, DatabaseLocked_PastTheBusyTimeoutWhileJobsRun_NoStepCalled
   EXPECT_EQ(calls.size(), static_cast<std::size_t>(2 * kJobs));
 }
 
+// The database stays out of reach (here a lock another process holds)
+// past a running job's lease: its process lives on but cannot renew the
+// lease. Before, the claim that found it expired once the lock was gone
+// judged a crash of a job that ran alone, and with max_lease_expiries = 1
+// the job ended dead; now the expiry is no crash, and the job runs again
+// with its attempt and completes.
+TEST_F(EngineFixture, DatabaseLockedPastTheLease_TheExpiryIsNoCrashAndTheJobCompletes) {
+  auto o = options(1);
+  o.busy_timeout = 50ms;
+  o.lease = 30s;
+  o.heartbeat = 10s;
+  o.max_lease_expiries = 1;
+  auto e = open(o);
+  std::atomic<int> calls{0};
+  std::atomic<bool> release{false};
+  ASSERT_TRUE(e->define("slow", [&](StepContext& ctx) {
+    return ctx.step("s", [&] {
+      if (++calls == 1) {
+        while (!release) std::this_thread::sleep_for(1ms);
+      }
+      return nlohmann::json(1);
+    });
+  }));
+  auto id = *e->enqueue("slow", nlohmann::json::object());
+  ASSERT_TRUE(e->start());
+  while (calls == 0) std::this_thread::sleep_for(1ms);
+  const auto real_deadline = [] { return std::chrono::steady_clock::now() + 10s; };
+  {
+    SQLite::Database other(dir_.file("engine.db").string(), SQLite::OPEN_READWRITE, 10'000);
+    other.exec("BEGIN IMMEDIATE");
+    // A heartbeat: its renewal waits for the lock...
+    clock_->advance(10s);
+    auto& store = *EngineAccess::impl(*e).store;
+    for (auto until = real_deadline(); !store.stalled() && std::chrono::steady_clock::now() < until;)
+      std::this_thread::sleep_for(1ms);
+    ASSERT_TRUE(store.stalled());
+    // ...until the lease runs out, and the renewal is given up.
+    clock_->advance(21s);
+    for (auto until = real_deadline(); store.stalled() && std::chrono::steady_clock::now() < until;)
+      std::this_thread::sleep_for(1ms);
+    ASSERT_FALSE(store.stalled());
+    other.exec("ROLLBACK");
+  }
+  release = true;
+  const JobRecord j = wait_state(*e, id, JobState::kCompleted);
+  EXPECT_EQ(j.attempt, 1) << "the outage used up no attempt";
+  EXPECT_EQ(j.lease_expiries, 1);
+  EXPECT_EQ(calls, 2) << "the step whose checkpoint could not be written runs again";
+  bool told = false;
+  for (const auto& ev : j.timeline) {
+    told = told || ev.detail.find("while the database was out of reach") != std::string::npos;
+  }
+  EXPECT_TRUE(told) << "the job's timeline says why its lease expired";
+}
+
 TEST_F(EngineFixture, Heartbeat_RenewsLeasesOfRunningJobs) {
   auto o = options(1);
   o.lease = 30s;

@@ -30,8 +30,10 @@ class QuarantineTest : public testing::StoreBackendTest {
     return r ? r->id : 0;
   }
 
-  ClaimResult claim(const std::string& owner, Micros now, int limit = 10) {
+  ClaimResult claim(const std::string& owner, Micros now, int limit = 10,
+                    std::vector<std::pair<Micros, Micros>> outages = {}) {
     ClaimRequest req{owner, now, now + kLease, limit, {"t"}, {}, 3};
+    req.outages = std::move(outages);
     auto r = store_->write([&](JobStore& s) { return s.claim(req); });
     EXPECT_TRUE(r) << r.error().to_string();
     if (!r) return {};
@@ -196,6 +198,66 @@ TEST_P(QuarantineTest, RetryByHand_ClearsSuspicion) {
   ASSERT_TRUE(store_->write([&](JobStore& s) { return s.retry(id, now, 0); }));
   EXPECT_EQ(count("suspect = 1"), 0);
   EXPECT_EQ(count("crashes_alone > 0"), 0);
+}
+
+// A server that restarts or fails over, a lock held past the lease, a full
+// disk: the process lives on, but cannot renew its leases. Its claim, once
+// the database answers again, passes the span in which its own writes
+// failed; a lease that ran out in it is no crash. Before, a job running
+// alone was charged each time and ended dead after three such outages, and
+// jobs running together became suspects, run one at a time.
+TEST_P(QuarantineTest, LeasesThatRanOutWhileTheDatabaseWasOutOfReach_AreNoCrash) {
+  const JobId alone = add();
+  Micros now = kT0;
+  for (int outage = 0; outage < 5; ++outage) {
+    auto c = claim("process", now, 1);
+    ASSERT_EQ(ids(c), std::set<JobId>{alone}) << "outage " << outage;
+    // The writes failed from a heartbeat after the claim until the database
+    // answered, two seconds after the lease ran out.
+    const Micros failing_from = now + 10 * kSec;
+    now += kLease + 2 * kSec;
+    auto after = claim("process", now, 0, {{failing_from, now}});
+    ASSERT_EQ(after.expired.size(), 1u) << "outage " << outage;
+    EXPECT_FALSE(after.expired[0].dead) << "outage " << outage;
+    EXPECT_NE(after.expired[0].error.find("could not renew it while the database was out of reach"),
+              std::string::npos)
+        << after.expired[0].error;
+  }
+  EXPECT_EQ(job(alone).attempt, 1) << "no outage used up an attempt";
+  EXPECT_EQ(count("crashes_alone > 0"), 0);
+  EXPECT_EQ(count("suspect = 1"), 0);
+
+  // Eight jobs together: none becomes a suspect, and all run at once again.
+  for (int i = 0; i < 7; ++i) add();
+  EXPECT_EQ(claim("process", now, 8).jobs.size(), 8u);
+  const Micros failing_from = now + 10 * kSec;
+  now += kLease + 2 * kSec;
+  auto after = claim("process", now, 8, {{failing_from, now}});
+  EXPECT_EQ(after.expired.size(), 8u);
+  EXPECT_EQ(after.jobs.size(), 8u) << "no suspect to run alone";
+  EXPECT_EQ(count("suspect = 1"), 0);
+}
+
+// The outage must cover the moment the lease ran out: a lease that ran out
+// after the database answered again (its owner could have renewed it), or
+// before its writes began to fail, is judged as a crash, as before.
+TEST_P(QuarantineTest, LeaseThatRanOutAfterTheOutage_IsJudgedAsBefore) {
+  const JobId id = add();
+  claim("first", kT0, 1);
+  const Micros now = kT0 + kLease + 2 * kSec;
+  auto c = claim("claimer", now, 0, {{kT0 + 5 * kSec, kT0 + kLease - kSec}});
+  ASSERT_EQ(c.expired.size(), 1u);
+  EXPECT_EQ(count("id = " + std::to_string(id) + " AND crashes_alone = 1"), 1) << c.expired[0].error;
+  EXPECT_NE(c.expired[0].error.find("crashed or hung"), std::string::npos) << c.expired[0].error;
+}
+
+TEST_P(QuarantineTest, LeaseThatRanOutBeforeTheOutage_IsJudgedAsBefore) {
+  const JobId id = add();
+  claim("first", kT0, 1);
+  const Micros now = kT0 + kLease + 3 * kSec;
+  auto c = claim("claimer", now, 0, {{kT0 + kLease + kSec, now}});
+  ASSERT_EQ(c.expired.size(), 1u);
+  EXPECT_EQ(count("id = " + std::to_string(id) + " AND crashes_alone = 1"), 1) << c.expired[0].error;
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, QuarantineTest, ::testing::ValuesIn(testing::backends()),

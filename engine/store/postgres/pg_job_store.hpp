@@ -72,8 +72,9 @@ class PgJobStore final : public JobStore {
  private:
   // Reaps expired leases into `result` (pg_lease_reaping.cpp).
   void expire_leases(const ClaimRequest& req, ClaimResult& result);
+  // As Quarantine::judge on SQLite (store/sqlite/quarantine.hpp).
   ExpiryVerdict judge(JobId id, const std::string& owner, int attempt, int max_attempts, int max_alone,
-                      Micros now);
+                      bool outage, Micros now);
   // The suspect `req` may claim now: none while another suspect runs.
   std::optional<JobId> next_suspect(const ClaimRequest& req);
   // The committed step outputs of each of `ids` (absent: none).

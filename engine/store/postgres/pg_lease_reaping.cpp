@@ -13,7 +13,7 @@ constexpr Micros kCrashMemory = 24LL * 3600 * 1'000'000;  // how long a lease ow
 }  // namespace
 
 ExpiryVerdict PgJobStore::judge(JobId id, const std::string& owner, int attempt, int max_attempts,
-                                int max_alone, Micros now) {
+                                int max_alone, bool outage, Micros now) {
   Rows self = s_.run("SELECT suspect, crashes_alone FROM ratchet_jobs WHERE id = $1", {p(id)});
   const bool was_suspect = self.size() == 1 && i64(self, 0, 0) != 0;
   const int crashes_alone = self.size() == 1 ? static_cast<int>(i64(self, 0, 1)) : 0;
@@ -29,25 +29,25 @@ ExpiryVerdict PgJobStore::judge(JobId id, const std::string& owner, int attempt,
       {p(owner), p(id)});
   const std::int64_t beside = i64(held, 0, 0) + i64(judged, 0, 0);
   const bool suspect_beside = i64(held, 0, 1) != 0 || i64(judged, 0, 1) != 0;
+  // The process named the job whose thread crashed it: that job alone is
+  // counted, whatever ran beside it.
+  auto crash = find_crash(crash_record_, owner);
+  const bool recorded = crash && !crash->jobs.empty();
+  const ExpiryFacts facts{was_suspect, crashes_alone, beside,   suspect_beside,
+                          attempt,     max_attempts,  max_alone};
+  if (outage && !recorded) return judge_unrenewable(facts);
   s_.run("DELETE FROM ratchet_lease_crashes WHERE at_us < $1", {p(now - kCrashMemory)});
   s_.run("INSERT INTO ratchet_lease_crashes (owner, job_id, suspect, at_us) VALUES ($1, $2, $3, $4)",
          {p(owner), p(id), p(std::int64_t{was_suspect ? 1 : 0}), p(now)});
-
-  const ExpiryFacts facts{was_suspect, crashes_alone, beside,   suspect_beside,
-                          attempt,     max_attempts,  max_alone};
-  // The process named the job whose thread crashed it: that job alone is
-  // counted, whatever ran beside it.
-  if (auto crash = find_crash(crash_record_, owner); crash && !crash->jobs.empty()) {
-    return judge_recorded_crash(*crash, id, facts);
-  }
+  if (recorded) return judge_recorded_crash(*crash, id, facts);
   return judge_expiry(facts);
 }
 
 void PgJobStore::expire_leases(const ClaimRequest& req, ClaimResult& result) {
   // Jobs whose worker vanished, locked so that two hosts do not judge one twice.
   Rows q = s_.run(
-      "SELECT id, type, attempt, max_attempts, lease_owner FROM ratchet_jobs WHERE state = 'running' AND "
-      "lease_expires_us <= $1 ORDER BY lease_expires_us LIMIT 64 FOR UPDATE SKIP LOCKED",
+      "SELECT id, type, attempt, max_attempts, lease_owner, lease_expires_us FROM ratchet_jobs WHERE state = "
+      "'running' AND lease_expires_us <= $1 ORDER BY lease_expires_us LIMIT 64 FOR UPDATE SKIP LOCKED",
       {p(req.now)});
   for (int i = 0; i < q.size(); ++i) {
     const JobId id = i64(q, i, 0);
@@ -55,9 +55,9 @@ void PgJobStore::expire_leases(const ClaimRequest& req, ClaimResult& result) {
     const int attempt = static_cast<int>(i64(q, i, 2));
     const int max_attempts = static_cast<int>(i64(q, i, 3));
     const std::string owner = text(q, i, 4);
-    const ExpiryVerdict verdict = judge(id, owner, attempt, max_attempts, req.max_lease_expiries, req.now);
-    const std::string error =
-        "lease expired: worker " + owner + " stopped renewing it (crashed or hung); " + verdict.why;
+    const ExpiryVerdict verdict = judge(id, owner, attempt, max_attempts, req.max_lease_expiries,
+                                        expired_in_outage(req.outages, i64(q, i, 5)), req.now);
+    const std::string error = expiry_error(owner, verdict);
     // resume = 1 keeps the attempt: an expiry not counted against the job did not use it up.
     s_.run(
         "UPDATE ratchet_jobs SET state = $2, lease_owner = NULL, lease_expires_us = NULL, "

@@ -15,25 +15,24 @@ void SqliteJobStore::expire_leases(const ClaimRequest& req, ClaimResult& result)
   // Jobs whose worker vanished: the quarantine judges whom the crash is
   // counted against (a job that keeps crashing its process ends dead instead
   // of taking every worker down; the jobs beside it do not).
-  std::vector<std::tuple<JobId, std::string, int, int, int, std::string>> expired;
+  std::vector<std::tuple<JobId, std::string, int, int, Micros, std::string>> expired;
   {
     Use q(
-        stmt("SELECT id, type, attempt, max_attempts, lease_expiries, lease_owner FROM jobs "
+        stmt("SELECT id, type, attempt, max_attempts, lease_expires_us, lease_owner FROM jobs "
              "INDEXED BY jobs_leases WHERE state = 'running' AND lease_expires_us <= ? ORDER BY "
              "lease_expires_us LIMIT 64"));
     q->bind(1, req.now);
     while (q->executeStep()) {
       expired.emplace_back(q->getColumn(0).getInt64(), q->getColumn(1).getString(), q->getColumn(2).getInt(),
-                           q->getColumn(3).getInt(), q->getColumn(4).getInt(),
+                           q->getColumn(3).getInt(), q->getColumn(4).getInt64(),
                            q->getColumn(5).isNull() ? std::string() : q->getColumn(5).getString());
     }
   }
-  for (const auto& [id, type, attempt, max_attempts, expiries, owner] : expired) {
-    const ExpiryVerdict verdict =
-        quarantine_->judge(id, owner, attempt, max_attempts, req.max_lease_expiries, req.now);
+  for (const auto& [id, type, attempt, max_attempts, expired_at, owner] : expired) {
+    const ExpiryVerdict verdict = quarantine_->judge(id, owner, attempt, max_attempts, req.max_lease_expiries,
+                                                     expired_in_outage(req.outages, expired_at), req.now);
     const bool dead = verdict.dead;
-    std::string error =
-        "lease expired: worker " + owner + " stopped renewing it (crashed or hung); " + verdict.why;
+    const std::string error = expiry_error(owner, verdict);
     Use u(stmt(
         "UPDATE jobs SET state = ?, lease_owner = NULL, lease_expires_us = NULL, "
         "lease_expiries = lease_expiries + 1, resume = 0, run_at_us = ?, last_error = ?, updated_us = ?, "

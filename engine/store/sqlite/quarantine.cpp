@@ -30,7 +30,7 @@ SQLite::Statement& Quarantine::stmt(const char* sql) {
 }
 
 ExpiryVerdict Quarantine::judge(JobId id, const std::string& owner, int attempt, int max_attempts,
-                                int max_alone, Micros now) {
+                                int max_alone, bool outage, Micros now) {
   bool was_suspect = false;
   int crashes_alone = 0;
   {
@@ -64,6 +64,13 @@ ExpiryVerdict Quarantine::judge(JobId id, const std::string& owner, int attempt,
     beside += q->getColumn(0).getInt();
     suspect_beside = suspect_beside || q->getColumn(1).getInt() != 0;
   }
+  // The process named the job whose thread crashed it: that job alone is
+  // counted, whatever ran beside it.
+  auto crash = find_crash(crash_record_, owner);
+  const bool recorded = crash && !crash->jobs.empty();
+  const ExpiryFacts facts{was_suspect, crashes_alone, beside,   suspect_beside,
+                          attempt,     max_attempts,  max_alone};
+  if (outage && !recorded) return judge_unrenewable(facts);
   {
     Use d(stmt("DELETE FROM lease_crashes WHERE at_us < ?"));
     d->bind(1, now - kCrashMemory);
@@ -75,14 +82,7 @@ ExpiryVerdict Quarantine::judge(JobId id, const std::string& owner, int attempt,
     i->bind(4, now);
     i->exec();
   }
-
-  const ExpiryFacts facts{was_suspect, crashes_alone, beside,   suspect_beside,
-                          attempt,     max_attempts,  max_alone};
-  // The process named the job whose thread crashed it: that job alone is
-  // counted, whatever ran beside it.
-  if (auto crash = find_crash(crash_record_, owner); crash && !crash->jobs.empty()) {
-    return judge_recorded_crash(*crash, id, facts);
-  }
+  if (recorded) return judge_recorded_crash(*crash, id, facts);
   return judge_expiry(facts);
 }
 

@@ -28,9 +28,11 @@ class Quarantine {
   Quarantine& operator=(const Quarantine&) = delete;
 
   // Judges the expired lease of job `id` held by `owner` and records the
-  // crash. Call before the job's row is changed.
+  // crash. `outage`: the lease ran out while the database was out of reach
+  // (ClaimRequest::outages), so unless the owner recorded a crash signal it
+  // is no crash and nothing is recorded. Call before the job's row is changed.
   ExpiryVerdict judge(JobId id, const std::string& owner, int attempt, int max_attempts, int max_alone,
-                      Micros now);
+                      bool outage, Micros now);
   // Writes the verdict's suspicion to the job (after the expiry update).
   void apply(JobId id, const ExpiryVerdict& verdict);
   // The suspect `req` may claim now, with its resume flag: none while another
