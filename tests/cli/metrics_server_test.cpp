@@ -10,9 +10,11 @@
 
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "metrics.hpp"
 #include "ratchet/engine.hpp"
@@ -252,6 +254,53 @@ TEST_F(MetricsServerTest, IdleConnection_IsClosed) {
   ASSERT_TRUE(reply.has_value()) << "a kept-alive connection left idle is closed";
   EXPECT_EQ(reply->rfind("HTTP/1.1 200", 0), 0u) << *reply;
   EXPECT_LT(Clock::now() - answered, 2s);
+}
+
+// A browser keeps connections open between its requests, and a client may
+// open many and send nothing. Each such connection held one of the
+// server's threads until its timeout, so sixty-four of them kept every
+// other request waiting that long.
+TEST_F(MetricsServerTest, ManyIdleConnections_DoNotKeepARequestWaiting) {
+  const int port = serve(3000ms);
+  std::vector<std::unique_ptr<RawClient>> idle;
+  for (int i = 0; i < 64; ++i) {
+    idle.push_back(std::make_unique<RawClient>(port));
+    ASSERT_TRUE(idle.back()->connected());
+  }
+  std::this_thread::sleep_for(100ms);  // accepted, and waiting
+  for (int round = 0; round < 3; ++round) {
+    RawClient client(port);
+    ASSERT_TRUE(client.connected());
+    const auto start = Clock::now();
+    ASSERT_TRUE(client.send("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"));
+    auto reply = client.read_until_closed(5s);
+    ASSERT_TRUE(reply.has_value()) << "round " << round;
+    EXPECT_EQ(reply->rfind("HTTP/1.1 200", 0), 0u) << *reply;
+    EXPECT_LT(Clock::now() - start, 1s) << "round " << round;
+  }
+}
+
+// Past the cap on open connections, the one that has waited longest for a
+// request is closed: a flood of idle connections cannot lock out a client
+// that sends its request at once.
+TEST_F(MetricsServerTest, MoreIdleConnectionsThanTheCap_TheOldestAreClosedAndARequestIsAnswered) {
+  const int port = serve(3000ms);
+  constexpr int kIdle = 300;  // over the 256 the server keeps open
+  std::vector<std::unique_ptr<RawClient>> idle;
+  for (int i = 0; i < kIdle; ++i) {
+    idle.push_back(std::make_unique<RawClient>(port));
+    ASSERT_TRUE(idle.back()->connected());
+  }
+  RawClient client(port);
+  ASSERT_TRUE(client.connected());
+  const auto start = Clock::now();
+  ASSERT_TRUE(client.send("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"));
+  auto reply = client.read_until_closed(5s);
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->rfind("HTTP/1.1 200", 0), 0u) << *reply;
+  EXPECT_LT(Clock::now() - start, 1s);
+  EXPECT_TRUE(idle.front()->closed_within(1000ms)) << "the connection idle longest made room";
+  EXPECT_FALSE(idle.back()->closed_within(100ms)) << "the newest stays open until its timeout";
 }
 
 // HTTP/1.1 lets a client send its next requests before the answers come

@@ -58,15 +58,19 @@ void address_of(int fd, bool peer, std::string& ip, int& port) {
   ip = text;
 }
 
-// What a connection received and no request has read yet: a client may
-// send its next request (pipelined) with the one before, and those bytes
-// belong to the next request's stream.
-struct Unread {
-  char buffer[4096];
-  std::size_t off = 0;
-  std::size_t len = 0;
-  bool empty() const { return off == len; }
+// Runs each connection's first task where httplib's accept loop hands it
+// over: process_and_close_socket only parks the socket (ConnectionPool).
+class InlineQueue final : public httplib::TaskQueue {
+ public:
+  void enqueue(std::function<void()> fn) override { fn(); }
+  void shutdown() override {}
 };
+
+// Whether bytes (or the end of the connection) are there to read now.
+bool readable_now(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0;
+}
 
 // One request's exchange on a connection: reads must be done by the read
 // deadline; writes get `write_budget` from the first of them.
@@ -193,6 +197,7 @@ BoundedServer::BoundedServer(BoundedServerOptions options) : options_(options) {
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
   set_payload_max_length(options_.max_body);
+  new_task_queue = [] { return new InlineQueue; };
   const auto t = options_.timeout;
   set_read_timeout(t);
   set_write_timeout(t);
@@ -222,27 +227,23 @@ BoundedServer::BoundedServer(BoundedServerOptions options) : options_(options) {
   });
 }
 
-bool BoundedServer::request_arrives(socket_t sock) const {
-  const auto deadline = SteadyClock::now() + options_.timeout;
-  // In slices, so that stop() is noticed soon.
-  constexpr auto kSlice = std::chrono::milliseconds(100);
-  while (svr_sock_ != INVALID_SOCKET) {
-    const auto now = SteadyClock::now();
-    if (now >= deadline) return false;
-    if (wait_until(sock, POLLIN, std::min(deadline, now + kSlice))) return true;
-  }
-  return false;
+bool BoundedServer::process_and_close_socket(socket_t sock) {
+  pool_->park(std::make_unique<ServerConnection>(sock, keep_alive_max_count_));
+  return true;
 }
 
-bool BoundedServer::process_and_close_socket(socket_t sock) {
-  bool ok = false;
+void BoundedServer::serve_connection(std::unique_ptr<ServerConnection> c) {
   bool refused = false;
-  Unread unread;
-  for (std::size_t left = keep_alive_max_count_; left > 0 && (!unread.empty() || request_arrives(sock));
-       --left) {
-    DeadlineStream stream(sock, unread, SteadyClock::now() + options_.timeout, options_.timeout);
+  while (c->requests_left > 0) {
+    // Nothing more to read: the connection waits for its next request in
+    // the pool, without a thread.
+    if (c->unread.empty() && !readable_now(c->fd())) {
+      pool_->park(std::move(c));
+      return;
+    }
+    DeadlineStream stream(c->fd(), c->unread, SteadyClock::now() + options_.timeout, options_.timeout);
     bool closed = false;
-    ok = process_request(stream, left == 1, closed, [&](httplib::Request& req) {
+    const bool ok = process_request(stream, c->requests_left == 1, closed, [&](httplib::Request& req) {
       if (body_refusal(req, options_.max_body) == 0) return;
       // The body stays unread: the connection ends with the answer, which
       // says so.
@@ -250,22 +251,21 @@ bool BoundedServer::process_and_close_socket(socket_t sock) {
       req.headers.erase("Connection");
       req.headers.emplace("Connection", "close");
     });
+    --c->requests_left;
     // A request that ran out of time may have been answered 400, and what
     // follows it is no request either.
-    if (!ok || closed || stream.expired()) break;
+    if (!ok || closed || stream.expired() || pool_->stopping()) break;
   }
-  ::shutdown(sock, SHUT_WR);
+  ::shutdown(c->fd(), SHUT_WR);
   if (refused) {
     // Closing with the refused body unread would reset the connection, and
     // the client could lose the answer: read and drop what it still sends
     // until it closes, for at most the timeout.
     const auto deadline = SteadyClock::now() + options_.timeout;
     char sink[4096];
-    while (wait_until(sock, POLLIN, deadline) && ::recv(sock, sink, sizeof sink, MSG_DONTWAIT) > 0) {
+    while (wait_until(c->fd(), POLLIN, deadline) && ::recv(c->fd(), sink, sizeof sink, MSG_DONTWAIT) > 0) {
     }
   }
-  ::close(sock);
-  return ok;
 }
 
 Result<BoundedServer::Address> BoundedServer::parse_address(std::string_view address, std::string_view flag,
@@ -300,6 +300,9 @@ Result<int> BoundedServer::serve(const Address& at, std::string_view flag) {
     return fail(
         Error::io(fmt::format("{}: cannot listen on {}:{}: {}", flag, at.host, port, std::strerror(errno))));
   }
+  pool_ = std::make_unique<ConnectionPool>(
+      options_.workers, options_.max_connections, options_.timeout,
+      [this](std::unique_ptr<ServerConnection> c) { serve_connection(std::move(c)); });
   thread_ = std::thread([this] { listen_after_bind(); });
   // Until the thread listens, stop() would not reach it and halt() would
   // wait for ever.
@@ -310,6 +313,7 @@ Result<int> BoundedServer::serve(const Address& at, std::string_view flag) {
 void BoundedServer::halt() {
   stop();
   if (thread_.joinable()) thread_.join();
+  if (pool_) pool_->stop();
 }
 
 }  // namespace ratchet::cli

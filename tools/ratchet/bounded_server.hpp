@@ -1,7 +1,10 @@
 // An HTTP server (cpp-httplib) that a slow or greedy client cannot hold:
 //
 // - A connection that sends no request within `timeout` (a new one, or one
-//   kept alive after an answer) is closed.
+//   kept alive after an answer) is closed. While it waits it holds no
+//   thread (connection_pool.hpp): `workers` threads serve the requests that
+//   have come, and past `max_connections` the connection that has waited
+//   longest is closed.
 // - A request must arrive whole (request line, headers and body) within
 //   `timeout` of its first byte, and its answer must be written within
 //   `timeout`: a client that drips its request byte by byte, or reads the
@@ -26,18 +29,20 @@
 // (stop()) lets each connection finish its current request, which takes at
 // most `timeout`.
 //
-// Thread-safety: as httplib::Server; connections are served on its thread
-// pool.
+// Thread-safety: as httplib::Server; requests are served on the pool's
+// workers.
 #pragma once
 
 #include <httplib.h>
 
 #include <chrono>
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <thread>
 
+#include "connection_pool.hpp"
 #include "ratchet/status.hpp"
 
 namespace ratchet::cli {
@@ -53,6 +58,8 @@ bool addressed_to_loopback(const httplib::Request& req);
 struct BoundedServerOptions {
   std::chrono::milliseconds timeout{5000};
   std::size_t max_body = 64 * 1024;
+  std::size_t workers = 8;            // requests served at once
+  std::size_t max_connections = 256;  // open at once
 };
 
 class BoundedServer final : public httplib::Server {
@@ -80,14 +87,16 @@ class BoundedServer final : public httplib::Server {
   void halt();
 
  private:
-  // Replaces httplib's connection loop (a virtual of httplib::Server).
+  // Replaces httplib's connection loop (a virtual of httplib::Server): the
+  // new connection waits for its first request in the pool.
   bool process_and_close_socket(socket_t sock) override;
-  // Whether a request starts on `sock` within the timeout, while the server runs.
-  bool request_arrives(socket_t sock) const;
+  // On a pool worker: the requests that have come on `c`.
+  void serve_connection(std::unique_ptr<ServerConnection> c);
 
   BoundedServerOptions options_;
   HandlerWithResponse admit_;
   bool loopback_ = false;  // served on a loopback address (set before serving)
+  std::unique_ptr<ConnectionPool> pool_;
   std::thread thread_;
 };
 

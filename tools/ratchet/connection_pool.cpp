@@ -1,0 +1,142 @@
+#include "connection_pool.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+
+namespace ratchet::cli {
+
+using SteadyClock = std::chrono::steady_clock;
+
+ServerConnection::~ServerConnection() {
+  if (fd_ >= 0) ::close(fd_);
+  if (open_ != nullptr) open_->fetch_sub(1, std::memory_order_relaxed);
+}
+
+ConnectionPool::ConnectionPool(std::size_t workers, std::size_t max_open,
+                               std::chrono::milliseconds idle_timeout, Serve serve)
+    : max_open_(std::max<std::size_t>(1, max_open)),
+      idle_timeout_(idle_timeout),
+      serve_(std::move(serve)),
+      wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+  watcher_ = std::thread([this] { watch_loop(); });
+  for (std::size_t i = 0; i < std::max<std::size_t>(1, workers); ++i) {
+    workers_.emplace_back([this] { work_loop(); });
+  }
+}
+
+ConnectionPool::~ConnectionPool() {
+  stop();
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+void ConnectionPool::wake_watcher() {
+  const std::uint64_t one = 1;
+  // A full counter already wakes the watcher: nothing is lost when it fails.
+  [[maybe_unused]] const ssize_t n = ::write(wake_fd_, &one, sizeof one);
+}
+
+void ConnectionPool::park(std::unique_ptr<ServerConnection> c) {
+  if (stopping()) return;  // closed
+  if (c->open_ == nullptr) {
+    c->open_ = &open_;
+    open_.fetch_add(1, std::memory_order_relaxed);
+  }
+  c->waits_since_ = SteadyClock::now();
+  {
+    std::lock_guard lock(mu_);
+    arriving_.push_back(std::move(c));
+  }
+  wake_watcher();
+}
+
+void ConnectionPool::stop() {
+  stopping_.store(true, std::memory_order_release);
+  wake_watcher();
+  ready_cv_.notify_all();
+  if (watcher_.joinable()) watcher_.join();
+  for (auto& w : workers_) {
+    if (w.joinable()) w.join();
+  }
+  std::lock_guard lock(mu_);
+  arriving_.clear();
+  ready_.clear();
+}
+
+void ConnectionPool::watch_loop() {
+  std::vector<pollfd> fds;
+  while (!stopping()) {
+    {
+      std::lock_guard lock(mu_);
+      for (auto& c : arriving_) waiting_.push_back(std::move(c));
+      arriving_.clear();
+    }
+    // Room for the newest: the connections that waited longest go first.
+    if (open_.load(std::memory_order_relaxed) > max_open_ && !waiting_.empty()) {
+      std::ranges::stable_sort(waiting_, {}, [](const auto& c) { return c->waits_since_; });
+      std::size_t over = open_.load(std::memory_order_relaxed) - max_open_;
+      const std::size_t n = std::min(over, waiting_.size());
+      waiting_.erase(waiting_.begin(), waiting_.begin() + static_cast<std::ptrdiff_t>(n));
+    }
+    const auto now = SteadyClock::now();
+    std::erase_if(waiting_, [&](const auto& c) { return now - c->waits_since_ >= idle_timeout_; });
+    auto next = now + idle_timeout_;
+    fds.clear();
+    fds.push_back({wake_fd_, POLLIN, 0});
+    for (const auto& c : waiting_) {
+      fds.push_back({c->fd(), POLLIN, 0});
+      next = std::min(next, c->waits_since_ + idle_timeout_);
+    }
+    const auto wait = std::chrono::ceil<std::chrono::milliseconds>(next - now);
+    const int n = ::poll(fds.data(), fds.size(), static_cast<int>(std::max<std::int64_t>(0, wait.count())));
+    if (n < 0 && errno != EINTR) break;
+    if (n <= 0) continue;
+    if (fds[0].revents != 0) {
+      std::uint64_t count = 0;
+      [[maybe_unused]] const ssize_t r = ::read(wake_fd_, &count, sizeof count);
+    }
+    // Readable, closed or failed: a worker reads which.
+    std::vector<std::unique_ptr<ServerConnection>> ready;
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < waiting_.size(); ++i) {
+      if (fds[i + 1].revents != 0) {
+        ready.push_back(std::move(waiting_[i]));
+      } else {
+        waiting_[kept++] = std::move(waiting_[i]);
+      }
+    }
+    waiting_.resize(kept);
+    if (!ready.empty()) {
+      {
+        std::lock_guard lock(mu_);
+        for (auto& c : ready) ready_.push_back(std::move(c));
+      }
+      if (ready.size() == 1) {
+        ready_cv_.notify_one();
+      } else {
+        ready_cv_.notify_all();
+      }
+    }
+  }
+  waiting_.clear();
+}
+
+void ConnectionPool::work_loop() {
+  while (true) {
+    std::unique_ptr<ServerConnection> c;
+    {
+      std::unique_lock lock(mu_);
+      ready_cv_.wait(lock, [&] { return stopping() || !ready_.empty(); });
+      if (stopping()) return;
+      c = std::move(ready_.front());
+      ready_.pop_front();
+    }
+    serve_(std::move(c));
+  }
+}
+
+}  // namespace ratchet::cli

@@ -1,0 +1,103 @@
+// The connections of a BoundedServer, served without a thread each while
+// they wait: a browser keeps several connections open between its requests,
+// and a client may open many and send nothing. Each such connection held
+// one of the server's threads until its timeout, so a few of them kept
+// every other request waiting. Here one thread watches every connection
+// that waits for a request (poll), and a fixed set of workers serves those
+// whose bytes have come.
+//
+// - A connection waits at most `idle_timeout` for its next request (or its
+//   first), then it is closed.
+// - Past `max_open` connections, the one that has waited longest is closed
+//   to make room: a flood of idle connections cannot lock out a client that
+//   sends its request at once.
+// - stop() closes the waiting connections, lets each worker finish the
+//   request it serves, and joins the threads; connections handed to park()
+//   after it are closed.
+//
+// Thread-safety: park() and stop() may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace ratchet::cli {
+
+// What a connection received and no request has read yet: a client may
+// send its next request (pipelined) with the one before, and those bytes
+// belong to the next request's stream.
+struct Unread {
+  char buffer[4096];
+  std::size_t off = 0;
+  std::size_t len = 0;
+  bool empty() const { return off == len; }
+};
+
+// One client's connection; closes its socket when destroyed.
+class ServerConnection {
+ public:
+  ServerConnection(int fd, std::size_t requests) : requests_left(requests), fd_(fd) {}
+  ~ServerConnection();
+  ServerConnection(const ServerConnection&) = delete;
+  ServerConnection& operator=(const ServerConnection&) = delete;
+
+  int fd() const { return fd_; }
+
+  std::size_t requests_left;  // before the connection is closed (keep-alive's maximum)
+  Unread unread;
+
+ private:
+  friend class ConnectionPool;
+  int fd_;
+  std::chrono::steady_clock::time_point waits_since_{};
+  std::atomic<std::size_t>* open_ = nullptr;  // the pool's count, while it counts this one
+};
+
+class ConnectionPool {
+ public:
+  // Serves a connection whose bytes have come (or that closed) on a worker
+  // thread; it goes back with park() or ends when destroyed.
+  using Serve = std::function<void(std::unique_ptr<ServerConnection>)>;
+
+  ConnectionPool(std::size_t workers, std::size_t max_open, std::chrono::milliseconds idle_timeout,
+                 Serve serve);
+  ~ConnectionPool();
+  ConnectionPool(const ConnectionPool&) = delete;
+  ConnectionPool& operator=(const ConnectionPool&) = delete;
+
+  // A connection waiting for its next request, or a new one for its first.
+  void park(std::unique_ptr<ServerConnection> c);
+  void stop();
+  bool stopping() const { return stopping_.load(std::memory_order_acquire); }
+
+ private:
+  void watch_loop();
+  void work_loop();
+  void wake_watcher();
+
+  const std::size_t max_open_;
+  const std::chrono::milliseconds idle_timeout_;
+  const Serve serve_;
+  std::atomic<std::size_t> open_{0};
+  std::atomic<bool> stopping_{false};
+  int wake_fd_ = -1;  // an eventfd: a connection was parked, or stop()
+
+  std::mutex mu_;
+  std::condition_variable ready_cv_;
+  std::vector<std::unique_ptr<ServerConnection>> arriving_;  // parked, not yet watched
+  std::deque<std::unique_ptr<ServerConnection>> ready_;      // bytes came: for a worker
+
+  std::vector<std::unique_ptr<ServerConnection>> waiting_;  // the watcher's own
+  std::thread watcher_;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace ratchet::cli
