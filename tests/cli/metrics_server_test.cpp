@@ -280,6 +280,35 @@ TEST_F(MetricsServerTest, ManyIdleConnections_DoNotKeepARequestWaiting) {
   }
 }
 
+// A client that sends its request a little at a time (slowloris) held a
+// worker until its timeout, so a few dozen kept every other request
+// waiting that long. The pool gathers a request's head before a worker
+// reads it.
+TEST_F(MetricsServerTest, ManyClientsDrippingTheirRequests_DoNotKeepARequestWaiting) {
+  const int port = serve(3000ms);
+  std::vector<std::unique_ptr<RawClient>> slow;
+  for (int i = 0; i < 32; ++i) {
+    slow.push_back(std::make_unique<RawClient>(port));
+    ASSERT_TRUE(slow.back()->connected());
+    ASSERT_TRUE(slow.back()->send("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: a"));
+  }
+  std::this_thread::sleep_for(100ms);
+  for (auto& c : slow) ASSERT_TRUE(c->send("a"));
+  RawClient client(port);
+  ASSERT_TRUE(client.connected());
+  const auto start = Clock::now();
+  ASSERT_TRUE(client.send("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"));
+  auto reply = client.read_until_closed(5s);
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->rfind("HTTP/1.1 200", 0), 0u) << *reply;
+  EXPECT_LT(Clock::now() - start, 1s);
+  // Each slow request, once whole, is answered as usual.
+  ASSERT_TRUE(slow.front()->send("\r\nConnection: close\r\n\r\n"));
+  auto finished = slow.front()->read_until_closed(5s);
+  ASSERT_TRUE(finished.has_value());
+  EXPECT_EQ(finished->rfind("HTTP/1.1 200", 0), 0u) << *finished;
+}
+
 // Past the cap on open connections, the one that has waited longest for a
 // request is closed: a flood of idle connections cannot lock out a client
 // that sends its request at once.

@@ -66,11 +66,9 @@ class InlineQueue final : public httplib::TaskQueue {
   void shutdown() override {}
 };
 
-// Whether bytes (or the end of the connection) are there to read now.
-bool readable_now(int fd) {
-  pollfd p{fd, POLLIN, 0};
-  return ::poll(&p, 1, 0) > 0;
-}
+// What a read takes from the socket at most, beyond what it asked for (the
+// next request's bytes, sent with this one).
+constexpr std::size_t kReadAhead = 4096;
 
 // One request's exchange on a connection: reads must be done by the read
 // deadline; writes get `write_budget` from the first of them.
@@ -87,19 +85,14 @@ class DeadlineStream final : public httplib::Stream {
   bool expired() const { return expired_; }
 
   ssize_t read(char* ptr, size_t size) override {
-    if (in_.empty()) {
-      ssize_t n = -1;
-      while (true) {
-        if (!wait(POLLIN, read_deadline_)) return -1;
-        n = ::recv(fd_, in_.buffer, sizeof in_.buffer, MSG_DONTWAIT);
-        if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) break;
-      }
-      if (n <= 0) return n;
-      in_.off = 0;
-      in_.len = static_cast<std::size_t>(n);
+    while (in_.empty()) {
+      if (!wait(POLLIN, read_deadline_)) return -1;
+      const ssize_t n = in_.receive(fd_, kReadAhead);
+      if (n == 0) return 0;
+      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return -1;
     }
-    const std::size_t n = std::min(size, in_.len - in_.off);
-    std::memcpy(ptr, in_.buffer + in_.off, n);
+    const std::size_t n = std::min(size, in_.bytes.size() - in_.off);
+    std::memcpy(ptr, in_.bytes.data() + in_.off, n);
     in_.off += n;
     return static_cast<ssize_t>(n);
   }
@@ -235,9 +228,9 @@ bool BoundedServer::process_and_close_socket(socket_t sock) {
 void BoundedServer::serve_connection(std::unique_ptr<ServerConnection> c) {
   bool refused = false;
   while (c->requests_left > 0) {
-    // Nothing more to read: the connection waits for its next request in
-    // the pool, without a thread.
-    if (c->unread.empty() && !readable_now(c->fd())) {
+    // No whole request head here: the connection waits for it in the pool,
+    // without a thread.
+    if (!c->unread.has_head()) {
       pool_->park(std::move(c));
       return;
     }

@@ -5,12 +5,13 @@
 //   thread (connection_pool.hpp): `workers` threads serve the requests that
 //   have come, and past `max_connections` the connection that has waited
 //   longest is closed.
-// - A request must arrive whole (request line, headers and body) within
-//   `timeout` of its first byte, and its answer must be written within
-//   `timeout`: a client that drips its request byte by byte, or reads the
-//   answer that way, is disconnected when the time is up. (cpp-httplib's own
-//   timeouts bound each read and write, not the request, so a drip of one
-//   byte every few seconds would hold a worker thread for ever.)
+// - A request's head (request line and headers) must arrive whole within
+//   `timeout` of its first byte, and is gathered without a thread; its body
+//   must then arrive, and its answer be written, within `timeout`: a client
+//   that drips its request byte by byte, or reads the answer that way, is
+//   disconnected when the time is up. (cpp-httplib's own timeouts bound each
+//   read and write, not the request, so a drip of one byte every few
+//   seconds would hold a worker thread for ever.)
 // - A body larger than `max_body` bytes, a chunked body (whose size is not
 //   known before it is read) and a body without a length are refused with
 //   413 (411 for the last) before any of it is read, also when the client

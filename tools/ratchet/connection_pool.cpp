@@ -2,15 +2,48 @@
 
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <string_view>
 
 namespace ratchet::cli {
 
 using SteadyClock = std::chrono::steady_clock;
+
+namespace {
+
+// More than any request head may take (cpp-httplib refuses a line over
+// 8 KiB, and a head of many of them): handed to a worker, which refuses it.
+constexpr std::size_t kMaxHead = 64 * 1024;
+
+}  // namespace
+
+bool Unread::has_head() const {
+  const std::string_view rest = std::string_view(bytes).substr(off);
+  // Blank lines before a request line are skipped by parsers: not a head.
+  const std::size_t start = rest.find_first_not_of("\r\n");
+  if (start == std::string_view::npos) return false;
+  const std::string_view head = rest.substr(start);
+  return head.find("\n\r\n") != std::string_view::npos || head.find("\n\n") != std::string_view::npos ||
+         rest.size() >= kMaxHead;
+}
+
+ssize_t Unread::receive(int fd, std::size_t at_most) {
+  if (off > 0) {
+    bytes.erase(0, off);
+    off = 0;
+  }
+  char buffer[4096];
+  const std::size_t room = at_most > bytes.size() ? at_most - bytes.size() : 0;
+  if (room == 0) return -1;
+  const ssize_t n = ::recv(fd, buffer, std::min(room, sizeof buffer), MSG_DONTWAIT);
+  if (n > 0) bytes.append(buffer, static_cast<std::size_t>(n));
+  return n;
+}
 
 ServerConnection::~ServerConnection() {
   if (fd_ >= 0) ::close(fd_);
@@ -99,15 +132,28 @@ void ConnectionPool::watch_loop() {
       std::uint64_t count = 0;
       [[maybe_unused]] const ssize_t r = ::read(wake_fd_, &count, sizeof count);
     }
-    // Readable, closed or failed: a worker reads which.
+    // The head of a request as it comes; a worker once it is whole.
     std::vector<std::unique_ptr<ServerConnection>> ready;
     std::size_t kept = 0;
+    const auto read_at = SteadyClock::now();
     for (std::size_t i = 0; i < waiting_.size(); ++i) {
+      auto& c = waiting_[i];
       if (fds[i + 1].revents != 0) {
-        ready.push_back(std::move(waiting_[i]));
-      } else {
-        waiting_[kept++] = std::move(waiting_[i]);
+        const bool had_bytes = !c->unread.empty();
+        const ssize_t got = c->unread.receive(c->fd(), kMaxHead);
+        if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+          c.reset();  // the client went away
+          continue;
+        }
+        if (c->unread.has_head()) {
+          ready.push_back(std::move(c));
+          continue;
+        }
+        // The request's first bytes: its head must be whole within the
+        // timeout from now.
+        if (!had_bytes && got > 0) c->waits_since_ = read_at;
       }
+      waiting_[kept++] = std::move(c);
     }
     waiting_.resize(kept);
     if (!ready.empty()) {

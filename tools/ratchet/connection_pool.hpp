@@ -7,7 +7,11 @@
 // whose bytes have come.
 //
 // - A connection waits at most `idle_timeout` for its next request (or its
-//   first), then it is closed.
+//   first), then it is closed. The watcher reads a request's head as it
+//   comes, and hands the connection to a worker once it is whole: a client
+//   that drips its request holds no worker either, and is closed when the
+//   head has not come whole `idle_timeout` after its first byte. (A body
+//   is read by the worker, within the server's own timeout.)
 // - Past `max_open` connections, the one that has waited longest is closed
 //   to make room: a flood of idle connections cannot lock out a client that
 //   sends its request at once.
@@ -18,6 +22,7 @@
 // Thread-safety: park() and stop() may be called from any thread.
 #pragma once
 
+#include <sys/types.h>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -26,6 +31,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -33,12 +39,18 @@ namespace ratchet::cli {
 
 // What a connection received and no request has read yet: a client may
 // send its next request (pipelined) with the one before, and those bytes
-// belong to the next request's stream.
+// belong to the next request's stream; the pool gathers a request's head
+// here before a worker reads it.
 struct Unread {
-  char buffer[4096];
+  std::string bytes;
   std::size_t off = 0;
-  std::size_t len = 0;
-  bool empty() const { return off == len; }
+  bool empty() const { return off == bytes.size(); }
+  // Whether a whole request head (up to its empty line) is here, or more
+  // than any head may take, so that a worker has something to answer.
+  bool has_head() const;
+  // Reads what `fd` has now, up to `at_most` bytes held; the bytes read,
+  // 0 at the end of the connection, -1 when nothing was there or it failed.
+  ssize_t receive(int fd, std::size_t at_most);
 };
 
 // One client's connection; closes its socket when destroyed.
@@ -57,8 +69,8 @@ class ServerConnection {
  private:
   friend class ConnectionPool;
   int fd_;
-  std::chrono::steady_clock::time_point waits_since_{};
-  std::atomic<std::size_t>* open_ = nullptr;  // the pool's count, while it counts this one
+  std::chrono::steady_clock::time_point waits_since_{};  // for a request, or for the rest of its head
+  std::atomic<std::size_t>* open_ = nullptr;             // the pool's count, while it counts this one
 };
 
 class ConnectionPool {
