@@ -267,6 +267,41 @@ TEST_F(RatchetWebTest, HostileRequests_AreRefusedWithoutHarm) {
   EXPECT_EQ(get("/api/v1/overview")["counts"].size(), 7u) << "the database is intact";
 }
 
+// The API answered the server's own refusals as text (411, 413, 414)
+// while everything else it says is JSON; and a form-encoded body over
+// 8 KiB got a 413 that named the 64 KiB limit.
+TEST_F(RatchetWebTest, ApiRefusalsBeforeRouting_AreJsonErrorsThatNameTheLimit) {
+  start_web({"--token-env", "RATCHET_WEB_TEST_TOKEN"});
+  const std::string auth = std::string("Host: 127.0.0.1\r\nAuthorization: Bearer ") + kToken + "\r\n";
+  auto error_of = [&](const std::string& request, const std::string& status) {
+    const std::string reply = raw_exchange(port_, request);
+    EXPECT_THAT(reply, ::testing::StartsWith("HTTP/1.1 " + status)) << reply;
+    EXPECT_THAT(reply, HasSubstr("Content-Type: application/json")) << reply;
+    const auto body = reply.find("\r\n\r\n");
+    if (body == std::string::npos) return std::string();
+    const json parsed = json::parse(reply.substr(body + 4), nullptr, false);
+    EXPECT_TRUE(parsed.is_object() && parsed.contains("error")) << reply;
+    return parsed.is_object() ? parsed.value("error", std::string()) : std::string();
+  };
+  EXPECT_THAT(
+      error_of("POST /api/v1/jobs/purge HTTP/1.1\r\n" + auth + "Content-Length: 70000\r\n\r\n", "413"),
+      HasSubstr("65536"));
+  EXPECT_THAT(error_of("POST /api/v1/jobs/purge HTTP/1.1\r\n" + auth +
+                           "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 9000\r\n\r\n",
+                       "413"),
+              HasSubstr("form-encoded"));
+  EXPECT_THAT(error_of("POST /api/v1/jobs/purge HTTP/1.1\r\n" + auth + "Connection: close\r\n\r\n", "411"),
+              HasSubstr("Content-Length"));
+  EXPECT_THAT(
+      error_of("POST /api/v1/jobs/purge HTTP/1.1\r\n" + auth + "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+               "413"),
+      HasSubstr("chunked"));
+  EXPECT_THAT(error_of("GET /api/v1/jobs?q=" + std::string(9000, 'a') + " HTTP/1.1\r\n" + auth +
+                           "Connection: close\r\n\r\n",
+                       "414"),
+              HasSubstr("too long"));
+}
+
 // A misspelt filter key was dropped, so {"state": "dead", "typ": "x"}
 // retried every dead job; a job already available was "available again"
 // with nothing changed.

@@ -129,31 +129,52 @@ class DeadlineStream final : public httplib::Stream {
   Unread& in_;
 };
 
-// The status that refuses `req` before its body is read, or 0 to go on.
-int body_refusal(const httplib::Request& req, std::size_t max_body) {
+// cpp-httplib parses a form-encoded body only up to this size, and
+// answers 413 past it (CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_MAX_LENGTH).
+constexpr std::uint64_t kMaxFormBody = 8192;
+
+// Why `req` is refused before its body is read; status 0: it is not.
+struct Refusal {
+  int status = 0;
+  std::string message;
+};
+
+Refusal body_refusal(const httplib::Request& req, std::size_t max_body) {
   // A chunked body's size is known only once it has been read.
-  if (req.has_header("Transfer-Encoding")) return 413;
+  if (req.has_header("Transfer-Encoding")) {
+    return {413, "request body refused: a chunked body is not taken; send it with a Content-Length"};
+  }
   if (req.has_header("Content-Length")) {
     const std::string value = req.get_header_value("Content-Length");
     std::uint64_t length = 0;
     auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), length);
-    if (ec != std::errc{} || end != value.data() + value.size()) return 400;
-    return length > max_body ? 413 : 0;
+    if (ec != std::errc{} || end != value.data() + value.size()) {
+      return {400, "bad Content-Length: not a whole number of bytes"};
+    }
+    if (length > max_body) {
+      return {413, "request body refused: " + std::to_string(length) + " bytes, over the " +
+                       std::to_string(max_body) + " this server takes"};
+    }
+    const std::string type = req.get_header_value("Content-Type");
+    if (type.starts_with("application/x-www-form-urlencoded") && length > kMaxFormBody) {
+      return {413, "request body refused: a form-encoded body of " + std::to_string(length) +
+                       " bytes, over the " + std::to_string(kMaxFormBody) +
+                       " a form may take; send JSON (up to " + std::to_string(max_body) + " bytes) instead"};
+    }
+    return {};
   }
   // Without a length, httplib reads the body of these up to the end of the
   // connection.
   const std::string& m = req.method;
-  if (m == "POST" || m == "PUT" || m == "PATCH" || m == "DELETE" || m == "PRI") return 411;
-  return 0;
+  if (m == "POST" || m == "PUT" || m == "PATCH" || m == "DELETE" || m == "PRI") {
+    return {411, "request body refused: it has no Content-Length"};
+  }
+  return {};
 }
 
-void refuse(int status, std::size_t max_body, httplib::Response& res) {
-  res.status = status;
-  res.set_content(status == 413
-                      ? "request body refused: over " + std::to_string(max_body) + " bytes, or chunked\n"
-                  : status == 411 ? std::string("request body refused: it has no Content-Length\n")
-                                  : std::string("bad Content-Length\n"),
-                  "text/plain");
+void refuse(const Refusal& refusal, httplib::Response& res) {
+  res.status = refusal.status;
+  res.set_content(refusal.message + "\n", "text/plain");
 }
 
 }  // namespace
@@ -197,15 +218,15 @@ BoundedServer::BoundedServer(BoundedServerOptions options) : options_(options) {
   set_keep_alive_timeout(std::max<time_t>(1, std::chrono::ceil<std::chrono::seconds>(t).count()));
   const std::size_t max_body = options_.max_body;
   set_expect_100_continue_handler([max_body](const httplib::Request& req, httplib::Response& res) {
-    const int status = body_refusal(req, max_body);
-    if (status == 0) return 100;
-    refuse(status, max_body, res);
-    return status;
+    const Refusal refusal = body_refusal(req, max_body);
+    if (refusal.status == 0) return 100;
+    refuse(refusal, res);
+    return refusal.status;
   });
   set_pre_routing_handler([this, max_body](const httplib::Request& req, httplib::Response& res) {
-    const int status = body_refusal(req, max_body);
-    if (status != 0) {
-      refuse(status, max_body, res);
+    const Refusal refusal = body_refusal(req, max_body);
+    if (refusal.status != 0) {
+      refuse(refusal, res);
       return HandlerResponse::Handled;
     }
     if (loopback_ && !addressed_to_loopback(req)) {
@@ -237,7 +258,7 @@ void BoundedServer::serve_connection(std::unique_ptr<ServerConnection> c) {
     DeadlineStream stream(c->fd(), c->unread, SteadyClock::now() + options_.timeout, options_.timeout);
     bool closed = false;
     const bool ok = process_request(stream, c->requests_left == 1, closed, [&](httplib::Request& req) {
-      if (body_refusal(req, options_.max_body) == 0) return;
+      if (body_refusal(req, options_.max_body).status == 0) return;
       // The body stays unread: the connection ends with the answer, which
       // says so.
       refused = closed = true;

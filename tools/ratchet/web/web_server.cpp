@@ -207,14 +207,23 @@ struct WebServer::Impl {
       res.set_content(std::string(asset->body), std::string(asset->content_type));
     });
     server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-      // Only statuses no handler set (an unknown path, 413) get a body here.
-      if (!res.body.empty()) return;
-      if (req.path.starts_with("/api/")) {
-        send_error(res, res.status,
-                   res.status == 404
-                       ? fmt::format("no such endpoint: {} {} (see docs/web.md)", req.method, req.path)
-                       : fmt::format("HTTP {}", res.status));
+      // A request line too long to read (414) has no path to tell by.
+      if (!req.path.starts_with("/api/") && res.status != 414) return;
+      // The API answers JSON whatever refused the request: the server's own
+      // refusals before routing (411, 413, 403) are text, and statuses no
+      // handler set (an unknown path, httplib's 414) have no body yet.
+      if (!res.body.empty()) {
+        if (!res.get_header_value("Content-Type").starts_with("text/plain")) return;
+        std::string text = res.body;
+        while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+        send_error(res, res.status, std::move(text));
+        return;
       }
+      send_error(res, res.status,
+                 res.status == 404
+                     ? fmt::format("no such endpoint: {} {} (see docs/web.md)", req.method, req.path)
+                 : res.status == 414 ? std::string("the request's URI is too long")
+                                     : fmt::format("HTTP {}", res.status));
     });
     server.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr e) {
       std::string what = "internal error";
