@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -110,6 +111,82 @@ TEST_F(PgOutage, ServerDownPastTheLease_TheExpiryIsNoCrashAndTheJobCompletes) {
   EXPECT_EQ(j.lease_expiries, 1);
   EXPECT_TRUE(told) << "the timeline says why the lease expired:" << timeline;
   (*e)->stop();
+}
+
+// Two processes (two engines, each with its own connections and owner),
+// each running two jobs, through one outage: whichever claims first after
+// it finds all four leases expired, the other's too, and takes none of
+// them for a crash. Before, each became a suspect, to be run one at a time.
+TEST_F(PgOutage, ServerDownPastTheLeaseOfTwoProcesses_NoJobBecomesASuspect) {
+  auto clock = std::make_shared<FakeClock>();
+  EngineOptions o;
+  o.database = fresh_postgres_schema();
+  o.workers = 2;
+  o.clock = clock;
+  o.lease = 30s;
+  o.heartbeat = 10s;
+  o.busy_timeout = 200ms;
+  o.record_crashes = false;
+  o.shutdown_grace = 2s;
+  std::atomic<int> calls{0};
+  std::atomic<bool> release{false};
+  auto slow = [&](StepContext& ctx) {
+    return ctx.step("s", [&] {
+      if (++calls <= 4) {
+        while (!release) std::this_thread::sleep_for(1ms);
+      }
+      return nlohmann::json(1);
+    });
+  };
+  std::vector<std::unique_ptr<Engine>> engines;
+  for (int i = 0; i < 2; ++i) {
+    o.queues = {"q" + std::to_string(i)};  // two jobs each
+    auto e = Engine::open(o);
+    ASSERT_TRUE(e) << e.error().to_string();
+    ASSERT_TRUE((*e)->define("slow", slow));
+    engines.push_back(std::move(*e));
+  }
+  std::vector<JobId> ids;
+  for (int i = 0; i < 4; ++i) {
+    EnqueueOptions q;
+    q.queue = "q" + std::to_string(i % 2);
+    auto id = engines[0]->enqueue("slow", nlohmann::json::object(), q);
+    ASSERT_TRUE(id) << id.error().to_string();
+    ids.push_back(*id);
+  }
+  for (auto& e : engines) ASSERT_TRUE(e->start());
+  ASSERT_TRUE(eventually([&] { return calls == 4; })) << "each engine runs two of the jobs";
+
+  cluster("down");
+  clock->advance(10s);
+  for (auto& e : engines) {
+    auto& store = *EngineAccess::impl(*e).store;
+    ASSERT_TRUE(eventually([&] { return store.stalled(); }));
+  }
+  clock->advance(21s);
+  for (auto& e : engines) {
+    auto& store = *EngineAccess::impl(*e).store;
+    ASSERT_TRUE(eventually([&] { return !store.stalled(); }));
+  }
+  cluster("up");
+  release = true;
+
+  for (JobId id : ids) {
+    JobRecord j;
+    const bool completed = eventually([&] {
+      auto r = engines[0]->get(id);
+      if (r) j = *r;
+      return r && r->state == JobState::kCompleted;
+    });
+    std::string timeline;
+    for (const auto& t : j.timeline) timeline += "\n  " + t.kind + ": " + t.detail;
+    EXPECT_TRUE(completed) << "job " << id << " is " << to_string(j.state) << "; timeline:" << timeline;
+    EXPECT_EQ(j.attempt, 1) << "job " << id;
+    EXPECT_EQ(timeline.find("suspect"), std::string::npos) << "job " << id << ":" << timeline;
+    EXPECT_NE(timeline.find("while the database was out of reach"), std::string::npos)
+        << "job " << id << ":" << timeline;
+  }
+  for (auto& e : engines) e->stop();
 }
 
 }  // namespace

@@ -71,6 +71,9 @@ void PgJobStore::expire_leases(const ClaimRequest& req, ClaimResult& result) {
         {p(id), p(std::int64_t{attempt}), p(error), p(req.now)});
     add_timeline(id, req.now, "lease_expired", error);
     result.expired.push_back({id, type, attempt, verdict.dead, error});
+    // Claimable again, perhaps only by engines working its queue elsewhere:
+    // they hear of it now, not at their next poll.
+    if (!verdict.dead) new_work_ = true;
   }
 }
 
