@@ -38,7 +38,22 @@ class PgOutage : public PgTest {
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
     down_ = what == "down";
   }
+  // A fresh schema, a lease of 30 s renewed every 10 s, on the fake clock.
+  EngineOptions options(int workers) const {
+    EngineOptions o;
+    o.database = fresh_postgres_schema();
+    o.workers = workers;
+    o.clock = clock_;
+    o.lease = 30s;
+    o.heartbeat = 10s;
+    o.busy_timeout = 200ms;
+    o.record_crashes = false;
+    o.shutdown_grace = 2s;
+    return o;
+  }
+
   bool down_ = false;
+  std::shared_ptr<FakeClock> clock_ = std::make_shared<FakeClock>();
 };
 
 // Waits, in real time, at most 20 s, for `done`.
@@ -55,17 +70,8 @@ bool eventually(F done) {
 // against it, and with max_lease_expiries = 1 it ended dead; beside other
 // jobs it would have become a suspect, run one at a time.
 TEST_F(PgOutage, ServerDownPastTheLease_TheExpiryIsNoCrashAndTheJobCompletes) {
-  auto clock = std::make_shared<FakeClock>();
-  EngineOptions o;
-  o.database = fresh_postgres_schema();
-  o.workers = 1;
-  o.clock = clock;
-  o.lease = 30s;
-  o.heartbeat = 10s;
-  o.busy_timeout = 200ms;
+  EngineOptions o = options(1);
   o.max_lease_expiries = 1;
-  o.record_crashes = false;
-  o.shutdown_grace = 2s;
   auto e = Engine::open(o);
   ASSERT_TRUE(e) << e.error().to_string();
   std::atomic<int> calls{0};
@@ -86,10 +92,10 @@ TEST_F(PgOutage, ServerDownPastTheLease_TheExpiryIsNoCrashAndTheJobCompletes) {
   cluster("down");
   auto& store = *EngineAccess::impl(**e).store;
   // A heartbeat: its renewal cannot reach the server, and is tried again...
-  clock->advance(10s);
+  clock_->advance(10s);
   ASSERT_TRUE(eventually([&] { return store.stalled(); }));
   // ...until the lease runs out, and it is given up.
-  clock->advance(21s);
+  clock_->advance(21s);
   ASSERT_TRUE(eventually([&] { return !store.stalled(); }));
   cluster("up");
   release = true;
@@ -118,16 +124,7 @@ TEST_F(PgOutage, ServerDownPastTheLease_TheExpiryIsNoCrashAndTheJobCompletes) {
 // it finds all four leases expired, the other's too, and takes none of
 // them for a crash. Before, each became a suspect, to be run one at a time.
 TEST_F(PgOutage, ServerDownPastTheLeaseOfTwoProcesses_NoJobBecomesASuspect) {
-  auto clock = std::make_shared<FakeClock>();
-  EngineOptions o;
-  o.database = fresh_postgres_schema();
-  o.workers = 2;
-  o.clock = clock;
-  o.lease = 30s;
-  o.heartbeat = 10s;
-  o.busy_timeout = 200ms;
-  o.record_crashes = false;
-  o.shutdown_grace = 2s;
+  EngineOptions o = options(2);
   std::atomic<int> calls{0};
   std::atomic<bool> release{false};
   auto slow = [&](StepContext& ctx) {
@@ -158,12 +155,12 @@ TEST_F(PgOutage, ServerDownPastTheLeaseOfTwoProcesses_NoJobBecomesASuspect) {
   ASSERT_TRUE(eventually([&] { return calls == 4; })) << "each engine runs two of the jobs";
 
   cluster("down");
-  clock->advance(10s);
+  clock_->advance(10s);
   for (auto& e : engines) {
     auto& store = *EngineAccess::impl(*e).store;
     ASSERT_TRUE(eventually([&] { return store.stalled(); }));
   }
-  clock->advance(21s);
+  clock_->advance(21s);
   for (auto& e : engines) {
     auto& store = *EngineAccess::impl(*e).store;
     ASSERT_TRUE(eventually([&] { return !store.stalled(); }));
