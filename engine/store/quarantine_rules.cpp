@@ -44,7 +44,9 @@ ExpiryVerdict judge_recorded_crash(const CrashEvidence& crash, std::int64_t id, 
   return v;
 }
 
-bool expired_in_outage(const std::vector<std::pair<Micros, Micros>>& outages, Micros expired_at) {
+bool expired_in_outage(const std::vector<std::pair<Micros, Micros>>& outages, Micros expired_at,
+                       int expiries) {
+  if (expiries >= kForgivenExpiries) return false;
   return std::ranges::any_of(outages,
                              [&](const auto& o) { return o.first <= expired_at && expired_at <= o.second; });
 }

@@ -31,7 +31,9 @@
 // attempt and its standing, and nothing is recorded against its owner. A
 // stalled process (SIGSTOP, a machine suspended) made no attempt that
 // failed, so its expiries are judged by the rules above: a job that stalls
-// its process cannot pass for an outage. What it costs: a crash that comes
+// its process cannot pass for an outage, and one that cuts its own process
+// off from the database is forgiven only kForgivenExpiries times. What it
+// costs: a crash that comes
 // while the database is out of reach, or within a heartbeat of its return,
 // is not counted against anyone. A host cut off alone from a database that
 // others still reach looks, to them, like a process that stalled.
@@ -79,8 +81,14 @@ struct ExpiryFacts {
 // The rules above for a process that left no crash record naming a job.
 ExpiryVerdict judge_expiry(const ExpiryFacts& facts);
 
-// Whether a lease that ran out at `expired_at` fell in one of `outages`.
-bool expired_in_outage(const std::vector<std::pair<Micros, Micros>>& outages, Micros expired_at);
+// Whether a lease that ran out at `expired_at` fell in one of `outages`,
+// for a job whose leases expired `expiries` times before: at most
+// kForgivenExpiries of them pass for outages, so that a job that itself
+// cuts its process off from the database (its descriptors used up, say)
+// cannot run, expire and be forgiven for ever.
+inline constexpr int kForgivenExpiries = 10;
+bool expired_in_outage(const std::vector<std::pair<Micros, Micros>>& outages, Micros expired_at,
+                       int expiries);
 
 // The verdict on a lease that ran out while the database was out of reach:
 // nothing counted, the job's standing as it was.

@@ -12,6 +12,7 @@
 
 #include "backends.hpp"
 #include "store/job_store.hpp"
+#include "store/quarantine_rules.hpp"
 
 namespace ratchet::store {
 namespace {
@@ -236,6 +237,27 @@ TEST_P(QuarantineTest, LeasesThatRanOutWhileTheDatabaseWasOutOfReach_AreNoCrash)
   EXPECT_EQ(after.expired.size(), 8u);
   EXPECT_EQ(after.jobs.size(), 8u) << "no suspect to run alone";
   EXPECT_EQ(count("suspect = 1"), 0);
+}
+
+// A job that itself cuts its process off from the database (using up its
+// descriptors, say) would run, expire in the outage it caused and be
+// forgiven for ever: only kForgivenExpiries of a job's expiries pass for
+// outages, then they are judged as crashes again.
+TEST_P(QuarantineTest, LeasesRunningOutInOutagesAgainAndAgain_AreForgivenOnlySoOften) {
+  const JobId id = add(100);
+  Micros now = kT0;
+  int forgiven = 0;
+  for (int outage = 0; outage < kForgivenExpiries + 3 && job(id).state != JobState::kDead; ++outage) {
+    auto c = claim("process", now, 1);
+    ASSERT_EQ(ids(c), std::set<JobId>{id}) << "outage " << outage;
+    const Micros failing_from = now + 10 * kSec;
+    now += kLease + 2 * kSec;
+    auto after = claim("process", now, 0, {{failing_from, now}});
+    ASSERT_EQ(after.expired.size(), 1u);
+    if (after.expired[0].error.find("out of reach") != std::string::npos) ++forgiven;
+  }
+  EXPECT_EQ(forgiven, kForgivenExpiries);
+  EXPECT_EQ(job(id).state, JobState::kDead) << "then three expiries alone end it";
 }
 
 // The outage must cover the moment the lease ran out: a lease that ran out

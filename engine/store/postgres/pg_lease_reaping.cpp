@@ -46,8 +46,10 @@ ExpiryVerdict PgJobStore::judge(JobId id, const std::string& owner, int attempt,
 void PgJobStore::expire_leases(const ClaimRequest& req, ClaimResult& result) {
   // Jobs whose worker vanished, locked so that two hosts do not judge one twice.
   Rows q = s_.run(
-      "SELECT id, type, attempt, max_attempts, lease_owner, lease_expires_us FROM ratchet_jobs WHERE state = "
-      "'running' AND lease_expires_us <= $1 ORDER BY lease_expires_us LIMIT 64 FOR UPDATE SKIP LOCKED",
+      "SELECT id, type, attempt, max_attempts, lease_owner, lease_expires_us, lease_expiries FROM "
+      "ratchet_jobs "
+      "WHERE state = 'running' AND lease_expires_us <= $1 ORDER BY lease_expires_us LIMIT 64 FOR UPDATE SKIP "
+      "LOCKED",
       {p(req.now)});
   for (int i = 0; i < q.size(); ++i) {
     const JobId id = i64(q, i, 0);
@@ -55,8 +57,9 @@ void PgJobStore::expire_leases(const ClaimRequest& req, ClaimResult& result) {
     const int attempt = static_cast<int>(i64(q, i, 2));
     const int max_attempts = static_cast<int>(i64(q, i, 3));
     const std::string owner = text(q, i, 4);
-    const ExpiryVerdict verdict = judge(id, owner, attempt, max_attempts, req.max_lease_expiries,
-                                        expired_in_outage(req.outages, i64(q, i, 5)), req.now);
+    const ExpiryVerdict verdict =
+        judge(id, owner, attempt, max_attempts, req.max_lease_expiries,
+              expired_in_outage(req.outages, i64(q, i, 5), static_cast<int>(i64(q, i, 6))), req.now);
     const std::string error = expiry_error(owner, verdict);
     // resume = 1 keeps the attempt: an expiry not counted against the job did not use it up.
     s_.run(

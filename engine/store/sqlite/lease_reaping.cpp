@@ -2,7 +2,6 @@
 // retryable or dead, inside the claim's transaction and before any job is
 // taken.
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "store/sqlite/quarantine.hpp"
@@ -15,22 +14,32 @@ void SqliteJobStore::expire_leases(const ClaimRequest& req, ClaimResult& result)
   // Jobs whose worker vanished: the quarantine judges whom the crash is
   // counted against (a job that keeps crashing its process ends dead instead
   // of taking every worker down; the jobs beside it do not).
-  std::vector<std::tuple<JobId, std::string, int, int, Micros, std::string>> expired;
+  struct Reaped {
+    JobId id;
+    std::string type;
+    int attempt;
+    int max_attempts;
+    Micros expired_at;
+    int expiries;
+    std::string owner;
+  };
+  std::vector<Reaped> expired;
   {
-    Use q(
-        stmt("SELECT id, type, attempt, max_attempts, lease_expires_us, lease_owner FROM jobs "
-             "INDEXED BY jobs_leases WHERE state = 'running' AND lease_expires_us <= ? ORDER BY "
-             "lease_expires_us LIMIT 64"));
+    Use q(stmt(
+        "SELECT id, type, attempt, max_attempts, lease_expires_us, lease_expiries, lease_owner FROM jobs "
+        "INDEXED BY jobs_leases WHERE state = 'running' AND lease_expires_us <= ? ORDER BY "
+        "lease_expires_us LIMIT 64"));
     q->bind(1, req.now);
     while (q->executeStep()) {
-      expired.emplace_back(q->getColumn(0).getInt64(), q->getColumn(1).getString(), q->getColumn(2).getInt(),
-                           q->getColumn(3).getInt(), q->getColumn(4).getInt64(),
-                           q->getColumn(5).isNull() ? std::string() : q->getColumn(5).getString());
+      expired.push_back({q->getColumn(0).getInt64(), q->getColumn(1).getString(), q->getColumn(2).getInt(),
+                         q->getColumn(3).getInt(), q->getColumn(4).getInt64(), q->getColumn(5).getInt(),
+                         q->getColumn(6).isNull() ? std::string() : q->getColumn(6).getString()});
     }
   }
-  for (const auto& [id, type, attempt, max_attempts, expired_at, owner] : expired) {
-    const ExpiryVerdict verdict = quarantine_->judge(id, owner, attempt, max_attempts, req.max_lease_expiries,
-                                                     expired_in_outage(req.outages, expired_at), req.now);
+  for (const auto& [id, type, attempt, max_attempts, expired_at, expiries, owner] : expired) {
+    const ExpiryVerdict verdict =
+        quarantine_->judge(id, owner, attempt, max_attempts, req.max_lease_expiries,
+                           expired_in_outage(req.outages, expired_at, expiries), req.now);
     const bool dead = verdict.dead;
     const std::string error = expiry_error(owner, verdict);
     Use u(stmt(
