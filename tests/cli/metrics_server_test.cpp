@@ -74,6 +74,9 @@ class RawClient {
   // sent before.
   bool closed_within(std::chrono::milliseconds within) { return read_until_closed(within).has_value(); }
 
+  // What arrived so far.
+  const std::string& received() const { return received_; }
+
  private:
   int fd_;
   bool connected_ = false;
@@ -186,6 +189,22 @@ TEST_F(MetricsServerTest, BodyWithExpectContinue_Gets413BeforeItIsSent) {
   auto reply = client.read_until_closed(2s);
   ASSERT_TRUE(reply.has_value());
   EXPECT_EQ(reply->rfind("HTTP/1.1 413", 0), 0u) << *reply;
+}
+
+// A client that asks "Expect: 100-continue" sends its body only once told
+// to: the server must not wait for that body before it answers the head.
+TEST_F(MetricsServerTest, SmallBodyWithExpectContinue_IsAskedForThenAnswered) {
+  RawClient client(serve(5s));
+  ASSERT_TRUE(client.connected());
+  ASSERT_TRUE(
+      client.send("POST /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5\r\nConnection: close\r\n"
+                  "Expect: 100-continue\r\n\r\n"));
+  EXPECT_FALSE(client.closed_within(1000ms));
+  EXPECT_EQ(client.received().rfind("HTTP/1.1 100 Continue", 0), 0u) << client.received();
+  ASSERT_TRUE(client.send("hello"));
+  auto reply = client.read_until_closed(2s);
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_NE(reply->find("\r\n\r\nHTTP/1.1 4"), std::string::npos) << "only GET is served: " << *reply;
 }
 
 TEST_F(MetricsServerTest, ChunkedBody_Gets413) {
@@ -303,6 +322,29 @@ TEST_F(MetricsServerTest, ManyClientsDrippingTheirRequests_DoNotKeepARequestWait
   auto finished = slow.front()->read_until_closed(5s);
   ASSERT_TRUE(finished.has_value());
   EXPECT_EQ(finished->rfind("HTTP/1.1 200", 0), 0u) << *finished;
+}
+
+// A client that sends a whole head and then drips the body it declared
+// held a worker until its timeout, as one that drips its head did: the
+// pool gathers the body too before a worker reads the request.
+TEST_F(MetricsServerTest, ManyClientsDrippingTheirBodies_DoNotKeepARequestWaiting) {
+  const int port = serve(3000ms);
+  std::vector<std::unique_ptr<RawClient>> slow;
+  for (int i = 0; i < 32; ++i) {
+    slow.push_back(std::make_unique<RawClient>(port));
+    ASSERT_TRUE(slow.back()->connected());
+    ASSERT_TRUE(slow.back()->send(
+        "POST /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: 5\r\n\r\nab"));
+  }
+  std::this_thread::sleep_for(100ms);
+  for (auto& c : slow) ASSERT_TRUE(c->send("c"));
+  expect_answered_at_once(port);
+  // Each slow request, once whole, is answered as usual.
+  ASSERT_TRUE(slow.front()->send("de"));
+  auto finished = slow.front()->read_until_closed(5s);
+  ASSERT_TRUE(finished.has_value());
+  EXPECT_EQ(finished->rfind("HTTP/1.1 ", 0), 0u) << *finished;
+  EXPECT_EQ(finished->find("HTTP/1.1 408"), std::string::npos) << *finished;
 }
 
 // Past the cap on open connections, the one that has waited longest for a

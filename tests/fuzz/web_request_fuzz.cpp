@@ -11,7 +11,11 @@
 //     one of its strings or integers as written;
 //   - a cookie's value never runs into the next cookie, and is found in the
 //     header right after its name;
-//   - a job id read from a path is a whole number from 1.
+//   - a job id read from a path is a whole number from 1;
+//   - the whole input, as the bytes a connection received, is a whole
+//     request (connection_pool.hpp) no later than any of its prefixes, and
+//     whole under a body limit whenever it is under a larger one: the pool
+//     never waits for bytes a request does not need.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -19,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "connection_pool.hpp"
 #include "fuzz_check.hpp"
 #include "web/access.hpp"
 #include "web/request_input.hpp"
@@ -84,5 +89,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
 
   if (auto id = parse_job_id(query)) FUZZ_CHECK(*id >= 1, "job id " + std::to_string(*id));
+
+  ratchet::cli::Unread whole;
+  whole.bytes.assign(reinterpret_cast<const char*>(data), size);
+  ratchet::cli::Unread half;
+  half.bytes = whole.bytes.substr(0, size / 2);
+  constexpr std::size_t kMaxBody = 64 * 1024;
+  FUZZ_CHECK(!half.has_request(kMaxBody) || whole.has_request(kMaxBody),
+             "a request whole in a prefix is not whole with the bytes after it");
+  FUZZ_CHECK(!whole.has_request(kMaxBody) || whole.has_request(0),
+             "a request whole under a body limit is not whole under a smaller one");
   return 0;
 }

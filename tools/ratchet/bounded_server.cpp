@@ -129,9 +129,8 @@ class DeadlineStream final : public httplib::Stream {
   Unread& in_;
 };
 
-// cpp-httplib parses a form-encoded body only up to this size, and
-// answers 413 past it (CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_MAX_LENGTH).
-constexpr std::uint64_t kMaxFormBody = 8192;
+static_assert(kMaxFormBody == CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_MAX_LENGTH,
+              "the pool hands a form body over this size to a worker unread, as httplib refuses it");
 
 // Why `req` is refused before its body is read; status 0: it is not.
 struct Refusal {
@@ -249,9 +248,9 @@ bool BoundedServer::process_and_close_socket(socket_t sock) {
 void BoundedServer::serve_connection(std::unique_ptr<ServerConnection> c) {
   bool refused = false;
   while (c->requests_left > 0) {
-    // No whole request head here: the connection waits for it in the pool,
+    // No whole request here: the connection waits for it in the pool,
     // without a thread.
-    if (!c->unread.has_head()) {
+    if (!c->unread.has_request(options_.max_body)) {
       pool_->park(std::move(c));
       return;
     }
@@ -315,7 +314,7 @@ Result<int> BoundedServer::serve(const Address& at, std::string_view flag) {
         Error::io(fmt::format("{}: cannot listen on {}:{}: {}", flag, at.host, port, std::strerror(errno))));
   }
   pool_ = std::make_unique<ConnectionPool>(
-      options_.workers, options_.max_connections, options_.timeout,
+      options_.workers, options_.max_connections, options_.timeout, options_.max_body,
       [this](std::unique_ptr<ServerConnection> c) { serve_connection(std::move(c)); });
   thread_ = std::thread([this] { listen_after_bind(); });
   // Until the thread listens, stop() would not reach it and halt() would

@@ -5,11 +5,12 @@
 //   thread (connection_pool.hpp): `workers` threads serve the requests that
 //   have come, and past `max_connections` the connection that has waited
 //   longest is closed.
-// - A request's head (request line and headers) must arrive whole within
-//   `timeout` of its first byte, and is gathered without a thread; its body
-//   must then arrive, and its answer be written, within `timeout`: a client
-//   that drips its request byte by byte, or reads the answer that way, is
-//   disconnected when the time is up. (cpp-httplib's own timeouts bound each
+// - A request (its head, and a body of at most `max_body` bytes with a
+//   Content-Length) must arrive whole within `timeout` of its first byte,
+//   and is gathered without a thread; its answer must then be written
+//   within `timeout` (and a body sent after "100 Continue" read within
+//   it): a client that drips its request byte by byte, or reads the answer
+//   that way, is disconnected when the time is up. (cpp-httplib's own timeouts bound each
 //   read and write, not the request, so a drip of one byte every few
 //   seconds would hold a worker thread for ever.)
 // - A body larger than `max_body` bytes, a chunked body (whose size is not

@@ -6,8 +6,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 namespace ratchet::cli {
@@ -22,14 +25,74 @@ constexpr std::size_t kMaxHead = 64 * 1024;
 
 }  // namespace
 
-bool Unread::has_head() const {
-  const std::string_view rest = std::string_view(bytes).substr(off);
-  // Blank lines before a request line are skipped by parsers: not a head.
+namespace {
+
+// Where a whole head (up to its empty line) ends in `rest`, past the blank
+// lines parsers skip before a request line; npos while it is not whole.
+std::size_t head_end(std::string_view rest) {
   const std::size_t start = rest.find_first_not_of("\r\n");
-  if (start == std::string_view::npos) return false;
-  const std::string_view head = rest.substr(start);
-  return head.find("\n\r\n") != std::string_view::npos || head.find("\n\n") != std::string_view::npos ||
-         rest.size() >= kMaxHead;
+  if (start == std::string_view::npos) return std::string_view::npos;
+  const std::size_t crlf = rest.find("\n\r\n", start);
+  const std::size_t lf = rest.find("\n\n", start);
+  if (crlf == std::string_view::npos && lf == std::string_view::npos) return std::string_view::npos;
+  return crlf < lf ? crlf + 3 : lf + 2;
+}
+
+bool same_name(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::ranges::equal(a, b, [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+std::string_view trimmed(std::string_view v) {
+  const std::size_t a = v.find_first_not_of(" \t\r");
+  if (a == std::string_view::npos) return {};
+  return v.substr(a, v.find_last_not_of(" \t\r") - a + 1);
+}
+
+// The body bytes a whole head says follow it: its Content-Length, zero
+// without one. Nothing when the pool should not wait for them: a chunked
+// body, a length that is not one whole number, a form-encoded body over
+// kMaxFormBody (all refused unread), or a client that waits for
+// "100 Continue" before it sends its body. The worker answers those.
+std::optional<std::size_t> body_to_gather(std::string_view head) {
+  std::optional<std::size_t> length;
+  bool form = false;
+  std::size_t line_start = head.find('\n');  // past the request line
+  while (line_start != std::string_view::npos && line_start + 1 < head.size()) {
+    const std::size_t next = head.find('\n', line_start + 1);
+    const std::string_view line = head.substr(
+        line_start + 1, next == std::string_view::npos ? std::string_view::npos : next - line_start - 1);
+    line_start = next;
+    const std::size_t colon = line.find(':');
+    if (colon == std::string_view::npos) continue;
+    const std::string_view name = trimmed(line.substr(0, colon));
+    if (same_name(name, "Transfer-Encoding") || same_name(name, "Expect")) return std::nullopt;
+    const std::string_view value = trimmed(line.substr(colon + 1));
+    if (same_name(name, "Content-Type")) form = value.starts_with("application/x-www-form-urlencoded");
+    if (!same_name(name, "Content-Length")) continue;
+    std::size_t n = 0;
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (value.empty() || ec != std::errc{} || end != value.data() + value.size() ||
+        (length && *length != n)) {
+      return std::nullopt;
+    }
+    length = n;
+  }
+  if (form && length > kMaxFormBody) return std::nullopt;
+  return length.value_or(0);
+}
+
+}  // namespace
+
+bool Unread::has_request(std::size_t max_body) const {
+  const std::string_view rest = std::string_view(bytes).substr(off);
+  const std::size_t end = head_end(rest);
+  if (end == std::string_view::npos) return rest.size() >= kMaxHead;
+  const std::optional<std::size_t> body = body_to_gather(rest.substr(0, end));
+  // A body refused unread, or one the worker must read itself.
+  if (!body || *body > max_body) return true;
+  return rest.size() - end >= *body;
 }
 
 ssize_t Unread::receive(int fd, std::size_t at_most) {
@@ -51,9 +114,10 @@ ServerConnection::~ServerConnection() {
 }
 
 ConnectionPool::ConnectionPool(std::size_t workers, std::size_t max_open,
-                               std::chrono::milliseconds idle_timeout, Serve serve)
+                               std::chrono::milliseconds idle_timeout, std::size_t max_body, Serve serve)
     : max_open_(std::max<std::size_t>(1, max_open)),
       idle_timeout_(idle_timeout),
+      max_body_(max_body),
       serve_(std::move(serve)),
       wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
   watcher_ = std::thread([this] { watch_loop(); });
@@ -132,7 +196,7 @@ void ConnectionPool::watch_loop() {
       std::uint64_t count = 0;
       [[maybe_unused]] const ssize_t r = ::read(wake_fd_, &count, sizeof count);
     }
-    // The head of a request as it comes; a worker once it is whole.
+    // A request as it comes; a worker once it is whole.
     std::vector<std::unique_ptr<ServerConnection>> ready;
     std::size_t kept = 0;
     const auto read_at = SteadyClock::now();
@@ -140,17 +204,17 @@ void ConnectionPool::watch_loop() {
       auto& c = waiting_[i];
       if (fds[i + 1].revents != 0) {
         const bool had_bytes = !c->unread.empty();
-        const ssize_t got = c->unread.receive(c->fd(), kMaxHead);
+        const ssize_t got = c->unread.receive(c->fd(), kMaxHead + max_body_);
         if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
           c.reset();  // the client went away
           continue;
         }
-        if (c->unread.has_head()) {
+        if (c->unread.has_request(max_body_)) {
           ready.push_back(std::move(c));
           continue;
         }
-        // The request's first bytes: its head must be whole within the
-        // timeout from now.
+        // The request's first bytes: it must be whole within the timeout
+        // from now.
         if (!had_bytes && got > 0) c->waits_since_ = read_at;
       }
       waiting_[kept++] = std::move(c);

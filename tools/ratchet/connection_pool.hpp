@@ -7,11 +7,15 @@
 // whose bytes have come.
 //
 // - A connection waits at most `idle_timeout` for its next request (or its
-//   first), then it is closed. The watcher reads a request's head as it
-//   comes, and hands the connection to a worker once it is whole: a client
-//   that drips its request holds no worker either, and is closed when the
-//   head has not come whole `idle_timeout` after its first byte. (A body
-//   is read by the worker, within the server's own timeout.)
+//   first), then it is closed. The watcher reads a request as it comes,
+//   its head and the body its Content-Length declares (up to `max_body`
+//   bytes), and hands the connection to a worker once both are whole: a
+//   client that drips its request holds no worker either, and is closed
+//   when the request has not come whole `idle_timeout` after its first
+//   byte. A body that is refused unread (too large, chunked) goes to a
+//   worker with its head, and so does one whose client waits for
+//   "100 Continue" before it sends it: the worker answers that and reads
+//   the body itself, within the server's own timeout.
 // - Past `max_open` connections, the one that has waited longest is closed
 //   to make room: a flood of idle connections cannot lock out a client that
 //   sends its request at once.
@@ -37,17 +41,25 @@
 
 namespace ratchet::cli {
 
+// cpp-httplib parses a form-encoded body only up to this size, and
+// answers 413 past it (CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_MAX_LENGTH): such
+// a body is refused before it is read.
+inline constexpr std::size_t kMaxFormBody = 8192;
+
 // What a connection received and no request has read yet: a client may
 // send its next request (pipelined) with the one before, and those bytes
-// belong to the next request's stream; the pool gathers a request's head
-// here before a worker reads it.
+// belong to the next request's stream; the pool gathers a request here
+// before a worker reads it.
 struct Unread {
   std::string bytes;
   std::size_t off = 0;
   bool empty() const { return off == bytes.size(); }
-  // Whether a whole request head (up to its empty line) is here, or more
-  // than any head may take, so that a worker has something to answer.
-  bool has_head() const;
+  // Whether a whole request is here, so that a worker has something to
+  // answer at once: a head (up to its empty line) and the body its
+  // Content-Length declares, or a head whose body the worker refuses or
+  // reads itself (over `max_body`, a form over kMaxFormBody, chunked, after
+  // "100 Continue"), or more than any head may take.
+  bool has_request(std::size_t max_body) const;
   // Reads what `fd` has now, up to `at_most` bytes held; the bytes read,
   // 0 at the end of the connection, -1 when nothing was there or it failed.
   ssize_t receive(int fd, std::size_t at_most);
@@ -80,7 +92,7 @@ class ConnectionPool {
   using Serve = std::function<void(std::unique_ptr<ServerConnection>)>;
 
   ConnectionPool(std::size_t workers, std::size_t max_open, std::chrono::milliseconds idle_timeout,
-                 Serve serve);
+                 std::size_t max_body, Serve serve);
   ~ConnectionPool();
   ConnectionPool(const ConnectionPool&) = delete;
   ConnectionPool& operator=(const ConnectionPool&) = delete;
@@ -97,6 +109,7 @@ class ConnectionPool {
 
   const std::size_t max_open_;
   const std::chrono::milliseconds idle_timeout_;
+  const std::size_t max_body_;
   const Serve serve_;
   std::atomic<std::size_t> open_{0};
   std::atomic<bool> stopping_{false};
