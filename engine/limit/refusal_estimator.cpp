@@ -166,7 +166,14 @@ std::optional<RefusalEstimator::Line> RefusalEstimator::tangent(const Stretch& a
       }
       if (p.of_b != q.of_b && q.length - p.length >= static_cast<double>(kMinStretchGapUs) &&
           q.admitted - p.admitted >= 2) {
-        if (!best || rate > best->rate) best = Line{rate, p.admitted - rate * p.length};
+        // A bucket holds a call at least. A chord through about nothing at
+        // length zero is the calls in flight sent as fast as they came back
+        // (eight at 48 ms: 167 a second), whatever the server's rate: parts
+        // of both stretches sent so lie on it. The chords further on are
+        // shallower, and one of them is the bucket's.
+        const double burst = p.admitted - rate * p.length;
+        if (burst < kMinBurst) continue;
+        if (!best || rate > best->rate) best = Line{rate, burst};
         break;  // the chords further on are shallower
       }
     }

@@ -15,7 +15,9 @@
 // So the line is a common upper tangent of two stretches' points: an edge
 // of the upper convex hull of both that joins a point of each, at least
 // kMinStretchGapUs apart in length (closer ones leave the rate to the
-// jitter of a few arrivals). Its slope is the rate and its intercept the
+// jitter of a few arrivals), that gives the bucket a call at least (a line
+// through nothing at length zero is the client's own pace: the calls in
+// flight sent as fast as they come back). Its slope is the rate and its intercept the
 // bucket's size. A stretch compared with a shorter one is compared with
 // the shortest so far (the reference), whose drain is the least mixed
 // with overflow. A reading that contradicts an answer the server gave is
@@ -72,6 +74,8 @@ class RefusalEstimator {
   // How far above a hull edge a point between its ends may lie, in calls:
   // near-collinear points of one drain, moved by the jitter of arrivals.
   static constexpr double kTolerance = 0.25;
+  // The least size a tangent may give a bucket, in calls (see tangent()).
+  static constexpr double kMinBurst = 0.5;
 
  private:
   struct Stretch {

@@ -399,6 +399,22 @@ TEST(AdaptivePacer_Bucket, ABucketBehindAProxyThatRefusesAtOnceIsReadAsABucketNo
   }
 }
 
+TEST(AdaptivePacer_Bucket, TheCallsInFlightSentAsFastAsTheyComeBackAreNotReadAsTheBucketsRate) {
+  // Eight calls in flight, 48 ms to the server: the client sends at most
+  // 167 a second, and parts of both stretches sent that fast lay on one
+  // line through nothing at length zero. Read as a bucket of 167/s and no
+  // size, 84/s was paced at 163, then 148, 135 and 123, each refused and
+  // slowed by a tenth before the fifth refusal read it: 21 refusals, 1.39
+  // times the least time. A bucket holds a call at least: read from the
+  // first two refusals, 83.8/s and 27.5, 8 refusals and 1.16.
+  RefusingBucket server{84, 28, 48'000};
+  const PacedRun run = run_against(server, 1000, 1'700'000'000 * kSecond, 8);
+  const double makespan = static_cast<double>(run.last_arrival - run.first_arrival) / 1e6;
+  const double bound = 972.0 / 84;
+  EXPECT_LE(makespan, 1.2 * bound) << makespan << " s against " << bound;
+  EXPECT_LE(run.refused, 10) << run.refused << " of " << run.requests;
+}
+
 TEST(AdaptivePacer_Bucket, ARateReadUnderTheServersSpeedsUpToTheFastestItsAnswersAllow) {
   // Two refusals read the slowest bucket their stretches allow, or a bound
   // under it: nginx's 5 r/s at 4.4, a bucket of 7/s at 4.6, and the pace
